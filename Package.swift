@@ -1,0 +1,50 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Module map (see README "Architecture"):
+//   CFuse3       system library target for libfuse3 (module map + shim header only)
+//   FUSE         small safe wrapper over the low-level libfuse API; knows nothing about photos
+//   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift)
+//   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
+//   GrantStore   the library folder and its database (GRDB on SQLite)
+//   PhotoViewFS  the FUSE adapter: one app's view of the library as a filesystem
+//   photogate    the command-line tool
+let package = Package(
+    name: "photogate",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "photogate", targets: ["photogate"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CFuse3",
+            pkgConfig: "fuse3",
+            providers: [.apt(["libfuse3-dev"])]
+        ),
+        .target(name: "FUSE", dependencies: ["CFuse3"]),
+        .target(name: "PhotoLibrary"),
+        .target(name: "Redaction"),
+        .target(
+            name: "GrantStore",
+            dependencies: ["PhotoLibrary", "Redaction", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "GrantStore", "Redaction"]),
+        .executableTarget(
+            name: "photogate",
+            dependencies: [
+                "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "PhotoLibraryTests", dependencies: ["PhotoLibrary"]),
+        .testTarget(name: "RedactionTests", dependencies: ["Redaction"]),
+        .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary"]),
+        .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
+        .testTarget(name: "CLITests", dependencies: ["PhotoLibrary"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
