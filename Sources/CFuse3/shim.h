@@ -47,6 +47,11 @@ static inline struct fuse_bufvec cfuse_bufvec_mem(size_t size, void *mem) {
 
 static inline int cfuse_minor_version(void) { return FUSE_MINOR_VERSION; }
 
+/// fuse_session_loop_mt is a macro in some builds (no versioned symbols): call it from C.
+static inline int cfuse_session_loop_mt(struct fuse_session *se, struct fuse_loop_config *config) {
+    return fuse_session_loop_mt(se, config);
+}
+
 /// Ask for a capability if the kernel offers it. Returns 1 when it is now wanted.
 static inline int cfuse_want(struct fuse_conn_info *conn, uint64_t flag) {
 #if FUSE_MINOR_VERSION >= 17
@@ -54,6 +59,15 @@ static inline int cfuse_want(struct fuse_conn_info *conn, uint64_t flag) {
 #else
     if (conn->capable & (unsigned)flag) { conn->want |= (unsigned)flag; return 1; }
     return 0;
+#endif
+}
+
+/// 1 when the kernel (and this libfuse) offer the capability.
+static inline int cfuse_capable(const struct fuse_conn_info *conn, uint64_t flag) {
+#if FUSE_MINOR_VERSION >= 17
+    return (conn->capable_ext & flag) ? 1 : 0;
+#else
+    return (conn->capable & (unsigned)flag) ? 1 : 0;
 #endif
 }
 

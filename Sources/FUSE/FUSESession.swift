@@ -1,0 +1,213 @@
+import CFuse3
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One FUSE mount served by a `FileSystemOperations`.
+///
+/// ```swift
+/// let session = try FUSESession(operations: fs, options: MountOptions(fsName: "photogate", subtype: "photogate"))
+/// try session.mount(at: "/mnt/view")
+/// try session.installSignalHandlers()      // optional: SIGINT/SIGTERM/SIGHUP end run()
+/// let status = session.run()               // blocks on a dedicated thread; returns once unmounted
+/// ```
+///
+/// - `run()` blocks in libfuse's multi-threaded loop: call it from a dedicated thread (or the
+///   main thread of a daemon), never from a Swift concurrency task. It returns when the file
+///   system is unmounted (`unmount()`, `fusermount3 -u`, `umount`), or a signal arrived, and
+///   cleans up: unmount, `fuse_session_destroy`. A session runs once.
+/// - Until `run()` processes the kernel's INIT, any access to the mount point blocks: use
+///   `waitUntilReady(timeout:)` before touching it from the same process.
+/// - Never forks (no `fuse_daemonize`). As root, mounting is a `mount(2)` call; as another user
+///   libfuse runs `fusermount3`.
+public final class FUSESession: @unchecked Sendable {
+    // Immutable; all mutable state lives in the core behind Mutex/Atomic.
+    let core: SessionCore
+
+    /// Creates the libfuse session (`fuse_session_new`). Throws EINVAL when libfuse rejects the
+    /// options (it prints why on stderr).
+    public init(operations: some FileSystemOperations, options: MountOptions) throws(Errno) {
+        let core = SessionCore(fs: operations, options: options)
+        var ops = makeLowLevelOperations(readdirplus: options.readdirplus)
+
+        var arguments = ["photogate-fuse", "-o", Self.mountOptionString(options)]
+        if options.debug { arguments.append("-d") }
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        argv.append(nil)
+        defer { for p in argv { free(p) } }
+
+        let userdata = Unmanaged.passRetained(core).toOpaque()
+        let session: OpaquePointer? = argv.withUnsafeMutableBufferPointer { buf in
+            var args = cfuse_args(Int32(arguments.count), buf.baseAddress)
+            defer { fuse_opt_free_args(&args) }
+            return cfuse_session_new(&args, &ops, userdata)
+        }
+        guard let session else {
+            Unmanaged<SessionCore>.fromOpaque(userdata).release()
+            throw .invalid
+        }
+        core.attach(session: session, userdata: userdata)
+        self.core = core
+    }
+
+    deinit {
+        core.teardown()
+    }
+
+    static func mountOptionString(_ options: MountOptions) -> String {
+        // libfuse's option parser takes "\," for a literal comma and "\\" for a backslash.
+        func escape(_ s: String) -> String {
+            var out = ""
+            for ch in s {
+                if ch == "\\" || ch == "," { out.append("\\") }
+                out.append(ch)
+            }
+            return out
+        }
+        var opts = ["fsname=\(escape(options.fsName))", "subtype=\(escape(options.subtype))"]
+        if options.allowOther { opts.append("allow_other") }
+        if options.defaultPermissions { opts.append("default_permissions") }
+        if let maxRead = options.maxRead { opts.append("max_read=\(maxRead)") }
+        opts += options.extra.map(escape)
+        return opts.joined(separator: ",")
+    }
+
+    /// The libfuse this process runs with (`fuse_pkgversion()`, e.g. "3.14.0").
+    public var libfuseVersion: String { String(cString: fuse_pkgversion()) }
+
+    /// True once INIT negotiated FUSE_CAP_PASSTHROUGH.
+    public var passthroughActive: Bool { core.passthroughActive.load(ordering: .relaxed) }
+
+    /// What INIT negotiated; nil before the kernel's INIT was processed.
+    public var connection: ConnectionInfo? { core.connection.withLock { $0 } }
+
+    /// Mounts the filesystem (`fuse_session_mount`). Errors: ENOENT/ENOTDIR for a bad mount
+    /// point, ENODEV when /dev/fuse is missing, EACCES/EPERM when not allowed, EBUSY when this
+    /// session is already mounted or has run; otherwise the mount's errno (EIO if unknown;
+    /// libfuse also prints the reason on stderr).
+    public func mount(at path: String) throws(Errno) {
+        guard let resolved = realpath(path, nil) else { throw .current }
+        let mountpoint = String(cString: resolved)
+        free(resolved)
+        var st = stat()
+        guard stat(mountpoint, &st) == 0 else { throw .current }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw .notDirectory }
+        let device = open("/dev/fuse", O_RDWR | O_CLOEXEC)
+        guard device >= 0 else { throw errno == ENOENT ? .noDevice : .current }
+        close(device)
+
+        try core.state.withLock { (st: inout SessionCore.State) throws(Errno) in
+            guard st.phase == .created, !st.mounted, let se = core.se else { throw .busy }
+            errno = 0
+            guard fuse_session_mount(se, mountpoint) == 0 else {
+                let code = errno
+                throw code != 0 ? Errno(code) : .io
+            }
+            st.mounted = true
+            st.mountpoint = mountpoint
+            st.unmountedBeforeRun = false
+            st.phase = .mounted
+        }
+    }
+
+    /// Installs libfuse's handlers (`fuse_set_signal_handlers`): SIGINT, SIGTERM and SIGHUP end
+    /// `run()`, SIGPIPE is ignored; all are restored when `run()` returns. Process-wide: one
+    /// session at a time. A signal landing on a thread outside the loop is noticed within ~0.2 s.
+    public func installSignalHandlers() throws(Errno) {
+        try core.state.withLock { (st: inout SessionCore.State) throws(Errno) in
+            guard !st.signalsInstalled else { return }
+            guard st.phase == .created || st.phase == .mounted || st.phase == .running,
+                  let se = core.se else { throw .invalid }
+            guard fuse_set_signal_handlers(se) == 0 else { throw .invalid }
+            st.signalsInstalled = true
+        }
+    }
+
+    /// Serves requests until the filesystem is unmounted or a handled signal arrives, then
+    /// unmounts (if still mounted) and destroys the session. Returns 0 after an unmount, the
+    /// signal number after a signal, a negative errno on a loop error, and -EINVAL when the
+    /// session is not mounted (or already ran). Run it on a dedicated thread.
+    public func run() -> Int32 {
+        let start = core.state.withLock { st -> Int32? in
+            if st.phase == .created && st.unmountedBeforeRun { return 0 }
+            guard st.phase == .mounted else { return -EINVAL }
+            st.phase = .running
+            return nil
+        }
+        if let start {
+            if start == 0 { core.teardown() }
+            return start
+        }
+        guard let se = core.se else { return -EINVAL }
+        let config = fuse_loop_cfg_create()  // nil only without memory: libfuse's defaults then
+        if let config {
+            fuse_loop_cfg_set_max_threads(config, UInt32(max(1, core.options.threads)))
+            fuse_loop_cfg_set_clone_fd(config, 0)
+        }
+        let status = cfuse_session_loop_mt(se, config)
+        if let config { fuse_loop_cfg_destroy(config) }
+        core.teardown()
+        return status
+    }
+
+    /// Ends the session from any thread, without hanging: before `run()`, unmounts at once (and
+    /// `run()` will return immediately); during `run()`, makes the loop return promptly (even if
+    /// files are still open on the mount), after which `run()` unmounts and cleans up. Returns
+    /// without waiting for `run()` to return.
+    public func unmount() {
+        core.unmount()
+    }
+
+    /// Waits until the kernel's INIT was processed (the mount is usable), up to `timeout`
+    /// seconds. False on timeout or if the session ended first.
+    public func waitUntilReady(timeout: Double) -> Bool {
+        var remaining = max(0, timeout)
+        while true {
+            if core.initialized.load(ordering: .acquiring) { return true }
+            let ended = core.state.withLock { $0.phase == .stopping || $0.phase == .finished }
+            if ended || remaining <= 0 { return false }
+            var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+            nanosleep(&pause, nil)
+            remaining -= 0.001
+        }
+    }
+
+    // MARK: - Cache invalidation
+    //
+    // Callable from any thread at any time, including from request handlers: the calls are queued
+    // and run in order, in batches, on the session's own notifier thread — never inside a handler
+    // and never while holding a lock a handler needs (the kernel may wait for the very request a
+    // handler is serving). Before INIT or after the session ended they do nothing. Names are raw
+    // bytes.
+
+    /// Forget the cached lookup of `name` in `parent` (`fuse_lowlevel_notify_inval_entry`): the
+    /// next access looks it up again. Use when a name appears, disappears or changes inode.
+    public func invalidateEntry(parent: Inode, name: [UInt8]) {
+        core.enqueue(.entry(parent: parent, name: name))
+    }
+
+    /// Drop the cached attributes of `inode` and its page cache from `offset`, `length` bytes
+    /// (`fuse_lowlevel_notify_inval_inode`). `length` 0 means to the end of the file, so the
+    /// defaults drop attributes and all cached data; a negative `offset` drops only the attributes.
+    public func invalidateInode(_ inode: Inode, offset: Int64 = 0, length: Int64 = 0) {
+        core.enqueue(.inode(inode, offset: offset, length: length))
+    }
+
+    /// `name` (inode `child`) was deleted from `parent` (`fuse_lowlevel_notify_delete`): drops the
+    /// dentry like `invalidateEntry` and also marks the cached inode deleted (nlink 0), so
+    /// inotify watchers of that file get IN_DELETE_SELF. Measured on Linux 6.18: watchers of the
+    /// parent directory get no IN_DELETE (the kernel's fsnotify hook is not on this path).
+    /// Nothing happens if the kernel has no dentry for `name` or it is not `child`.
+    public func notifyDelete(parent: Inode, child: Inode, name: [UInt8]) {
+        core.enqueue(.delete(parent: parent, child: child, name: name))
+    }
+
+    /// Blocks until everything queued before this call has reached the kernel. From inside a
+    /// request handler it returns at once (waiting there could deadlock).
+    public func flushNotifications() {
+        core.flush()
+    }
+}

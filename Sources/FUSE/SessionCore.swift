@@ -1,0 +1,368 @@
+import CFuse3
+import Dispatch
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The top bit of `fuse_file_info.fh` marks file opens the wrapper registered for passthrough
+/// (the filesystem never sees it).
+let passthroughHandleBit: UInt64 = 1 << 63
+
+/// Everything the C callbacks reach through `fuse_req_userdata`: the filesystem, the session
+/// pointer, the lifecycle, the passthrough table and the notifier.
+///
+/// Ownership: `FUSESession` holds it strongly, and libfuse's userdata holds one retained reference
+/// (taken in `FUSESession.init`, released in `teardown()` after `fuse_session_destroy`), so the
+/// callbacks can use it unretained. The notifier thread holds it while it runs.
+final class SessionCore: @unchecked Sendable {
+    enum Phase: Sendable {
+        case created     // session exists, not mounted (or unmounted before run)
+        case mounted     // fuse_session_mount done, loop not started
+        case running     // inside fuse_session_loop_mt
+        case stopping    // loop returned, tearing down
+        case finished    // fuse_session_destroy done
+    }
+
+    struct State: Sendable {
+        var phase: Phase = .created
+        var mounted = false
+        var mountpoint: String?
+        var signalsInstalled = false
+        /// unmount() asked the loop to stop (fuse_session_exit + a wake-up request).
+        var exitRequested = false
+        /// unmount() came before run(): run() returns at once.
+        var unmountedBeforeRun = false
+    }
+
+    struct Backing: Sendable {
+        var id: Int32
+        var refs: Int
+    }
+
+    enum Notification: Sendable, Equatable {
+        case inode(Inode, offset: Int64, length: Int64)
+        case entry(parent: Inode, name: [UInt8])
+        case delete(parent: Inode, child: Inode, name: [UInt8])
+        case barrier(Barrier)
+    }
+
+    /// A one-shot wait for flushNotifications().
+    final class Barrier: Sendable, Equatable {
+        let semaphore = DispatchSemaphore(value: 0)
+        static func == (a: Barrier, b: Barrier) -> Bool { a === b }
+    }
+
+    struct NotifyQueue: Sendable {
+        var items: [Notification] = []
+        var stopped = false
+    }
+
+    let fs: any FileSystemOperations
+    let options: MountOptions
+
+    /// The `struct fuse_session *`. Written in `attach` (before any other thread sees this
+    /// object) and in `teardown` (after the loop ended and the notifier thread was joined).
+    /// Other threads read it only under `state` while the phase says it is alive.
+    private(set) var se: OpaquePointer?
+    private var userdata: UnsafeMutableRawPointer?
+
+    let state = Mutex(State())
+    let initialized = Atomic<Bool>(false)
+    let passthroughActive = Atomic<Bool>(false)
+    let connection = Mutex<ConnectionInfo?>(nil)
+    let backing = Mutex<[Inode: Backing]>([:])
+
+    private let queue = Mutex(NotifyQueue())
+    private let wake = DispatchSemaphore(value: 0)
+    private var notifierThread: NativeThread?
+
+    init(fs: any FileSystemOperations, options: MountOptions) {
+        self.fs = fs
+        self.options = options
+    }
+
+    func attach(session: OpaquePointer, userdata: UnsafeMutableRawPointer) {
+        self.se = session
+        self.userdata = userdata
+        notifierThread = NativeThread.spawn(name: "fuse-notify") { [self] in notifierLoop() }
+    }
+
+    // MARK: - Lifecycle
+
+    /// Mounted-but-never-run, or after the loop: stop the notifier, unmount if still mounted,
+    /// destroy the session and drop libfuse's reference to us. Idempotent.
+    func teardown() {
+        let (wasMounted, signals) = state.withLock { st -> (Bool, Bool) in
+            guard st.phase != .finished, st.phase != .stopping else { return (false, false) }
+            st.phase = .stopping
+            return (st.mounted, st.signalsInstalled)
+        }
+        guard let se else { return }
+        // The notifier may be blocked in the kernel on a lock held by a request that no worker
+        // will ever answer now (an invalidation of a directory whose lookup is pending): joining
+        // it first could hang. So cut the connection first: swap /dev/null onto the device
+        // descriptor (closing the last /dev/fuse reference aborts the connection and fails the
+        // pending requests, which frees the lock), then join the notifier — any late
+        // notification lands in /dev/null, never in a reused descriptor number — then let
+        // libfuse unmount (it closes the placeholder and detaches the mount) and destroy.
+        if wasMounted {
+            let deviceFD = fuse_session_fd(se)
+            let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
+            if deviceFD >= 0 && placeholder >= 0 { dup2(placeholder, deviceFD) }
+            if placeholder >= 0 { close(placeholder) }
+        }
+        stopNotifier()
+        if wasMounted { fuse_session_unmount(se) }
+        if signals { fuse_remove_signal_handlers(se) }
+        fuse_session_destroy(se)
+        self.se = nil
+        state.withLock { st in
+            st.phase = .finished
+            st.mounted = false
+            st.signalsInstalled = false
+        }
+        if let userdata {
+            self.userdata = nil
+            Unmanaged<SessionCore>.fromOpaque(userdata).release()
+        }
+    }
+
+    /// Ask a running loop to stop, from any thread, without blocking: set the exit flag, then make
+    /// the kernel send one request so that a worker wakes up, sees the flag and ends the loop
+    /// (libfuse < 3.18 does not wake on fuse_session_exit alone). The request is a statfs(2) of
+    /// the mount point from a short-lived helper thread: the kernel never caches statfs, and the
+    /// caller — maybe a request handler itself — does not wait for the reply. (A 0-byte
+    /// FUSE_NOTIFY_RETRIEVE of the root would need no path, but Linux 6.18 answers it EINVAL.)
+    /// The loop's own cleanup then unmounts, lazily, so open files do not keep it alive.
+    /// Must be called with `state` locked and the phase `.running`.
+    private func requestExitLocked(_ st: inout State) {
+        guard let se, !st.exitRequested else { return }
+        st.exitRequested = true
+        fuse_session_exit(se)
+        guard let mountpoint = st.mountpoint else { return }
+        // Before INIT the worker that handles INIT sees the flag afterwards; the statfs then
+        // waits for INIT and fails with ENOTCONN once the connection is gone. Either way it ends.
+        let poke = NativeThread.spawn(name: "fuse-wake") {
+            var sv = statvfs()
+            _ = statvfs(mountpoint, &sv)
+        }
+        poke?.detach()
+    }
+
+    func unmount() {
+        state.withLock { st in
+            switch st.phase {
+            case .created:
+                break
+            case .mounted:
+                if st.mounted, let se {
+                    fuse_session_unmount(se)
+                    st.mounted = false
+                }
+                st.unmountedBeforeRun = true
+                st.phase = .created
+            case .running:
+                requestExitLocked(&st)
+            case .stopping, .finished:
+                break
+            }
+        }
+    }
+
+    // MARK: - Notifications
+
+    func enqueue(_ item: Notification) {
+        let accepted = queue.withLock { q -> Bool in
+            guard !q.stopped else { return false }
+            q.items.append(item)
+            return true
+        }
+        if accepted {
+            wake.signal()
+        } else if case .barrier(let barrier) = item {
+            barrier.semaphore.signal()
+        }
+    }
+
+    func flush() {
+        // Inside a handler, waiting could deadlock (the kernel may hold a lock the invalidation
+        // needs until this very request is answered): queue only.
+        guard !HandlerThread.isCurrent, let thread = notifierThread, !thread.isCurrent else { return }
+        let barrier = Barrier()
+        enqueue(.barrier(barrier))
+        barrier.semaphore.wait()
+    }
+
+    private func stopNotifier() {
+        queue.withLock { $0.stopped = true }
+        wake.signal()
+        notifierThread?.join()
+        notifierThread = nil
+        // Anything queued after the thread's last drain.
+        let rest = queue.withLock { q -> [Notification] in
+            defer { q.items = [] }
+            return q.items
+        }
+        for case .barrier(let b) in rest { b.semaphore.signal() }
+    }
+
+    private func notifierLoop() {
+        while true {
+            _ = wake.wait(timeout: .now() + .milliseconds(200))
+            let (batch, stopped) = queue.withLock { q -> ([Notification], Bool) in
+                defer { q.items = [] }
+                return (q.items, q.stopped)
+            }
+            perform(batch)
+            if stopped { return }
+            watchdog()
+        }
+    }
+
+    /// Runs queued notifications in order, skipping an item identical to the one just before it.
+    /// Never inside a request handler, never with a lock held that a handler could need.
+    private func perform(_ batch: [Notification]) {
+        guard let se else {
+            for case .barrier(let b) in batch { b.semaphore.signal() }
+            return
+        }
+        var previous: Notification?
+        for item in batch {
+            defer { previous = item }
+            if case .barrier(let b) = item {
+                b.semaphore.signal()
+                continue
+            }
+            if item == previous { continue }
+            // Results are ignored: -ENOENT (not cached), -ENOTCONN (before INIT) are normal.
+            switch item {
+            case .inode(let ino, let offset, let length):
+                _ = fuse_lowlevel_notify_inval_inode(se, ino, off_t(offset), off_t(length))
+            case .entry(let parent, let name):
+                withCName(name) { ptr, len in
+                    _ = fuse_lowlevel_notify_inval_entry(se, parent, ptr, len)
+                }
+            case .delete(let parent, let child, let name):
+                withCName(name) { ptr, len in
+                    _ = fuse_lowlevel_notify_delete(se, parent, child, ptr, len)
+                }
+            case .barrier:
+                break
+            }
+        }
+    }
+
+    /// A signal caught by libfuse's handler only sets the exit flag; if it landed on a thread
+    /// that is not blocked in the loop, nothing wakes the loop (libfuse < 3.18). Notice it here.
+    private func watchdog() {
+        state.withLock { st in
+            guard st.phase == .running, !st.exitRequested, let se else { return }
+            if fuse_session_exited(se) != 0 { requestExitLocked(&st) }
+        }
+    }
+
+    func notifyPoll(_ handle: OpaquePointer) {
+        state.withLock { st in
+            guard st.phase == .running else { return }
+            _ = fuse_lowlevel_notify_poll(handle)
+        }
+    }
+
+    // MARK: - Passthrough
+
+    /// Registers `fd` as the backing file of `inode` (one backing id per inode, refcounted).
+    /// Returns the backing id, or 0 when passthrough is not possible.
+    func acquireBacking(_ req: fuse_req_t?, inode: Inode, fd: Int32) -> Int32 {
+        guard passthroughActive.load(ordering: .relaxed), fd >= 0 else { return 0 }
+        return backing.withLock { table -> Int32 in
+            if var b = table[inode] {
+                b.refs += 1
+                table[inode] = b
+                return b.id
+            }
+            let id = cfuse_passthrough_open(req, fd)
+            guard id > 0 else { return 0 }
+            table[inode] = Backing(id: id, refs: 1)
+            return id
+        }
+    }
+
+    func releaseBacking(_ req: fuse_req_t?, inode: Inode) {
+        backing.withLock { table in
+            guard var b = table[inode] else { return }
+            b.refs -= 1
+            if b.refs > 0 {
+                table[inode] = b
+            } else {
+                table[inode] = nil
+                _ = cfuse_passthrough_close(req, b.id)
+            }
+        }
+    }
+
+    // MARK: - INIT
+
+    func negotiate(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
+        let wantedWrite = options.maxWrite ?? (1 << 20)
+        if wantedWrite > 0 { conn.pointee.max_write = min(conn.pointee.max_write, wantedWrite) }
+
+        _ = cfuse_want(conn, UInt64(FUSE_CAP_ASYNC_READ))
+        _ = cfuse_want(conn, UInt64(FUSE_CAP_PARALLEL_DIROPS))
+        _ = cfuse_want(conn, UInt64(FUSE_CAP_AUTO_INVAL_DATA))
+        let splice = cfuse_want(conn, UInt64(FUSE_CAP_SPLICE_WRITE)) != 0
+        if splice { _ = cfuse_want(conn, UInt64(FUSE_CAP_SPLICE_MOVE)) }
+        // Splicing requests in only pays with a write_buf handler; ours copies to memory anyway.
+        cfuse_unwant(conn, UInt64(FUSE_CAP_SPLICE_READ))
+        // open(O_TRUNC) arrives as setattr(size: 0) + open: one place to truncate.
+        cfuse_unwant(conn, UInt64(FUSE_CAP_ATOMIC_O_TRUNC))
+        // The kernel clears setuid/setgid itself.
+        cfuse_unwant(conn, UInt64(FUSE_CAP_HANDLE_KILLPRIV))
+        cfuse_unwant(conn, UInt64(FUSE_CAP_EXPORT_SUPPORT))
+        cfuse_unwant(conn, UInt64(FUSE_CAP_POSIX_ACL))
+
+        var plus = false
+        if options.readdirplus {
+            plus = cfuse_want(conn, UInt64(FUSE_CAP_READDIRPLUS)) != 0
+            cfuse_unwant(conn, UInt64(FUSE_CAP_READDIRPLUS_AUTO))
+        } else {
+            cfuse_unwant(conn, UInt64(FUSE_CAP_READDIRPLUS))
+            cfuse_unwant(conn, UInt64(FUSE_CAP_READDIRPLUS_AUTO))
+        }
+
+        let passthroughCap = cfuse_cap_passthrough()
+        let passthroughAvailable = passthroughCap != 0 && cfuse_capable(conn, passthroughCap) != 0
+        var passthrough = false
+        if options.passthrough && passthroughAvailable {
+            passthrough = cfuse_want(conn, passthroughCap) != 0
+            if passthrough { cfuse_set_max_stack_depth(conn, 1) }
+        }
+        var writeback = false
+        if options.writebackCache && !passthrough {
+            writeback = cfuse_want(conn, UInt64(FUSE_CAP_WRITEBACK_CACHE)) != 0
+        } else {
+            cfuse_unwant(conn, UInt64(FUSE_CAP_WRITEBACK_CACHE))
+        }
+        passthroughActive.store(passthrough, ordering: .relaxed)
+
+        let info = ConnectionInfo(
+            protocolMajor: conn.pointee.proto_major, protocolMinor: conn.pointee.proto_minor,
+            maxWrite: conn.pointee.max_write, maxReadahead: conn.pointee.max_readahead,
+            passthroughAvailable: passthroughAvailable, passthroughActive: passthrough,
+            readdirplus: plus, writebackCache: writeback, spliceWrite: splice)
+        connection.withLock { $0 = info }
+        initialized.store(true, ordering: .releasing)
+    }
+}
+
+/// Calls `body` with `name` as a NUL-terminated C string and its length without the NUL
+/// (libfuse's notify calls send namelen + 1 bytes).
+func withCName<R>(_ name: [UInt8], _ body: (UnsafePointer<CChar>, Int) -> R) -> R {
+    var bytes = name
+    bytes.append(0)
+    return bytes.withUnsafeBufferPointer { buf in
+        buf.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buf.count) { body($0, name.count) }
+    }
+}
