@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+@testable import Redaction
+
+@Suite("XMP scanner")
+struct XMPTests {
+    /// The packet with the scanner's changes applied, as text.
+    func blanked(_ xml: String) -> (String, XMPScanner.Result) {
+        let bytes = Array(xml.utf8)
+        let result = XMPScanner.scan(bytes)
+        return (String(decoding: result.changes.applied(to: bytes), as: UTF8.self), result)
+    }
+
+    @Test func attributeAndElementForms() {
+        let xml = """
+            <x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">
+            <rdf:Description xmlns:e="http://ns.adobe.com/exif/1.0/" e:GPSLatitude="48,51N" e:ExposureTime="1/50">
+            <e:GPSLongitude>2,21E</e:GPSLongitude><e:GPSTimeStamp/>
+            <Iptc4xmpExt:LocationShown xmlns:Iptc4xmpExt="http://iptc.org/std/Iptc4xmpExt/2008-02-29/">
+             <rdf:Bag><rdf:li><Iptc4xmpExt:City>Paris</Iptc4xmpExt:City></rdf:li></rdf:Bag>
+            </Iptc4xmpExt:LocationShown>
+            <photoshop:State xmlns:photoshop="http://ns.adobe.com/photoshop/1.0/">IDF</photoshop:State>
+            <e:DateTimeOriginal>2021-03-04T05:06:07+02:00</e:DateTimeOriginal>
+            </rdf:Description></rdf:RDF></x:xmpmeta>
+            """
+        let (out, result) = blanked(xml)
+        #expect(result.changes.sawLocation)
+        for gone in ["GPSLatitude", "48,51N", "GPSLongitude", "2,21E", "GPSTimeStamp", "LocationShown", "Paris", "State", "IDF"] {
+            #expect(!out.contains(gone), "\(gone) still there")
+        }
+        #expect(out.contains(#"e:ExposureTime="1/50""#))
+        #expect(out.utf8.count == xml.utf8.count)
+        #expect(result.dates.xmpOriginal == "2021-03-04T05:06:07+02:00")
+        // The result still tokenizes: blanking keeps the XML well formed.
+        #expect(XMPScanner.scan(Array(out.utf8)).changes.isEmpty)
+    }
+
+    @Test func unknownPrefixesFallBackToConventionalOnes() {
+        let (out, result) = blanked(#"<rdf:Description exif:GPSAltitude="35/1" photoshop:City="Paris" xmp:CreateDate="2020-01-02"/>"#)
+        #expect(result.changes.sawLocation)
+        #expect(!out.contains("35/1") && !out.contains("Paris"))
+        #expect(result.dates.xmpCreated == "2020-01-02")
+    }
+
+    @Test func unparseablePacketWithLocationIsBlankedWhole() {
+        for xml in [#"<a exif:GPSLatitude="1"#, "<a><b>GPS</a>", #"<!DOCTYPE x [<!ENTITY e "GPS">]><a>&e;</a>"#, "<a><exif:GPSLatitude>1"] {
+            let (out, result) = blanked(xml)
+            #expect(result.changes.sawLocation, "\(xml)")
+            #expect(out.allSatisfy { $0 == " " }, "\(xml)")
+        }
+        // No location words: left alone even if broken.
+        let (out, result) = blanked("<a><b>hello</a>")
+        #expect(out == "<a><b>hello</a>")
+        #expect(!result.changes.sawLocation)
+    }
+
+    @Test func utf16PacketWithLocationIsBlankedWhole() {
+        let xml = #"<rdf:Description exif:GPSLatitude="1"/>"#
+        var bytes: [UInt8] = [0xFF, 0xFE]
+        for u in xml.utf16 { bytes += [UInt8(u & 0xFF), UInt8(u >> 8)] }
+        let result = XMPScanner.scan(bytes)
+        #expect(result.changes.sawLocation)
+        #expect(result.changes.applied(to: bytes).allSatisfy { $0 == 0x20 })
+    }
+
+    @Test func commentsCDATAAndProcessingInstructionsAreSkipped() {
+        let xml = #"<?xpacket begin="GPS"?><a><!-- exif:GPSLatitude="1" --><b><![CDATA[ <exif:GPSLatitude> ]]></b></a>"#
+        let (out, result) = blanked(xml)
+        #expect(out == xml)
+        #expect(!result.changes.sawLocation)
+    }
+}
