@@ -25,6 +25,7 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        .target(name: "CSystem"),
         .target(name: "FUSE", dependencies: ["CFuse3"]),
         .target(name: "PhotoLibrary"),
         .target(name: "Redaction"),
@@ -36,15 +37,18 @@ let package = Package(
         .executableTarget(
             name: "photogate",
             dependencies: [
-                "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction",
+                "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction", "CSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "PhotoLibraryTests", dependencies: ["PhotoLibrary"]),
-        .testTarget(name: "RedactionTests", dependencies: ["Redaction"]),
-        .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary"]),
+        .testTarget(name: "RedactionTests", dependencies: ["Redaction"], exclude: ["Corpus"]),
+        .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "TestSupport"]),
         .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
-        .testTarget(name: "CLITests", dependencies: ["PhotoLibrary"]),
+        .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "TestSupport"]),
+        .target(name: "CSysShims", path: "Tests/CSysShims"),
+        .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims"]),
     ],
     swiftLanguageModes: [.v6]
 )

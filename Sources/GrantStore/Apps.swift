@@ -1,0 +1,174 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+
+public struct AppRecord: Equatable, Sendable {
+    public var id: AppID
+    public var readWrite: AuthorizationStatus
+    public var addOnly: AuthorizationStatus
+    public var options: AppOptions
+    /// 16 random bytes: the key of this app's inode numbers.
+    public var secret: [UInt8]
+    public var createdAt: Date
+
+    public func status(for access: AccessLevel) -> AuthorizationStatus {
+        access == .readWrite ? readWrite : addOnly
+    }
+
+    public var inodeKey: (UInt64, UInt64) {
+        var a: UInt64 = 0, b: UInt64 = 0
+        for i in 0..<8 { a |= UInt64(secret[i]) << (8 * UInt64(i)); b |= UInt64(secret[8 + i]) << (8 * UInt64(i)) }
+        return (a, b)
+    }
+
+    init(row: Row) throws {
+        let raw: String = row["id"]
+        guard let id = AppID(raw) else { throw LibraryError.libraryDamaged("bad app id \(raw)") }
+        self.id = id
+        readWrite = AuthorizationStatus(rawValue: row["rw_status"]) ?? .notDetermined
+        addOnly = AuthorizationStatus(rawValue: row["ao_status"]) ?? .notDetermined
+        options = AppOptions(stripLocation: row["strip_location"], preventPrompt: row["prevent_prompt"])
+        secret = [UInt8]((row["secret"] as Data?) ?? Data(count: 16))
+        createdAt = Date(timeIntervalSince1970: row["created_at"])
+    }
+}
+
+public struct RequestRecord: Equatable, Sendable {
+    public var id: Int64
+    public var app: AppID
+    public var kind: RequestKind
+    public var reason: String
+    public var createdAt: Date
+}
+
+extension Library {
+    /// Parses an app id, with the rule in the error.
+    public static func appID(_ raw: String) throws -> AppID {
+        guard let id = AppID(raw) else { throw LibraryError.invalidAppID(raw) }
+        return id
+    }
+
+    static func fetchApp(_ db: Database, _ id: AppID) throws -> AppRecord? {
+        try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id.rawValue]).map(AppRecord.init(row:))
+    }
+
+    /// Apps are known from their first mention.
+    @discardableResult
+    static func ensureApp(_ db: Database, _ id: AppID) throws -> AppRecord {
+        if let a = try fetchApp(db, id) { return a }
+        var secret = [UInt8](repeating: 0, count: 16)
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<16 { secret[i] = UInt8.random(in: 0...255, using: &rng) }
+        try db.execute(sql: "INSERT INTO apps (id, secret, created_at) VALUES (?, ?, ?)",
+                       arguments: [id.rawValue, Data(secret), now()])
+        try record(db, "app", app: id.rawValue)
+        return try fetchApp(db, id)!
+    }
+
+    static func requireApp(_ db: Database, _ id: AppID) throws -> AppRecord {
+        guard let a = try fetchApp(db, id) else { throw LibraryError.unknownApp(id.rawValue) }
+        return a
+    }
+
+    public func app(_ id: AppID) throws -> AppRecord? { try read { db in try Library.fetchApp(db, id) } }
+    public func requireApp(_ id: AppID) throws -> AppRecord { try read { db in try Library.requireApp(db, id) } }
+
+    /// Registers the app if it is new (a mount, a grant or an authorization mentions it).
+    @discardableResult
+    public func registerApp(_ id: AppID) throws -> AppRecord {
+        if let a = try app(id) { return a }
+        return try write { db in try Library.ensureApp(db, id) }
+    }
+
+    public func apps() throws -> [AppRecord] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM apps ORDER BY id").map(AppRecord.init(row:)) }
+    }
+
+    /// Sets the app's status for one access level. Answers (and clears) its pending requests for
+    /// that access level; a read-write answer also clears a picker request.
+    @discardableResult
+    public func authorize(_ id: AppID, access: AccessLevel, status: AuthorizationStatus) throws -> AppRecord {
+        guard status.isValid(for: access) else {
+            throw LibraryError.invalid("'limited' is a read-write status only (PhotoKit has no limited add-only access)")
+        }
+        return try write { db in
+            let before = try Library.ensureApp(db, id)
+            let column = access == .readWrite ? "rw_status" : "ao_status"
+            try db.execute(sql: "UPDATE apps SET \(column) = ? WHERE id = ?", arguments: [status.rawValue, id.rawValue])
+            var kinds = [access.rawValue]
+            if access == .readWrite { kinds.append(RequestKind.picker.rawValue) }
+            if status != .notDetermined {
+                try db.execute(sql: "DELETE FROM requests WHERE app_id = ? AND kind IN (\(kinds.map { _ in "?" }.joined(separator: ",")))",
+                               arguments: StatementArguments([id.rawValue] + kinds))
+            }
+            if before.status(for: access) != status {
+                try Library.record(db, "status", app: id.rawValue, detail: "\(access.rawValue)=\(status.rawValue)")
+            }
+            return try Library.fetchApp(db, id)!
+        }
+    }
+
+    @discardableResult
+    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil) throws -> AppRecord {
+        try write { db in
+            let before = try Library.ensureApp(db, id)
+            if let s = stripLocation {
+                try db.execute(sql: "UPDATE apps SET strip_location = ? WHERE id = ?", arguments: [s, id.rawValue])
+            }
+            if let p = preventPrompt {
+                try db.execute(sql: "UPDATE apps SET prevent_prompt = ? WHERE id = ?", arguments: [p, id.rawValue])
+            }
+            let after = try Library.fetchApp(db, id)!
+            if after.options != before.options {
+                try Library.record(db, "options", app: id.rawValue)
+            }
+            return after
+        }
+    }
+
+    // MARK: requests
+
+    /// Records a prompt. Identical pending requests are one request. Returns the request and
+    /// whether it is new.
+    @discardableResult
+    public func recordRequest(_ id: AppID, kind: RequestKind, reason: String = "") throws -> (RequestRecord, Bool) {
+        let reason = String(reason.prefix(1024))
+        return try write { db in
+            try Library.ensureApp(db, id)
+            let existing = try Row.fetchOne(db, sql: "SELECT * FROM requests WHERE app_id = ? AND kind = ? AND reason = ?",
+                                            arguments: [id.rawValue, kind.rawValue, reason])
+            if let row = existing { return (Library.request(row), false) }
+            try db.execute(sql: "INSERT INTO requests (app_id, kind, reason, created_at) VALUES (?, ?, ?, ?)",
+                           arguments: [id.rawValue, kind.rawValue, reason, Library.now()])
+            let requestID = db.lastInsertedRowID
+            try Library.record(db, "request", app: id.rawValue, detail: kind.rawValue)
+            let row = try Row.fetchOne(db, sql: "SELECT * FROM requests WHERE id = ?", arguments: [requestID])!
+            return (Library.request(row), true)
+        }
+    }
+
+    static func request(_ row: Row) -> RequestRecord {
+        RequestRecord(id: row["id"], app: AppID(row["app_id"])!, kind: RequestKind(rawValue: row["kind"]) ?? .readWrite,
+                      reason: row["reason"], createdAt: Date(timeIntervalSince1970: row["created_at"]))
+    }
+
+    public func requests() throws -> [RequestRecord] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM requests ORDER BY id").map(Library.request) }
+    }
+
+    public func request(id: Int64) throws -> RequestRecord {
+        try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM requests WHERE id = ?", arguments: [id]) else {
+                throw LibraryError.unknownRequest(String(id))
+            }
+            return Library.request(row)
+        }
+    }
+
+    public func removeRequest(id: Int64) throws {
+        try write { db in
+            try db.execute(sql: "DELETE FROM requests WHERE id = ?", arguments: [id])
+            if db.changesCount == 0 { throw LibraryError.unknownRequest(String(id)) }
+        }
+    }
+}

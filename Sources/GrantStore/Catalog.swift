@@ -1,0 +1,321 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+
+public enum GrantKind: String, Sendable, Codable { case selected, picked }
+
+public struct GrantRecord: Equatable, Sendable {
+    public var asset: Asset
+    public var kind: GrantKind
+    public var stripLocation: Bool
+    public var grantedAt: Date
+}
+
+public struct AlbumInfo: Equatable, Sendable {
+    public var id: Int64
+    public var name: String
+    public var isShared: Bool
+    public var count: Int
+    public var createdAt: Date
+}
+
+public struct GrantOutcome: Equatable, Sendable {
+    public var changed: Int
+    public var unchanged: Int
+}
+
+extension Library {
+    static let assetColumns = """
+        rowid, id, display_name, owner_name, owner_app, media_kind, media_class, byte_size, capture_date, added_at,
+        has_location, content_hash, is_shared, trashed_at, store_path, reference_path
+        """
+
+    static func asset(_ row: Row) -> Asset {
+        Asset(rowID: row[0], id: row[1], displayName: row[2], ownerName: row[3],
+              owner: (row[4] as String?).flatMap(AppID.init), mediaKind: row[5],
+              mediaClass: MediaClass(rawValue: row[6]) ?? .photo, byteSize: UInt64(row[7] as Int64),
+              captureDate: Date(timeIntervalSince1970: row[8]), addedDate: Date(timeIntervalSince1970: row[9]),
+              hasLocation: row[10], contentHash: row[11], isShared: row[12],
+              trashedDate: (row[13] as Double?).map(Date.init(timeIntervalSince1970:)),
+              storePath: row[14], referencePath: row[15])
+    }
+
+    /// Absolute path of an asset's original.
+    public func originalPath(_ a: Asset) -> String {
+        if let r = a.referencePath { return r }
+        return paths.store + "/" + (a.storePath ?? "")
+    }
+
+    /// Every asset not in Recently Deleted, optionally only one album's, in capture order.
+    public func assets(album: String? = nil) throws -> [Asset] {
+        try read { db in
+            if let album {
+                guard let albumID = try Int64.fetchOne(db, sql: "SELECT id FROM albums WHERE name = ? ORDER BY kind = 'shared' LIMIT 1",
+                                                       arguments: [album]) else {
+                    throw LibraryError.unknownAlbum(album)
+                }
+                return try Row.fetchAll(db, sql: """
+                    SELECT \(Library.assetColumns) FROM assets
+                    WHERE trashed_at IS NULL AND rowid IN (SELECT asset_rowid FROM album_assets WHERE album_id = ?)
+                    ORDER BY capture_date, rowid
+                    """, arguments: [albumID]).map(Library.asset)
+            }
+            return try Row.fetchAll(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE trashed_at IS NULL ORDER BY capture_date, rowid")
+                .map(Library.asset)
+        }
+    }
+
+    public func asset(rowID: Int64) throws -> Asset? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID]).map(Library.asset)
+        }
+    }
+
+    /// Resolves references (id or display name) to assets. Any unknown reference fails the whole
+    /// call, naming every unknown one.
+    public func resolve(_ refs: [String], includeTrashed: Bool = true) throws -> [Asset] {
+        try read { db in try Library.resolve(db, refs, includeTrashed: includeTrashed) }
+    }
+
+    static func resolve(_ db: Database, _ refs: [String], includeTrashed: Bool = true) throws -> [Asset] {
+        var found: [Asset] = []
+        var seen = Set<Int64>()
+        var unknown: [String] = []
+        let byID = try db.cachedStatement(sql: "SELECT \(assetColumns) FROM assets WHERE id = ?")
+        let byName = try db.cachedStatement(sql: "SELECT \(assetColumns) FROM assets WHERE display_name = ?")
+        for ref in refs {
+            var row = try Row.fetchOne(byID, arguments: [ref])
+            if row == nil { row = try Row.fetchOne(byName, arguments: [ref]) }
+            guard let r = row else { unknown.append(ref); continue }
+            let a = asset(r)
+            if !includeTrashed && a.isTrashed { unknown.append(ref); continue }
+            if seen.insert(a.rowID).inserted { found.append(a) }
+        }
+        if !unknown.isEmpty { throw LibraryError.unknownAssets(unknown) }
+        return found
+    }
+
+    // MARK: grants
+
+    /// Adds assets to an app's limited selection (or, with `picked`, hands them over as picked).
+    /// Idempotent; all or nothing.
+    @discardableResult
+    public func grant(_ app: AppID, _ refs: [String], picked: Bool = false, stripLocation: Bool = false) throws -> GrantOutcome {
+        try write { db in
+            try Library.ensureApp(db, app)
+            let assets = try Library.resolve(db, refs)
+            if !picked {
+                let shared = assets.filter(\.isShared)
+                if !shared.isEmpty {
+                    throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)'" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and a limited selection never holds cloud-shared assets; nothing was changed")
+                }
+            }
+            let table = picked ? "picks" : "selections"
+            let dateColumn = picked ? "picked_at" : "granted_at"
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO \(table) (app_id, asset_rowid, strip_location, \(dateColumn)) VALUES (?, ?, ?, ?)
+                ON CONFLICT (app_id, asset_rowid) DO UPDATE SET strip_location = MAX(strip_location, excluded.strip_location)
+                """)
+            let exists = try db.cachedStatement(sql: "SELECT strip_location FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
+            var changed = 0
+            let now = Library.now()
+            for a in assets {
+                let before = try Bool.fetchOne(exists, arguments: [app.rawValue, a.rowID])
+                if before == nil || (stripLocation && before == false) {
+                    try insert.execute(arguments: [app.rawValue, a.rowID, stripLocation, now])
+                    try Library.record(db, picked ? "pick" : "grant", app: app.rawValue, asset: a.rowID)
+                    changed += 1
+                }
+            }
+            return GrantOutcome(changed: changed, unchanged: assets.count - changed)
+        }
+    }
+
+    @discardableResult
+    public func revoke(_ app: AppID, _ refs: [String], picked: Bool = false) throws -> GrantOutcome {
+        try write { db in
+            _ = try Library.requireApp(db, app)
+            let assets = try Library.resolve(db, refs)
+            let table = picked ? "picks" : "selections"
+            let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
+            var changed = 0
+            for a in assets {
+                try delete.execute(arguments: [app.rawValue, a.rowID])
+                if db.changesCount > 0 {
+                    changed += 1
+                    try Library.record(db, picked ? "unpick" : "revoke", app: app.rawValue, asset: a.rowID)
+                }
+            }
+            return GrantOutcome(changed: changed, unchanged: assets.count - changed)
+        }
+    }
+
+    /// Empties the app's selection (and, with `includePicked`, its picked assets).
+    @discardableResult
+    public func revokeAll(_ app: AppID, includePicked: Bool = false) throws -> Int {
+        try write { db in
+            _ = try Library.requireApp(db, app)
+            var n = 0
+            for (table, kind) in [("selections", "revoke"), ("picks", "unpick")] where table == "selections" || includePicked {
+                let rows = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
+                try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
+                for r in rows { try Library.record(db, kind, app: app.rawValue, asset: r) }
+                n += rows.count
+            }
+            return n
+        }
+    }
+
+    public func grants(_ app: AppID) throws -> [GrantRecord] {
+        try read { db in
+            _ = try Library.requireApp(db, app)
+            var out: [GrantRecord] = []
+            for (table, kind, col) in [("selections", GrantKind.selected, "granted_at"), ("picks", .picked, "picked_at")] {
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT \(Library.assetColumns.split(separator: ",").map { "a." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
+                           g.strip_location, g.\(col)
+                    FROM \(table) g JOIN assets a ON a.rowid = g.asset_rowid
+                    WHERE g.app_id = ? ORDER BY a.capture_date, a.rowid
+                    """, arguments: [app.rawValue])
+                for r in rows {
+                    out.append(GrantRecord(asset: Library.asset(r), kind: kind, stripLocation: r[16],
+                                           grantedAt: Date(timeIntervalSince1970: r[17])))
+                }
+            }
+            return out
+        }
+    }
+
+    // MARK: albums
+
+    public func albums() throws -> [AlbumInfo] {
+        try read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT al.id, al.name, al.kind, al.created_at,
+                       (SELECT count(*) FROM album_assets aa JOIN assets a ON a.rowid = aa.asset_rowid
+                        WHERE aa.album_id = al.id AND a.trashed_at IS NULL)
+                FROM albums al ORDER BY al.kind, al.name
+                """).map { r in
+                AlbumInfo(id: r[0], name: r[1], isShared: (r[2] as String) == "shared", count: r[4],
+                          createdAt: Date(timeIntervalSince1970: r[3]))
+            }
+        }
+    }
+
+    static func validateAlbumName(_ name: String) throws {
+        switch DisplayName.validate(Array(name.utf8)) {
+        case .success: return
+        case .failure:
+            throw LibraryError.invalid("invalid album name '\(name)': 1 to 255 bytes of UTF-8, no '/', not '.', '..' or a reserved name")
+        }
+    }
+
+    @discardableResult
+    public func createAlbum(_ name: String, shared: Bool = false) throws -> Int64 {
+        try Library.validateAlbumName(name)
+        return try write { db in try Library.createAlbum(db, name, shared: shared, mustBeNew: true) }
+    }
+
+    static func createAlbum(_ db: Database, _ name: String, shared: Bool, mustBeNew: Bool) throws -> Int64 {
+        let kind = shared ? "shared" : "user"
+        if let id = try Int64.fetchOne(db, sql: "SELECT id FROM albums WHERE kind = ? AND name = ?", arguments: [kind, name]) {
+            if mustBeNew { throw LibraryError.albumExists(name) }
+            return id
+        }
+        try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES (?, ?, ?)", arguments: [name, kind, now()])
+        let id = db.lastInsertedRowID
+        try record(db, "album", detail: name)
+        return id
+    }
+
+    static func userAlbumID(_ db: Database, _ name: String) throws -> Int64 {
+        guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM albums WHERE kind = 'user' AND name = ?", arguments: [name]) else {
+            throw LibraryError.unknownAlbum(name)
+        }
+        return id
+    }
+
+    @discardableResult
+    public func addToAlbum(_ name: String, _ refs: [String]) throws -> Int {
+        try write { db in
+            let albumID = try Library.userAlbumID(db, name)
+            let assets = try Library.resolve(db, refs)
+            return try Library.addToAlbum(db, albumID, assets.map(\.rowID))
+        }
+    }
+
+    static func addToAlbum(_ db: Database, _ albumID: Int64, _ rowIDs: [Int64]) throws -> Int {
+        let stmt = try db.cachedStatement(sql: "INSERT OR IGNORE INTO album_assets (album_id, asset_rowid, added_at) VALUES (?, ?, ?)")
+        var n = 0
+        for r in rowIDs {
+            try stmt.execute(arguments: [albumID, r, now()])
+            if db.changesCount > 0 { n += 1; try record(db, "album-add", asset: r, detail: String(albumID)) }
+        }
+        return n
+    }
+
+    @discardableResult
+    public func removeFromAlbum(_ name: String, _ refs: [String]) throws -> Int {
+        try write { db in
+            let albumID = try Library.userAlbumID(db, name)
+            let assets = try Library.resolve(db, refs)
+            var n = 0
+            for a in assets {
+                try db.execute(sql: "DELETE FROM album_assets WHERE album_id = ? AND asset_rowid = ?", arguments: [albumID, a.rowID])
+                if db.changesCount > 0 { n += 1; try Library.record(db, "album-remove", asset: a.rowID, detail: String(albumID)) }
+            }
+            return n
+        }
+    }
+
+    /// Deletes a user album; with `onlyIfEmpty` (rmdir), refuses one that still holds visible assets.
+    public func deleteAlbum(_ name: String, onlyIfEmpty: Bool) throws {
+        try write { db in
+            let albumID = try Library.userAlbumID(db, name)
+            if onlyIfEmpty {
+                let n = try Int.fetchOne(db, sql: """
+                    SELECT count(*) FROM album_assets aa JOIN assets a ON a.rowid = aa.asset_rowid
+                    WHERE aa.album_id = ? AND a.trashed_at IS NULL
+                    """, arguments: [albumID]) ?? 0
+                if n > 0 { throw LibraryError.conflict("album '\(name)' is not empty") }
+            }
+            try db.execute(sql: "DELETE FROM albums WHERE id = ?", arguments: [albumID])
+            try Library.record(db, "album", detail: name)
+        }
+    }
+
+    // MARK: Recently Deleted
+
+    public func trash() throws -> [Asset] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE trashed_at IS NOT NULL ORDER BY trashed_at, rowid")
+                .map(Library.asset)
+        }
+    }
+
+    /// Moves assets to Recently Deleted.
+    public func moveToTrash(rowIDs: [Int64], by app: AppID? = nil) throws {
+        try write { db in
+            for r in rowIDs {
+                try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), r])
+                if db.changesCount > 0 { try Library.record(db, "trash", app: app?.rawValue, asset: r) }
+            }
+        }
+    }
+
+    @discardableResult
+    public func restore(_ refs: [String]) throws -> [Asset] {
+        try write { db in
+            let assets = try Library.resolve(db, refs)
+            let notTrashed = assets.filter { !$0.isTrashed }
+            if !notTrashed.isEmpty {
+                throw LibraryError.conflict("not in Recently Deleted: \(notTrashed.map { "'\($0.displayName)'" }.joined(separator: ", ")); nothing was changed")
+            }
+            for a in assets {
+                try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [a.rowID])
+                try Library.record(db, "restore", asset: a.rowID)
+            }
+            return assets
+        }
+    }
+}

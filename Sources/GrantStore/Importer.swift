@@ -1,0 +1,237 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+import Redaction
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct ImportOptions: Sendable {
+    public var reference = false
+    public var album: String?
+    public var sharedAlbum: String?
+    public init(reference: Bool = false, album: String? = nil, sharedAlbum: String? = nil) {
+        self.reference = reference
+        self.album = album
+        self.sharedAlbum = sharedAlbum
+    }
+}
+
+public enum ImportEvent: Sendable {
+    case imported(Asset, source: String)
+    case duplicate(Asset, source: String)
+    case skipped(source: String, reason: String)
+}
+
+public struct ImportSummary: Sendable {
+    public var imported: [Asset] = []
+    public var duplicates: [Asset] = []
+    public var skipped: [(source: String, reason: String)] = []
+}
+
+/// `photogate import`: walks files and folders, copies originals into the store (or references
+/// them), and catalogs them in batches.
+public final class Importer {
+    let library: Library
+    let options: ImportOptions
+    let writer: StoreWriter?
+
+    public init(library: Library, options: ImportOptions) throws {
+        self.library = library
+        self.options = options
+        if let a = options.album { try Library.validateAlbumName(a) }
+        if let a = options.sharedAlbum { try Library.validateAlbumName(a) }
+        if options.reference {
+            writer = nil
+            StoreWriter.recover(library)
+        } else {
+            writer = try StoreWriter(library: library, purpose: "import")
+        }
+    }
+
+    /// Expands the arguments into regular files, recursively, following symbolic links but never
+    /// looping. Problems (missing, unreadable, loops) come back as skipped entries.
+    public static func collect(_ paths: [String]) -> (files: [String], problems: [(String, String)]) {
+        var files: [String] = []
+        var problems: [(String, String)] = []
+        var visited = Set<[UInt64]>()
+        func walk(_ path: String, depth: Int) {
+            var st = stat()
+            if stat(path, &st) != 0 {
+                let e = errno
+                let why = e == ELOOP ? "symbolic link loop" : e == ENOENT ? "no such file or directory" : String(cString: strerror(e))
+                problems.append((path, why))
+                return
+            }
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                let key = [UInt64(st.st_dev), UInt64(st.st_ino)]
+                guard visited.insert(key).inserted else {
+                    problems.append((path, "symbolic link loop (folder already visited)"))
+                    return
+                }
+                guard depth < 64 else { problems.append((path, "folders nested too deep")); return }
+                guard let dir = opendir(path) else {
+                    problems.append((path, String(cString: strerror(errno))))
+                    return
+                }
+                var names: [String] = []
+                while let ent = readdir(dir) {
+                    let name = withUnsafeBytes(of: ent.pointee.d_name) { raw in
+                        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+                    }
+                    if name == "." || name == ".." { continue }
+                    names.append(name)
+                }
+                closedir(dir)
+                for n in names.sorted() { walk(path + "/" + n, depth: depth + 1) }
+            } else if (st.st_mode & S_IFMT) == S_IFREG {
+                files.append(path)
+            } else {
+                problems.append((path, "not a regular file"))
+            }
+        }
+        for p in paths { walk(p, depth: 0) }
+        return (files, problems)
+    }
+
+    struct Pending {
+        var source: String
+        var id: String
+        var temp: String?
+        var facts: NewAssetFacts
+        var name: String
+    }
+
+    /// Imports files; `event` is called for each file in order, `progress` with (done, total).
+    public func run(_ paths: [String], event: (ImportEvent) -> Void = { _ in },
+                    progress: (Int, Int) -> Void = { _, _ in }) throws -> ImportSummary {
+        var summary = ImportSummary()
+        let (files, problems) = Importer.collect(paths)
+        for (p, why) in problems {
+            summary.skipped.append((p, why))
+            event(.skipped(source: p, reason: why))
+        }
+        var batch: [Pending] = []
+        var batchBytes: UInt64 = 0
+        var done = 0
+        for path in files {
+            do {
+                if let p = try prepare(path) {
+                    batch.append(p)
+                    batchBytes += p.facts.byteSize
+                }
+            } catch let e as LibraryError {
+                if case .noSpace = e { try? flush(&batch, &summary, event); throw e }
+                summary.skipped.append((path, e.description))
+                event(.skipped(source: path, reason: e.description))
+            }
+            done += 1
+            progress(done, files.count)
+            if batch.count >= 256 || batchBytes >= 256 << 20 {
+                try flush(&batch, &summary, event)
+                batchBytes = 0
+            }
+        }
+        try flush(&batch, &summary, event)
+        return summary
+    }
+
+    /// Reads, scans, hashes and (unless referencing) copies one file into a fsynced temp file.
+    func prepare(_ path: String) throws -> Pending? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            let e = errno
+            throw LibraryError.badInput(e == EACCES ? "permission denied" : String(cString: strerror(e)))
+        }
+        defer { Glibc.close(fd) }
+        let (scan, size, date) = try StoreWriter.scan(fd: fd)
+        let name = (path as NSString).lastPathComponent
+        if options.reference {
+            let hash = try StoreWriter.hash(fd: fd, size: size)
+            let real = URL(fileURLWithPath: LibraryPaths.absolute(path)).resolvingSymlinksInPath().path
+            return Pending(source: real, id: StoreWriter.randomID(), temp: nil,
+                           facts: NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date), name: name)
+        }
+        guard let writer else { return nil }
+        let (id, temp, out) = try writer.makeTemp(extension: scan.kind.preferredExtension)
+        var ok = false
+        defer {
+            Glibc.close(out)
+            if !ok { unlink(temp) }
+        }
+        var h = SHA256()
+        let chunk = 1 << 20
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buf.deallocate() }
+        var off: UInt64 = 0
+        while true {
+            let n = pread(fd, buf.baseAddress, chunk, off_t(off))
+            if n < 0 { if errno == EINTR { continue }; throw StoreWriter.ioError(errno, "read \(path)") }
+            if n == 0 { break }
+            h.update(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+            var w = 0
+            while w < n {
+                let m = pwrite(out, buf.baseAddress! + w, n - w, off_t(off) + w)
+                if m < 0 { if errno == EINTR { continue }; throw StoreWriter.ioError(errno, "write into the library") }
+                w += m
+            }
+            off += UInt64(n)
+        }
+        guard off == size else { throw LibraryError.badInput("the file changed while it was being imported") }
+        guard fsync(out) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        ok = true
+        return Pending(source: path, id: id, temp: temp,
+                       facts: NewAssetFacts(scan: scan, byteSize: size, contentHash: "sha256:" + hexString(h.finalize()), fileDate: date),
+                       name: name)
+    }
+
+    /// Commits a batch: catalog rows in one transaction, then temp files renamed into the store.
+    func flush(_ batch: inout [Pending], _ summary: inout ImportSummary, _ event: (ImportEvent) -> Void) throws {
+        guard !batch.isEmpty else { return }
+        let items = batch
+        batch.removeAll()
+        let shared = options.sharedAlbum != nil
+        let results: [(Pending, Asset, Bool)] = try library.write { db in
+            var albumID: Int64? = nil
+            if let a = options.album { albumID = try Library.createAlbum(db, a, shared: false, mustBeNew: false) }
+            var sharedID: Int64? = nil
+            if let s = options.sharedAlbum { sharedID = try Library.createAlbum(db, s, shared: true, mustBeNew: false) }
+            let byHash = try db.cachedStatement(sql: "SELECT \(Library.assetColumns) FROM assets WHERE content_hash = ? ORDER BY rowid LIMIT 1")
+            var out: [(Pending, Asset, Bool)] = []
+            for p in items {
+                var asset: Asset
+                var isNew = false
+                if let row = try Row.fetchOne(byHash, arguments: [p.facts.contentHash]) {
+                    asset = Library.asset(row)
+                    if asset.isTrashed {
+                        try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [asset.rowID])
+                        try Library.record(db, "restore", asset: asset.rowID)
+                        asset.trashedDate = nil
+                    }
+                } else {
+                    let rel = p.temp == nil ? nil : StoreWriter.storeRelativePath(id: p.id, kind: p.facts.scan.kind)
+                    asset = try StoreWriter.insertRow(db, id: p.id, name: p.name, owner: nil, ownerName: nil, facts: p.facts,
+                                                      storePath: rel, referencePath: p.temp == nil ? p.source : nil, shared: shared)
+                    isNew = true
+                }
+                if let albumID { _ = try Library.addToAlbum(db, albumID, [asset.rowID]) }
+                if let sharedID { _ = try Library.addToAlbum(db, sharedID, [asset.rowID]) }
+                out.append((p, asset, isNew))
+            }
+            return out
+        }
+        for (p, asset, isNew) in results {
+            if isNew {
+                if let temp = p.temp, let writer, let rel = asset.storePath {
+                    try writer.install(tempPath: temp, storePath: rel)
+                }
+                summary.imported.append(asset)
+                event(.imported(asset, source: p.source))
+            } else {
+                if let temp = p.temp { unlink(temp) }
+                summary.duplicates.append(asset)
+                event(.duplicate(asset, source: p.source))
+            }
+        }
+    }
+}

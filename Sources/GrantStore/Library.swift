@@ -1,0 +1,158 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The folders of a library.
+public struct LibraryPaths: Sendable {
+    public let root: String
+    public var database: String { root + "/photogate.sqlite" }
+    public var store: String { root + "/store" }
+    public var tmp: String { root + "/tmp" }
+    public var run: String { root + "/run" }
+    /// Written after every committed change; mount daemons watch it with inotify.
+    public var bell: String { run + "/bell" }
+    public var marker: String { root + "/LIBRARY" }
+
+    public init(root: String) {
+        var r = root
+        while r.count > 1 && r.hasSuffix("/") { r.removeLast() }
+        self.root = r
+    }
+
+    /// `--library`, else `$PHOTOGATE_LIBRARY`, else `$XDG_DATA_HOME/photogate`, else `~/.local/share/photogate`.
+    public static func resolve(_ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> LibraryPaths {
+        if let e = explicit, !e.isEmpty { return LibraryPaths(root: absolute(e)) }
+        if let e = environment["PHOTOGATE_LIBRARY"], !e.isEmpty { return LibraryPaths(root: absolute(e)) }
+        if let x = environment["XDG_DATA_HOME"], !x.isEmpty { return LibraryPaths(root: absolute(x) + "/photogate") }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return LibraryPaths(root: home + "/.local/share/photogate")
+    }
+
+    static func absolute(_ p: String) -> String {
+        if p.hasPrefix("/") { return p }
+        return FileManager.default.currentDirectoryPath + "/" + p
+    }
+}
+
+/// One photo library: the store of originals plus the catalog and grant database.
+/// Intention-named methods (`grant`, `revoke`, `authorize`, ...) are the only way to change it;
+/// each runs in one transaction and appends to the change log.
+public final class Library: Sendable {
+    public let paths: LibraryPaths
+    let pool: DatabasePool
+
+    static func configuration(readonly: Bool = false) -> Configuration {
+        var c = Configuration()
+        c.foreignKeysEnabled = true
+        c.busyMode = .timeout(15)
+        c.readonly = readonly
+        c.journalMode = .wal
+        c.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        return c
+    }
+
+    /// Creates a new library (fails if one exists).
+    public static func create(at paths: LibraryPaths) throws -> Library {
+        let fm = FileManager.default
+        if fm.fileExists(atPath: paths.database) { throw LibraryError.libraryExists(paths.root) }
+        do {
+            for d in [paths.root, paths.store, paths.tmp, paths.run] {
+                try fm.createDirectory(atPath: d, withIntermediateDirectories: true)
+            }
+            try "photogate library\n".write(toFile: paths.marker, atomically: true, encoding: .utf8)
+        } catch {
+            throw LibraryError.io("cannot create library at \(paths.root): \(error.localizedDescription)")
+        }
+        let lib = try Library(paths: paths, creating: true)
+        return lib
+    }
+
+    /// Opens an existing library.
+    public static func open(at paths: LibraryPaths) throws -> Library {
+        guard FileManager.default.fileExists(atPath: paths.database) else { throw LibraryError.libraryMissing(paths.root) }
+        return try Library(paths: paths, creating: false)
+    }
+
+    private init(paths: LibraryPaths, creating: Bool) throws {
+        self.paths = paths
+        do {
+            pool = try DatabasePool(path: paths.database, configuration: Library.configuration())
+        } catch let e as DatabaseError {
+            throw Library.map(e, paths: paths)
+        }
+        let migrator = Schema.migrator
+        do {
+            let superseded = try pool.read { db in try migrator.hasBeenSuperseded(db) }
+            if superseded { throw LibraryError.libraryTooNew(paths.root) }
+            let complete = try pool.read { db in try migrator.hasCompletedMigrations(db) }
+            if creating || !complete {
+                try migrator.migrate(pool)
+            }
+        } catch let e as DatabaseError {
+            throw Library.map(e, paths: paths)
+        }
+        for d in [paths.store, paths.tmp, paths.run] {
+            try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        }
+    }
+
+    static func map(_ e: DatabaseError, paths: LibraryPaths) -> LibraryError {
+        switch e.resultCode {
+        case .SQLITE_BUSY, .SQLITE_LOCKED: return .libraryBusy(paths.root)
+        case .SQLITE_FULL: return .noSpace(paths.database)
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB: return .libraryDamaged(e.message ?? "\(e)")
+        case .SQLITE_CONSTRAINT: return .conflict(e.message ?? "constraint failed")
+        default: return .io("database error: \(e.message ?? "\(e)")")
+        }
+    }
+
+    /// Runs a write transaction, maps database errors, and rings the change bell after commit.
+    @discardableResult
+    func write<T>(_ body: (Database) throws -> T) throws -> T {
+        let result: T
+        do {
+            result = try pool.write(body)
+        } catch let e as DatabaseError {
+            throw Library.map(e, paths: paths)
+        }
+        ringBell()
+        return result
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.read(body)
+        } catch let e as DatabaseError {
+            throw Library.map(e, paths: paths)
+        }
+    }
+
+    /// Tells every running mount that the database changed. Cheap: one small write to a file the
+    /// daemons watch with inotify (IN_CLOSE_WRITE). A lost ring is harmless: daemons also compare
+    /// change sequence numbers when they wake for any other reason.
+    public func ringBell() {
+        let fd = Glibc.open(paths.bell, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        if fd >= 0 {
+            var b: UInt8 = 0x21
+            _ = Glibc.pwrite(fd, &b, 1, 0)
+            Glibc.close(fd)
+        }
+    }
+
+    static func now() -> Double { Date().timeIntervalSince1970 }
+
+    static func record(_ db: Database, _ kind: String, app: String? = nil, asset: Int64? = nil, detail: String? = nil) throws {
+        try db.execute(sql: "INSERT INTO changes (at, kind, app_id, asset_rowid, detail) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [now(), kind, app, asset, detail])
+    }
+
+    /// The newest change sequence number.
+    public func lastChange() throws -> Int64 {
+        try read { db in try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0 }
+    }
+}

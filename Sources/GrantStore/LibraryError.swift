@@ -1,0 +1,50 @@
+import Foundation
+
+/// Every way a library operation can fail, each with a message for a person and a stable exit code
+/// for a script (the table is in the README and in `photogate help exit-codes`).
+public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
+    case libraryMissing(String)
+    case libraryExists(String)
+    case libraryTooNew(String)
+    case libraryBusy(String)
+    case libraryDamaged(String)
+    case invalidAppID(String)
+    case unknownApp(String)
+    case unknownAssets([String])
+    case unknownAlbum(String)
+    case unknownRequest(String)
+    case albumExists(String)
+    case conflict(String)
+    case invalid(String)
+    case badInput(String)
+    case noSpace(String)
+    case io(String)
+
+    public var description: String {
+        switch self {
+        case .libraryMissing(let p):
+            return "no photogate library at \(p) (create one with `photogate init \(p)`, or pass --library DIR)"
+        case .libraryExists(let p): return "a photogate library already exists at \(p)"
+        case .libraryTooNew(let p):
+            return "the library at \(p) was written by a newer photogate; this version refuses to open it so that nothing is damaged"
+        case .libraryBusy(let p): return "the library at \(p) is busy (locked by another process); try again"
+        case .libraryDamaged(let m): return "the library database is damaged: \(m)"
+        case .invalidAppID(let id): return "invalid app id '\(id)': \(PhotoLibraryRule.appID)"
+        case .unknownApp(let id): return "unknown app '\(id)'"
+        case .unknownAssets(let names):
+            let shown = names.prefix(20).map { "'\($0)'" }.joined(separator: ", ")
+            return "unknown asset\(names.count == 1 ? "" : "s"): \(shown)\(names.count > 20 ? " and \(names.count - 20) more" : ""); nothing was changed"
+        case .unknownAlbum(let n): return "unknown album '\(n)'"
+        case .unknownRequest(let n): return "unknown request '\(n)'"
+        case .albumExists(let n): return "an album named '\(n)' already exists"
+        case .conflict(let m): return m
+        case .invalid(let m): return m
+        case .badInput(let m): return m
+        case .noSpace(let m): return "no space left on device: \(m)"
+        case .io(let m): return m
+        }
+    }
+}
+
+import PhotoLibrary
+enum PhotoLibraryRule { static let appID = AppID.rule }

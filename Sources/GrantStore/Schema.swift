@@ -1,0 +1,95 @@
+import GRDB
+
+/// The database schema. Shipped migrations are never edited: a change is a new migration.
+/// Invariants live in the schema (foreign keys, uniqueness, checks), not only in code.
+enum Schema {
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE apps (
+                    id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 3 AND 128),
+                    rw_status TEXT NOT NULL DEFAULT 'not-determined'
+                        CHECK (rw_status IN ('not-determined','restricted','denied','authorized','limited')),
+                    ao_status TEXT NOT NULL DEFAULT 'not-determined'
+                        CHECK (ao_status IN ('not-determined','restricted','denied','authorized')),
+                    strip_location INTEGER NOT NULL DEFAULT 0 CHECK (strip_location IN (0,1)),
+                    prevent_prompt INTEGER NOT NULL DEFAULT 0 CHECK (prevent_prompt IN (0,1)),
+                    secret BLOB NOT NULL CHECK (length(secret) = 16),
+                    created_at REAL NOT NULL
+                );
+                CREATE TABLE assets (
+                    rowid INTEGER PRIMARY KEY,
+                    id TEXT NOT NULL UNIQUE CHECK (length(id) = 16),
+                    display_name TEXT NOT NULL UNIQUE CHECK (length(display_name) > 0 AND instr(display_name, '/') = 0),
+                    owner_app TEXT REFERENCES apps(id),
+                    owner_name TEXT CHECK (owner_name IS NULL OR owner_app IS NOT NULL),
+                    media_kind TEXT NOT NULL,
+                    media_class TEXT NOT NULL CHECK (media_class IN ('photo','video')),
+                    byte_size INTEGER NOT NULL CHECK (byte_size >= 0),
+                    capture_date REAL NOT NULL,
+                    added_at REAL NOT NULL,
+                    has_location INTEGER NOT NULL CHECK (has_location IN (0,1)),
+                    content_hash TEXT NOT NULL,
+                    is_shared INTEGER NOT NULL DEFAULT 0 CHECK (is_shared IN (0,1)),
+                    trashed_at REAL,
+                    store_path TEXT,
+                    reference_path TEXT,
+                    redaction BLOB,
+                    redaction_refusal TEXT,
+                    CHECK ((store_path IS NULL) <> (reference_path IS NULL))
+                );
+                CREATE INDEX assets_by_hash ON assets(content_hash);
+                CREATE INDEX assets_by_owner ON assets(owner_app) WHERE owner_app IS NOT NULL;
+                CREATE INDEX assets_trashed ON assets(trashed_at) WHERE trashed_at IS NOT NULL;
+                CREATE TABLE albums (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255 AND instr(name, '/') = 0),
+                    kind TEXT NOT NULL CHECK (kind IN ('user','shared')),
+                    created_at REAL NOT NULL,
+                    UNIQUE (kind, name)
+                );
+                CREATE TABLE album_assets (
+                    album_id INTEGER NOT NULL REFERENCES albums(id) ON DELETE CASCADE,
+                    asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,
+                    added_at REAL NOT NULL,
+                    PRIMARY KEY (album_id, asset_rowid)
+                ) WITHOUT ROWID;
+                CREATE INDEX album_assets_by_asset ON album_assets(asset_rowid);
+                CREATE TABLE selections (
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,
+                    strip_location INTEGER NOT NULL DEFAULT 0 CHECK (strip_location IN (0,1)),
+                    granted_at REAL NOT NULL,
+                    PRIMARY KEY (app_id, asset_rowid)
+                ) WITHOUT ROWID;
+                CREATE TABLE picks (
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,
+                    strip_location INTEGER NOT NULL DEFAULT 0 CHECK (strip_location IN (0,1)),
+                    picked_at REAL NOT NULL,
+                    PRIMARY KEY (app_id, asset_rowid)
+                ) WITHOUT ROWID;
+                CREATE TABLE requests (
+                    id INTEGER PRIMARY KEY,
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    kind TEXT NOT NULL CHECK (kind IN ('read-write','add-only','picker')),
+                    reason TEXT NOT NULL DEFAULT '' CHECK (length(reason) <= 1024),
+                    created_at REAL NOT NULL,
+                    UNIQUE (app_id, kind, reason)
+                );
+                -- The change log: every committed change appends rows here in the same transaction.
+                -- Mount daemons follow it (from their last seq) to refresh their in-memory views.
+                CREATE TABLE changes (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    at REAL NOT NULL,
+                    kind TEXT NOT NULL,
+                    app_id TEXT,
+                    asset_rowid INTEGER,
+                    detail TEXT
+                );
+                """)
+        }
+        return m
+    }
+}

@@ -1,0 +1,277 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+import Redaction
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Facts about a complete, validated file that is about to become an asset.
+public struct NewAssetFacts: Sendable {
+    public var scan: MediaScan
+    public var byteSize: UInt64
+    public var contentHash: String
+    public var fileDate: Date
+}
+
+/// Puts new originals into the store so that a crash at any point leaves either no asset or a
+/// whole one:
+///   1. the bytes go to `tmp/<owner>/<id>.<ext>` and are fsynced;
+///   2. the catalog row is committed;
+///   3. the file is renamed into `store/<id[0..2]>/<id>.<ext>` and the folder fsynced.
+/// Each process's temp folder is held with an exclusive `flock`; a folder whose lock can be taken
+/// belongs to a dead process and is recovered: files whose row was committed are rolled forward
+/// into the store, all others deleted.
+public final class StoreWriter: @unchecked Sendable {
+    public let library: Library
+    public let tmpDir: String
+    private let lockFD: Int32
+
+    public init(library: Library, purpose: String) throws {
+        self.library = library
+        StoreWriter.recover(library)
+        let dir = library.paths.tmp + "/\(purpose)-\(getpid())-\(StoreWriter.randomID().prefix(6))"
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        } catch {
+            throw LibraryError.io("cannot create \(dir): \(error.localizedDescription)")
+        }
+        let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            throw LibraryError.io("cannot lock \(dir): \(String(cString: strerror(errno)))")
+        }
+        tmpDir = dir
+        lockFD = fd
+    }
+
+    deinit {
+        // Nothing left in a live process's folder is committed: remove it all.
+        if let names = try? FileManager.default.contentsOfDirectory(atPath: tmpDir) {
+            for n in names where n != ".lock" { unlink(tmpDir + "/" + n) }
+        }
+        unlink(tmpDir + "/.lock")
+        rmdir(tmpDir)
+        Glibc.close(lockFD)
+    }
+
+    public static func randomID() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return String(format: "%016llx", UInt64.random(in: 0...UInt64.max, using: &rng))
+    }
+
+    static func storeRelativePath(id: String, kind: MediaKind) -> String {
+        "\(id.prefix(2))/\(id).\(kind.preferredExtension)"
+    }
+
+    /// Recovers temp folders of dead processes. Returns how many files were kept (rolled forward
+    /// into the store, or committed from a "ready" marker).
+    ///
+    /// A temp file has one of three fates: its catalog row was committed (rename it into the
+    /// store); it has a `.ready` marker, written when the app's close(2) succeeded (commit it now,
+    /// as the app's asset); or neither (an incomplete write: delete it).
+    @discardableResult
+    public static func recover(_ library: Library) -> Int {
+        let fm = FileManager.default
+        guard let dirs = try? fm.contentsOfDirectory(atPath: library.paths.tmp) else { return 0 }
+        var kept = 0
+        for d in dirs {
+            let dir = library.paths.tmp + "/" + d
+            let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
+            if fd >= 0 {
+                if flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); continue }   // alive
+            }
+            defer { if fd >= 0 { Glibc.close(fd) } }
+            let names = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
+            for name in names where name != ".lock" && !name.hasSuffix(".ready") {
+                let path = dir + "/" + name
+                let id = String(name.prefix { $0 != "." })
+                if id.count == 16, let a = try? library.read({ db in
+                    try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE id = ?", arguments: [id]).map(Library.asset)
+                }), let rel = a.storePath {
+                    let dest = library.paths.store + "/" + rel
+                    if Glibc.access(dest, F_OK) != 0 {
+                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                        if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
+                    }
+                } else if let marker = ReadyMarker.read(path + ".ready") {
+                    let tfd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+                    if tfd >= 0 {
+                        defer { Glibc.close(tfd) }
+                        if (try? commit(library: library, tempPath: path, fd: tfd, id: id, app: marker.app,
+                                        name: marker.name, album: marker.album)) != nil {
+                            kept += 1
+                            unlink(path + ".ready")
+                            continue
+                        }
+                    }
+                }
+                unlink(path)
+            }
+            for name in names where name.hasSuffix(".ready") { unlink(dir + "/" + name) }
+            unlink(dir + "/.lock")
+            rmdir(dir)
+        }
+        return kept
+    }
+
+    /// A new temp file in this process's folder, for an asset id chosen now.
+    public func makeTemp(extension ext: String = "part") throws -> (id: String, path: String, fd: Int32) {
+        let id = StoreWriter.randomID()
+        let path = tmpDir + "/\(id).\(ext)"
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreWriter.ioError(errno, "cannot create \(path)") }
+        return (id, path, fd)
+    }
+
+    static func ioError(_ e: Int32, _ what: String) -> LibraryError {
+        if e == ENOSPC || e == EDQUOT { return .noSpace(what) }
+        return .io("\(what): \(String(cString: strerror(e)))")
+    }
+
+    /// Scans a complete file, refusing what is not a photo or a video.
+    public static func scan(fd: Int32) throws -> (MediaScan, UInt64, Date) {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw ioError(errno, "stat") }
+        let size = UInt64(st.st_size)
+        let scan: MediaScan
+        do {
+            scan = try MediaScanner.scan(fd: fd, size: size)
+        } catch {
+            switch error {
+            case .notMedia: throw LibraryError.badInput("not a photo or video")
+            case .truncated(let m): throw LibraryError.badInput("truncated: \(m)")
+            case .malformed(let m): throw LibraryError.badInput("malformed: \(m)")
+            case .io(let e): throw ioError(e, "read")
+            }
+        }
+        let date = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
+        return (scan, size, date)
+    }
+
+    /// Hashes a file from its start (SHA-256, "sha256:<hex>").
+    public static func hash(fd: Int32, size: UInt64) throws -> String {
+        var h = SHA256()
+        let chunk = 1 << 20
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buf.deallocate() }
+        var off: UInt64 = 0
+        while off < size {
+            let n = pread(fd, buf.baseAddress, min(chunk, Int(size - off)), off_t(off))
+            if n < 0 { if errno == EINTR { continue }; throw ioError(errno, "read") }
+            if n == 0 { break }
+            h.update(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+            off += UInt64(n)
+        }
+        return "sha256:" + hexString(h.finalize())
+    }
+
+    /// Inserts the catalog row (inside the caller's transaction), choosing a unique display name.
+    static func insertRow(_ db: Database, id: String, name wanted: String, owner: AppID?, ownerName: String?,
+                          facts: NewAssetFacts, storePath: String?, referencePath: String?, shared: Bool) throws -> Asset {
+        let taken = try db.cachedStatement(sql: "SELECT 1 FROM assets WHERE display_name = ?")
+        let name = DisplayName.unique(DisplayName.sanitize(Array(wanted.utf8))) { candidate in
+            (try? Bool.fetchOne(taken, arguments: [candidate])) != nil
+        }
+        let scan = facts.scan
+        var redaction: [UInt8]? = nil
+        var refusal: String? = nil
+        switch scan.redaction {
+        case .plan(let p): redaction = p.serialized()
+        case .refuse(let why): refusal = why
+        }
+        let now = Library.now()
+        let capture = (scan.captureDate ?? facts.fileDate).timeIntervalSince1970
+        try db.execute(sql: """
+            INSERT INTO assets (id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
+                added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [id, name, owner?.rawValue, ownerName, scan.kind.rawValue,
+                             scan.kind.isVideo ? "video" : "photo", Int64(facts.byteSize), capture, now,
+                             scan.hasLocation, facts.contentHash, shared, storePath, referencePath,
+                             redaction.map { Data($0) }, refusal])
+        let rowID = db.lastInsertedRowID
+        try Library.record(db, "insert", app: owner?.rawValue, asset: rowID)
+        return Library.asset(try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID])!)
+    }
+
+    /// Moves a committed temp file into the store, durably.
+    func install(tempPath: String, storePath rel: String) throws {
+        let dest = library.paths.store + "/" + rel
+        let dir = (dest as NSString).deletingLastPathComponent
+        if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
+        guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
+        fsyncDirectory(of: dest)
+    }
+
+    /// Turns a complete temp file (written by an app through its mount) into an asset owned by the
+    /// app. Validates the content first: what is not a photo or video is refused and nothing stays.
+    public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
+                              album: String? = nil) throws -> Asset {
+        try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album)
+    }
+
+    static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
+                       album: String?) throws -> Asset {
+        let (scan, size, date) = try StoreWriter.scan(fd: fd)
+        let hash = try StoreWriter.hash(fd: fd, size: size)
+        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
+        let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
+        let asset = try library.write { db in
+            try Library.ensureApp(db, app)
+            let a = try StoreWriter.insertRow(db, id: id, name: name, owner: app, ownerName: name, facts: facts,
+                                              storePath: rel, referencePath: nil, shared: false)
+            if let album, let albumID = try? Library.userAlbumID(db, album) {
+                _ = try Library.addToAlbum(db, albumID, [a.rowID])
+            }
+            return a
+        }
+        let dest = library.paths.store + "/" + rel
+        let dir = (dest as NSString).deletingLastPathComponent
+        if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
+        guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
+        fsyncDirectory(of: dest)
+        return asset
+    }
+
+    /// Marks a validated, fsynced temp file as complete: if this process dies before committing
+    /// it, recovery commits it as the app's asset. Written when the app's close(2) succeeds.
+    public func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {
+        _ = try StoreWriter.scan(fd: fd)
+        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        try ReadyMarker(app: app, name: name, album: album).write(tempPath + ".ready")
+    }
+
+    public func clearReady(tempPath: String) { unlink(tempPath + ".ready") }
+}
+
+/// The sidecar of a temp file whose close succeeded: who wrote it and under which name.
+struct ReadyMarker: Codable {
+    var app: AppID
+    var name: String
+    var album: String?
+
+    func write(_ path: String) throws {
+        let data = try JSONEncoder().encode(self)
+        let tmp = path + ".tmp"
+        let fd = Glibc.open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreWriter.ioError(errno, "create \(tmp)") }
+        defer { Glibc.close(fd) }
+        let n = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard n == data.count else { let e = errno; unlink(tmp); throw StoreWriter.ioError(n < 0 ? e : ENOSPC, "write \(tmp)") }
+        guard fsync(fd) == 0 else { let e = errno; unlink(tmp); throw StoreWriter.ioError(e, "fsync") }
+        guard rename(tmp, path) == 0 else { throw StoreWriter.ioError(errno, "rename \(tmp)") }
+        fsyncDirectory(of: path)
+    }
+
+    static func read(_ path: String) -> ReadyMarker? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try? JSONDecoder().decode(ReadyMarker.self, from: data)
+    }
+}
+
+func fsyncDirectory(of path: String) {
+    let dir = (path as NSString).deletingLastPathComponent
+    let fd = Glibc.open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    if fd >= 0 { fsync(fd); Glibc.close(fd) }
+}

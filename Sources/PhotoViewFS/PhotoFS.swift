@@ -1,0 +1,852 @@
+import FUSE
+import Foundation
+import GrantStore
+import PhotoLibrary
+import Redaction
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where invalidations go (the FUSE session; a recorder in tests).
+public protocol Invalidator: AnyObject, Sendable {
+    func invalidateEntry(parent: Inode, name: [UInt8])
+    func invalidateInode(_ inode: Inode, offset: Int64, length: Int64)
+    func notifyDelete(parent: Inode, child: Inode, name: [UInt8])
+}
+
+extension FUSESession: Invalidator {}
+
+/// A file created through this mount: a temp file until its last close commits it.
+struct SessionFile: Sendable {
+    let id: String
+    var name: String
+    let ino: Inode
+    let tempPath: String
+    var fd: Int32
+    var openCount: Int
+    var dirty: Bool
+    /// Validated, fsynced and marked complete at a successful close; committed at release.
+    var ready: Bool
+    var committedRowID: Int64?
+    var size: UInt64
+    var mtime: Timespec
+    let album: String?
+    /// Serializes commit with rename of the same file (rsync renames right after close, while
+    /// the release that commits may still be running).
+    let lock: FileLock
+}
+
+final class FileLock: @unchecked Sendable {
+    private let l = NSLock()
+    func run<T>(_ body: () throws -> T) rethrows -> T { l.lock(); defer { l.unlock() }; return try body() }
+}
+
+enum OpenKind: Sendable {
+    case asset(rowID: Int64, ino: Inode, fd: Int32, plan: RedactionPlan?)
+    case session(ino: Inode)
+    case status(content: [UInt8])
+    case changes(position: Int64)
+    case request(buffer: [UInt8])
+}
+
+/// One app's view of the library as a filesystem: the FUSE adapter. It asks `ViewPolicy` (through
+/// `ViewModel`) for every decision and answers from memory; the database is read only when the
+/// library changes, and written only for what the app does (create, delete, albums, requests).
+public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
+    public let library: Library
+    public let appID: AppID
+    public let access: AccessLevel
+    let writer: StoreWriter
+    let model: Mutex<ViewModel>
+    let files = Mutex<[Inode: SessionFile]>([:])
+    let sessionNames = Mutex<[String: Inode]>([:])
+    let handles = Mutex<[UInt64: OpenKind]>([:])
+    let nextHandle = Atomic<UInt64>(1)
+    let requested = Atomic<Bool>(false)
+    let refreshLock = NSLock()
+    let invalidatorBox = Mutex<Invalidator?>(nil)
+    let redactionCache = Mutex<[Int64: RedactionResult]>([:])
+    public let uid: UInt32
+    public let gid: UInt32
+    let log: @Sendable (String) -> Void
+    public let passthrough: Bool
+    let started = Timespec.now
+
+    static let longTimeout = 86_400.0
+
+    public init(library: Library, app: AppID, access: AccessLevel, passthrough: Bool = true,
+                log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        self.library = library
+        self.appID = app
+        self.access = access
+        self.log = log
+        self.passthrough = passthrough
+        try library.registerApp(app)
+        writer = try StoreWriter(library: library, purpose: "mount")
+        let snapshot = try library.view(for: app, access: access)
+        model = Mutex(ViewModel(snapshot: snapshot, library: library))
+        uid = getuid()
+        gid = getgid()
+    }
+
+    public func setInvalidator(_ i: Invalidator?) { invalidatorBox.withLock { $0 = i } }
+    var invalidator: Invalidator? { invalidatorBox.withLock { $0 } }
+
+    // MARK: refresh
+
+    /// Re-reads the view from the database and invalidates what changed in the kernel's caches.
+    /// `handled` are assets whose name changes this mount made itself through a syscall (unlink,
+    /// rename): the kernel already updated its dentries for those, and notifying again would take
+    /// the directory lock that syscall may still hold.
+    public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = []) {
+        refreshLock.lock()
+        defer { refreshLock.unlock() }
+        let snapshot: ViewSnapshot
+        do {
+            snapshot = try library.view(for: appID, access: access)
+        } catch {
+            log("refresh failed: \(error)")
+            return
+        }
+        let new = ViewModel(snapshot: snapshot, library: library)
+        let old = model.withLock { m -> ViewModel in
+            let o = m
+            m = new
+            return o
+        }
+        let diff = ViewModel.diff(old, new)
+        if !diff.updated.isEmpty || !diff.inserted.isEmpty {
+            redactionCache.withLock { c in for n in diff.updated + diff.inserted { c[n.rowID] = nil } }
+        }
+        invalidate(diff, old: old, new: new, handled: handled, handledAlbums: handledAlbums)
+    }
+
+    /// Tells the kernel what changed. Names that appear need nothing (a failed lookup is never
+    /// cached); names that go away are deleted from the kernel's cache (which also wakes inotify
+    /// watchers of the file); changed files drop their cached attributes and pages.
+    func invalidate(_ diff: ViewModel.Diff, old: ViewModel, new: ViewModel, handled: Set<Int64>, handledAlbums: Set<String>) {
+        guard let inv = invalidator, !diff.isEmpty else { return }
+        for n in diff.removed where !handled.contains(n.rowID) {
+            inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
+        }
+        for n in diff.updated {
+            inv.invalidateInode(n.ino, offset: 0, length: 0)
+        }
+        guard old.policy.showsAlbums else { return }
+        if !new.policy.showsAlbums {
+            inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
+            inv.notifyDelete(parent: FixedInode.root, child: FixedInode.shared, name: Array("Shared".utf8))
+            return
+        }
+        for (parent, olds, news) in [(FixedInode.albums, old.albums, new.albums), (FixedInode.shared, old.shared, new.shared)] {
+            for (name, a) in olds {
+                guard let now = news[name] else {
+                    if !handledAlbums.contains(name) { inv.notifyDelete(parent: parent, child: a.ino, name: Array(name.utf8)) }
+                    continue
+                }
+                for (member, r) in a.byName where now.byName[member] != r {
+                    if let n = old.nodes[r] { inv.notifyDelete(parent: a.ino, child: n.ino, name: Array(member.utf8)) }
+                }
+            }
+        }
+    }
+
+    // MARK: attributes
+
+    func dirAttributes(_ ino: Inode, writable: Bool) -> Attributes {
+        Attributes(ino: ino, mode: FileMode.directory | (writable ? 0o755 : 0o555), nlink: 2, size: 4096,
+                   uid: uid, gid: gid, atime: started, mtime: started, ctime: started)
+    }
+
+    func attributes(_ n: AssetNode) -> Attributes {
+        let m = Timespec(seconds: n.mtime), c = Timespec(seconds: n.ctime)
+        return Attributes(ino: n.ino, mode: FileMode.regular | 0o444, nlink: 1, size: n.size, uid: uid, gid: gid,
+                          atime: m, mtime: m, ctime: c)
+    }
+
+    func attributes(_ f: SessionFile) -> Attributes {
+        Attributes(ino: f.ino, mode: FileMode.regular | 0o644, nlink: 1, size: f.size, uid: uid, gid: gid,
+                   atime: f.mtime, mtime: f.mtime, ctime: f.mtime)
+    }
+
+    func specialAttributes(_ ino: Inode) -> Attributes {
+        let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count) : 0
+        let mode: UInt32 = ino == FixedInode.request ? 0o222 : 0o444
+        return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
+                          atime: .now, mtime: .now, ctime: .now)
+    }
+
+    func entry(_ a: Attributes, timeout: Double = PhotoFS.longTimeout) -> Entry {
+        Entry(attributes: a, entryTimeout: timeout, attrTimeout: timeout)
+    }
+
+    /// Resolves any inode to its attributes (and confirms it is still visible).
+    func attributes(of ino: Inode) throws(Errno) -> (Attributes, Double) {
+        switch ino {
+        case FixedInode.root:
+            let canCreate = model.withLock { $0.policy.canCreate }
+            return (dirAttributes(ino, writable: canCreate), PhotoFS.longTimeout)
+        case FixedInode.albums, FixedInode.shared:
+            let (shows, canEdit) = model.withLock { ($0.policy.showsAlbums, $0.policy.canEditAlbums) }
+            guard shows else { throw .noEntry }
+            return (dirAttributes(ino, writable: canEdit && ino == FixedInode.albums), PhotoFS.longTimeout)
+        case FixedInode.control:
+            return (dirAttributes(ino, writable: false), PhotoFS.longTimeout)
+        case FixedInode.status, FixedInode.changes, FixedInode.request:
+            return (specialAttributes(ino), 0)
+        default:
+            if let a = model.withLock({ m -> Attributes? in
+                if let r = m.byIno[ino], let n = m.nodes[r] { return attributes(n) }
+                if let al = m.album(ino: ino) {
+                    return dirAttributes(al.ino, writable: !al.isShared && m.policy.canEditAlbums)
+                }
+                return nil
+            }) {
+                return (a, PhotoFS.longTimeout)
+            }
+            if let f = files.withLock({ $0[ino] }) { return (attributes(f), 1) }
+            throw .noEntry
+        }
+    }
+
+    // MARK: requests on access
+
+    /// A not-determined app touching its mount records a prompt, once, unless prevent-prompt.
+    func noteAccess() {
+        if requested.load(ordering: .relaxed) { return }
+        let (records, prevent) = model.withLock { ($0.policy.recordsRequestOnAccess, $0.app.options.preventPrompt) }
+        guard records, !prevent else { return }
+        if requested.exchange(true, ordering: .relaxed) { return }
+        let lib = library, app = appID, kind: RequestKind = access == .readWrite ? .readWrite : .addOnly
+        let log = self.log
+        DispatchQueue.global().async {
+            do { try lib.recordRequest(app, kind: kind) } catch { log("could not record request: \(error)") }
+        }
+    }
+
+    // MARK: lookup
+
+    public func lookup(parent: Inode, name: FileName, context: RequestContext) throws(Errno) -> Entry {
+        noteAccess()
+        if name.bytes.count > DisplayName.maxBytes { throw .nameTooLong }
+        guard let s = name.string else { throw .noEntry }
+        if let ino = try childInode(parent: parent, name: s) {
+            let (a, t) = try attributes(of: ino)
+            return entry(a, timeout: t)
+        }
+        throw .noEntry
+    }
+
+    /// The inode of a name in a directory, or nil. Throws ENOTDIR for files used as folders.
+    func childInode(parent: Inode, name: String) throws(Errno) -> Inode? {
+        switch parent {
+        case FixedInode.root:
+            if name == ".photogate" { return FixedInode.control }
+            let found: Inode? = model.withLock { m -> Inode? in
+                if (name == "Albums" || name == "Shared") && m.policy.showsAlbums {
+                    return name == "Albums" ? FixedInode.albums : FixedInode.shared
+                }
+                if let r = m.byName[name] { return m.nodes[r]?.ino }
+                return nil
+            }
+            if let found { return found }
+            return sessionNames.withLock { $0[name] }
+        case FixedInode.albums, FixedInode.shared:
+            return model.withLock { m -> Inode? in
+                guard m.policy.showsAlbums else { return nil }
+                return (parent == FixedInode.albums ? m.albums[name] : m.shared[name])?.ino
+            }
+        case FixedInode.control:
+            switch name {
+            case "status": return FixedInode.status
+            case "changes": return FixedInode.changes
+            case "request": return FixedInode.request
+            default: return nil
+            }
+        default:
+            let r: Inode?? = model.withLock { m -> Inode?? in
+                if let al = m.album(ino: parent) {
+                    if let row = al.byName[name] { return .some(m.nodes[row]?.ino) }
+                    return .some(nil)
+                }
+                return nil
+            }
+            if let r { return r }
+            if model.withLock({ $0.byIno[parent] != nil }) || files.withLock({ $0[parent] != nil }) { throw .notDirectory }
+            throw .noEntry
+        }
+    }
+
+    public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
+        noteAccess()
+        let (a, t) = try attributes(of: inode)
+        return (a, t)
+    }
+
+    // MARK: directories
+
+    public func opendir(_ inode: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
+        noteAccess()
+        let (a, _) = try attributes(of: inode)
+        guard a.isDirectory else { throw .notDirectory }
+        return OpenReply(handle: 0)
+    }
+
+    public func readdir(_ inode: Inode, handle: UInt64, offset: Int64, plus: Bool, context: RequestContext) throws(Errno) -> [DirectoryEntry] {
+        let t = PhotoFS.longTimeout
+        var out: [DirectoryEntry] = []
+        var index: Int64 = 0
+        func add(_ name: String, _ a: Attributes) {
+            index += 1
+            if index > offset { out.append(DirectoryEntry(name: Array(name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: t)) }
+        }
+        let own = dirAttributes(inode, writable: false)
+        add(".", own)
+        add("..", dirAttributes(FixedInode.root, writable: false))
+        switch inode {
+        case FixedInode.root:
+            let (nodes, showsAlbums, canCreate, canEdit) = model.withLock { m in
+                (m.listing.compactMap { m.nodes[$0] }, m.policy.showsAlbums, m.policy.canCreate, m.policy.canEditAlbums)
+            }
+            _ = canCreate
+            add(".photogate", dirAttributes(FixedInode.control, writable: false))
+            if showsAlbums {
+                add("Albums", dirAttributes(FixedInode.albums, writable: canEdit))
+                add("Shared", dirAttributes(FixedInode.shared, writable: false))
+            }
+            // Skip what the caller has already seen without building entries for it.
+            for n in nodes {
+                index += 1
+                if index > offset {
+                    out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: attributes(n), nextOffset: index, entryTimeout: t, attrTimeout: t))
+                }
+            }
+            // Files this mount is writing (not yet assets) are listed in a read-write mount only.
+            if access == .readWrite {
+                let pending = files.withLock { fs in
+                    fs.values.filter { $0.committedRowID == nil && $0.album == nil }.sorted { $0.name < $1.name }
+                }
+                let shown = model.withLock { m in Set(pending.map(\.name).filter { m.byName[$0] != nil }) }
+                for f in pending where !shown.contains(f.name) { add(f.name, attributes(f)) }
+            }
+        case FixedInode.albums, FixedInode.shared:
+            let list = model.withLock { m in
+                (inode == FixedInode.albums ? m.albums : m.shared).values.sorted { $0.name < $1.name }
+                    .map { ($0.name, dirAttributes($0.ino, writable: !$0.isShared && m.policy.canEditAlbums)) }
+            }
+            for (name, a) in list { add(name, a) }
+        case FixedInode.control:
+            add("status", specialAttributes(FixedInode.status))
+            add("changes", specialAttributes(FixedInode.changes))
+            add("request", specialAttributes(FixedInode.request))
+        default:
+            guard let members = model.withLock({ m -> [AssetNode]? in
+                guard let al = m.album(ino: inode) else { return nil }
+                return al.listing.compactMap { m.nodes[$0] }
+            }) else { throw .noEntry }
+            for n in members { add(n.name, attributes(n)) }
+        }
+        return out
+    }
+
+    // MARK: files
+
+    func newHandle(_ kind: OpenKind) -> UInt64 {
+        let h = nextHandle.add(1, ordering: .relaxed).oldValue
+        handles.withLock { $0[h] = kind }
+        return h
+    }
+
+    func redaction(for n: AssetNode) -> RedactionResult {
+        if let r = redactionCache.withLock({ $0[n.rowID] }) { return r }
+        let r: RedactionResult
+        do {
+            r = try library.redaction(rowID: n.rowID)
+        } catch {
+            r = .refuse(reason: "redaction facts unavailable: \(error)")
+        }
+        redactionCache.withLock { $0[n.rowID] = r }
+        return r
+    }
+
+    public func open(_ inode: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
+        noteAccess()
+        let accmode = flags & O_ACCMODE
+        let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
+        switch inode {
+        case FixedInode.status:
+            if wantsWrite { throw .accessDenied }
+            return OpenReply(handle: newHandle(.status(content: statusContent())), directIO: true)
+        case FixedInode.changes:
+            if wantsWrite { throw .accessDenied }
+            return OpenReply(handle: newHandle(.changes(position: 0)), directIO: true, nonSeekable: true)
+        case FixedInode.request:
+            if accmode != O_WRONLY { throw .accessDenied }
+            return OpenReply(handle: newHandle(.request(buffer: [])), directIO: true)
+        case FixedInode.root, FixedInode.albums, FixedInode.shared, FixedInode.control:
+            throw .isDirectory
+        default: break
+        }
+        if let node = model.withLock({ m in m.byIno[inode].flatMap { m.nodes[$0] } }) {
+            if wantsWrite { throw .accessDenied }   // originals are never modified
+            var plan: RedactionPlan? = nil
+            if node.strip {
+                switch redaction(for: node) {
+                case .plan(let p): plan = p.isEmpty ? nil : p
+                case .refuse(let why):
+                    log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
+                    throw .accessDenied
+                }
+            }
+            let fd = Glibc.open(node.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else {
+                log("cannot open original of \(node.name): \(String(cString: strerror(errno)))")
+                throw .io
+            }
+            let h = newHandle(.asset(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
+            let usePassthrough = passthrough && plan == nil
+            return OpenReply(handle: h, keepCache: true, passthroughFD: usePassthrough ? fd : nil)
+        }
+        // A file this mount created.
+        let result: Result<OpenReply, Errno> = files.withLock { fs in
+            guard var f = fs[inode] else { return .failure(.noEntry) }
+            if f.committedRowID != nil || access == .addOnly && !wantsWrite {
+                // Add-only: nothing existing can be opened, even what this app wrote.
+                return .failure(access == .addOnly ? .noEntry : .accessDenied)
+            }
+            if f.committedRowID != nil { return .failure(.accessDenied) }
+            f.openCount += 1
+            fs[inode] = f
+            return .success(OpenReply(handle: 0, directIO: true))
+        }
+        var reply = try result.get()
+        reply.handle = newHandle(.session(ino: inode))
+        return reply
+    }
+
+    /// Is this asset (by row id and inode) still visible? Revoked handles fail their next read.
+    func stillVisible(rowID: Int64, ino: Inode) -> Bool {
+        model.withLock { m in m.nodes[rowID]?.ino == ino }
+    }
+
+    public func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
+        switch kind {
+        case .asset(let rowID, let ino, let fd, let plan):
+            guard stillVisible(rowID: rowID, ino: ino) else { throw .accessDenied }
+            guard let plan else { return .file(fd: fd, offset: offset, count: size) }
+            var buf = [UInt8](repeating: 0, count: size)
+            let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
+            if n < 0 { throw Errno(errno) }
+            buf.removeLast(size - n)
+            buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) }
+            return .bytes(buf)
+        case .status(let content):
+            return .bytes(slice(content, offset, size))
+        case .changes:
+            return .bytes([])
+        case .session(let ino):
+            // Add-only: what an app writes is never read back. Read-write: its own pending bytes.
+            guard access == .readWrite, let f = files.withLock({ $0[ino] }), f.fd >= 0 else { throw .accessDenied }
+            var buf = [UInt8](repeating: 0, count: size)
+            let n = buf.withUnsafeMutableBytes { b in pread(f.fd, b.baseAddress, size, off_t(offset)) }
+            if n < 0 { throw Errno(errno) }
+            buf.removeLast(size - n)
+            return .bytes(buf)
+        case .request:
+            throw .badFile
+        }
+    }
+
+    func slice(_ c: [UInt8], _ offset: Int64, _ size: Int) -> [UInt8] {
+        let start = min(Int(offset), c.count)
+        return Array(c[start..<min(start + size, c.count)])
+    }
+
+    public func write(_ inode: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer, context: RequestContext) throws(Errno) -> Int {
+        guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
+        switch kind {
+        case .session(let ino):
+            guard let f = files.withLock({ $0[ino] }) else { throw .badFile }
+            if f.committedRowID != nil {
+                log("write to \(f.name) after it was committed: refused")
+                throw .accessDenied
+            }
+            if f.ready {
+                writer.clearReady(tempPath: f.tempPath)
+                files.withLock { $0[ino]?.ready = false }
+            }
+            var done = 0
+            while done < data.count {
+                let n = pwrite(f.fd, data.baseAddress! + done, data.count - done, off_t(offset) + done)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw Errno(errno)   // ENOSPC reaches the writer
+                }
+                done += n
+            }
+            let end = UInt64(offset) + UInt64(done)
+            files.withLock { fs in
+                guard var g = fs[ino] else { return }
+                g.dirty = true
+                g.size = max(g.size, end)
+                g.mtime = .now
+                fs[ino] = g
+            }
+            return done
+        case .request(var buffer):
+            if buffer.count + data.count > 4096 { throw .invalid }
+            buffer.append(contentsOf: data)
+            let b = buffer
+            handles.withLock { $0[handle] = .request(buffer: b) }
+            return data.count
+        default:
+            throw .badFile
+        }
+    }
+
+    public func flush(_ inode: Inode, handle: UInt64, context: RequestContext) throws(Errno) {
+        guard let kind = handles.withLock({ $0[handle] }) else { return }
+        switch kind {
+        case .session(let ino):
+            try markReady(ino)
+        case .request(let buffer):
+            if !buffer.isEmpty {
+                handles.withLock { $0[handle] = .request(buffer: []) }
+                try submitRequest(buffer)
+            }
+        default: return
+        }
+    }
+
+    public func release(_ inode: Inode, handle: UInt64, flags: Int32) {
+        guard let kind = handles.withLock({ $0.removeValue(forKey: handle) }) else { return }
+        switch kind {
+        case .asset(_, _, let fd, _):
+            Glibc.close(fd)
+        case .session(let ino):
+            let last = files.withLock { fs -> SessionFile? in
+                guard var f = fs[ino] else { return nil }
+                f.openCount -= 1
+                fs[ino] = f
+                return f.openCount == 0 ? f : nil
+            }
+            guard let f = last else { return }
+            if f.dirty {
+                do { try markReady(ino) } catch {
+                    log("\(f.name) was not added: \(error)")
+                    discard(ino)   // not a photo or video: nothing stays
+                    return
+                }
+            }
+            if files.withLock({ $0[ino]?.ready }) == true {
+                // On failure the marked file stays in the temp folder and the next mount commits it.
+                do { try commit(ino) } catch { log("\(f.name) could not be committed yet: \(error)") }
+            }
+            if let a = files.withLock({ $0[ino] }), a.committedRowID != nil, a.fd >= 0 {
+                Glibc.close(a.fd)
+                files.withLock { fs in fs[ino]?.fd = -1 }
+            }
+            // A file created and closed without content stays as an empty placeholder for this
+            // mount (tools create, close, then reopen to write); it never becomes an asset.
+        case .request(let buffer):
+            if !buffer.isEmpty { try? submitRequest(buffer) }
+        default: return
+        }
+    }
+
+    public func fsync(_ inode: Inode, handle: UInt64, dataOnly: Bool) throws(Errno) {
+        guard let kind = handles.withLock({ $0[handle] }), case .session(let ino) = kind,
+              let f = files.withLock({ $0[ino] }), f.fd >= 0 else { return }
+        if Glibc.fsync(f.fd) != 0 { throw Errno(errno) }
+    }
+
+    /// At close(2): checks that what was written is a photo or video (else EINVAL, and the file
+    /// stays open for more writes), makes it durable and marks it complete. From here on a crash
+    /// cannot lose it: recovery commits marked files.
+    func markReady(_ ino: Inode) throws(Errno) {
+        guard let f = files.withLock({ $0[ino] }), f.dirty, f.committedRowID == nil, f.fd >= 0 else { return }
+        do {
+            try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: f.name, album: f.album)
+            files.withLock { fs in
+                fs[ino]?.ready = true
+                fs[ino]?.dirty = false
+            }
+        } catch {
+            throw errnoFor(error, f.name)
+        }
+    }
+
+    func errnoFor(_ error: Error, _ name: String) -> Errno {
+        switch error as? LibraryError {
+        case .badInput(let why)?:
+            log("refused \(name) from \(appID): \(why)")
+            return .invalid
+        case .noSpace?:
+            log("no space to add \(name)")
+            return .noSpace
+        default:
+            log("could not add \(name): \(error)")
+            return .io
+        }
+    }
+
+    /// At the last release: the marked file becomes an asset owned by the app.
+    func commit(_ ino: Inode) throws(Errno) {
+        guard let lock = files.withLock({ $0[ino]?.lock }) else { return }
+        let result: Result<Void, Errno> = lock.run {
+            do throws(Errno) { try commitLocked(ino); return .success(()) } catch { return .failure(error) }
+        }
+        try result.get()
+    }
+
+    private func commitLocked(_ ino: Inode) throws(Errno) {
+        guard let f = files.withLock({ $0[ino] }), f.ready, f.committedRowID == nil, f.fd >= 0 else { return }
+        do {
+            let asset = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name, album: f.album)
+            writer.clearReady(tempPath: f.tempPath)
+            files.withLock { fs in
+                fs[ino]?.committedRowID = asset.rowID
+                fs[ino]?.ready = false
+            }
+            log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
+            refresh()
+        } catch {
+            throw errnoFor(error, f.name)
+        }
+    }
+
+    /// Removes an uncommitted session file and its temp data.
+    func discard(_ ino: Inode) {
+        guard let f = files.withLock({ $0.removeValue(forKey: ino) }) else { return }
+        sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
+        if f.fd >= 0 { Glibc.close(f.fd) }
+        if f.committedRowID == nil {
+            Glibc.unlink(f.tempPath)
+            writer.clearReady(tempPath: f.tempPath)
+        }
+    }
+
+    // MARK: creating
+
+    func validName(_ name: FileName) throws(Errno) -> String {
+        switch DisplayName.validate(name.bytes) {
+        case .success(let s): return s
+        case .failure(.tooLong): throw .nameTooLong
+        case .failure(.reserved): throw .exists
+        case .failure: throw .invalid
+        }
+    }
+
+    public func create(parent: Inode, name: FileName, mode: UInt32, flags: Int32, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
+        noteAccess()
+        let s = try validName(name)
+        let album: String? = try model.withLock { m throws(Errno) -> String? in
+            guard m.policy.canCreate else { throw .accessDenied }
+            switch parent {
+            case FixedInode.root:
+                if m.byName[s] != nil { throw .exists }
+                return nil
+            default:
+                guard m.policy.canEditAlbums, let al = m.album(ino: parent), !al.isShared else { throw .accessDenied }
+                if al.byName[s] != nil { throw .exists }
+                return al.name
+            }
+        }
+        if parent == FixedInode.root, sessionNames.withLock({ $0[s] }) != nil { throw .exists }
+        let temp: (id: String, path: String, fd: Int32)
+        do { temp = try writer.makeTemp() } catch {
+            if case .noSpace = error as? LibraryError { throw .noSpace }
+            throw .io
+        }
+        let key = model.withLock { $0.app.inodeKey }
+        let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
+        let f = SessionFile(id: temp.id, name: s, ino: ino, tempPath: temp.path, fd: temp.fd, openCount: 1, dirty: false,
+                            ready: false, committedRowID: nil, size: 0, mtime: .now, album: album, lock: FileLock())
+        files.withLock { $0[ino] = f }
+        if album == nil { sessionNames.withLock { $0[s] = ino } }
+        let h = newHandle(.session(ino: ino))
+        return (entry(attributes(f), timeout: 1), OpenReply(handle: h, directIO: true))
+    }
+
+    public func setattr(_ inode: Inode, _ changes: SetAttributes, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
+        if let f = files.withLock({ $0[inode] }) {
+            if let size = changes.size {
+                guard f.committedRowID == nil, f.fd >= 0 else { throw .accessDenied }
+                if ftruncate(f.fd, off_t(size)) != 0 { throw Errno(errno) }
+                files.withLock { fs in fs[inode]?.size = size; fs[inode]?.dirty = true }
+            }
+            if let m = changes.mtime { files.withLock { $0[inode]?.mtime = m } }
+            // Mode, owner and times of a file the app created are accepted and not stored.
+            let g = files.withLock { $0[inode] }!
+            return (attributes(g), 1)
+        }
+        let (a, t) = try attributes(of: inode)
+        if changes.isEmpty { return (a, t) }
+        throw .accessDenied   // originals, folders and control files do not change
+    }
+
+    public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {
+        let allowed = model.withLock { $0.policy.canEditAlbums }
+        guard parent == FixedInode.albums, allowed else { throw .accessDenied }
+        let s = try validName(name)
+        if model.withLock({ $0.albums[s] }) != nil { throw .exists }
+        do { try library.createAlbum(s) } catch {
+            if case .albumExists = error as? LibraryError { throw .exists }
+            throw .invalid
+        }
+        refresh()
+        guard let al = model.withLock({ $0.albums[s] }) else { throw .io }
+        return entry(dirAttributes(al.ino, writable: true))
+    }
+
+    public func rmdir(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
+        guard let s = name.string else { throw .noEntry }
+        let (canEdit, exists) = model.withLock { ($0.policy.canEditAlbums, $0.albums[s] != nil) }
+        guard parent == FixedInode.albums, canEdit else {
+            if try childInode(parent: parent, name: s) == nil { throw .noEntry }
+            throw .accessDenied
+        }
+        guard exists else { throw .noEntry }
+        do { try library.deleteAlbum(s, onlyIfEmpty: true) } catch {
+            if case .conflict = error as? LibraryError { throw .notEmpty }
+            throw .io
+        }
+        refresh(handledAlbums: [s])
+    }
+
+    public func unlink(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
+        guard let s = name.string else { throw .noEntry }
+        if parent == FixedInode.root, let ino = sessionNames.withLock({ $0[s] }), let f = files.withLock({ $0[ino] }),
+           model.withLock({ $0.byName[s] == nil || $0.byName[s] == f.committedRowID }) {
+            // Wait for a commit in flight, then either drop the pending file or trash the asset.
+            let committed = f.lock.run { files.withLock { $0[ino]?.committedRowID } }
+            guard let rowID = committed else {
+                discard(ino)
+                return
+            }
+            let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
+            guard canDelete else { throw .accessDenied }
+            do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
+            files.withLock { $0[ino] = nil }
+            sessionNames.withLock { n in if n[s] == ino { n[s] = nil } }
+            refresh(handled: [rowID])
+            return
+        }
+        let target: Result<(Int64, String?), Errno> = model.withLock { m in
+            switch parent {
+            case FixedInode.root:
+                guard let r = m.byName[s], let n = m.nodes[r] else { return .failure(.noEntry) }
+                return m.policy.canDelete(m.facts(n)) ? .success((r, nil)) : .failure(.accessDenied)
+            default:
+                guard let al = m.album(ino: parent) else {
+                    return .failure(parent == FixedInode.control || FixedInode.all.contains(parent) ? (s.isEmpty ? .noEntry : .accessDenied) : .noEntry)
+                }
+                guard let r = al.byName[s] else { return .failure(.noEntry) }
+                return (!al.isShared && m.policy.canEditAlbums) ? .success((r, al.name)) : .failure(.accessDenied)
+            }
+        }
+        if parent == FixedInode.control || parent == FixedInode.albums || parent == FixedInode.shared {
+            if try childInode(parent: parent, name: s) == nil { throw .noEntry }
+            throw .accessDenied
+        }
+        let (rowID, album) = try target.get()
+        do {
+            if let album {
+                let id = model.withLock { $0.nodes[rowID]?.assetID } ?? ""
+                try library.removeFromAlbum(album, [id])
+            } else {
+                try library.moveToTrash(rowIDs: [rowID], by: appID)
+            }
+        } catch {
+            log("unlink \(s) failed: \(error)")
+            throw .io
+        }
+        refresh(handled: album == nil ? [rowID] : [])
+    }
+
+    public func rename(parent: Inode, name: FileName, newParent: Inode, newName: FileName, flags: RenameFlags, context: RequestContext) throws(Errno) {
+        guard let s = name.string else { throw .noEntry }
+        guard try childInode(parent: parent, name: s) != nil else { throw .noEntry }
+        let t = try validName(newName)
+        guard parent == newParent else { throw .crossDevice }
+        guard parent == FixedInode.root, !flags.contains(.exchange) else { throw .accessDenied }
+        // The target must not be a visible asset: originals are never replaced.
+        if model.withLock({ $0.byName[t] != nil }) { throw .accessDenied }
+        if let other = sessionNames.withLock({ $0[t] }), other != sessionNames.withLock({ $0[s] }) {
+            if flags.contains(.noReplace) { throw .exists }
+            throw .accessDenied
+        }
+        // A file created through this mount (pending or just committed).
+        if let ino = sessionNames.withLock({ $0[s] }), let lock = files.withLock({ $0[ino]?.lock }),
+           model.withLock({ $0.byName[s] == nil }) || files.withLock({ $0[ino]?.committedRowID }) == model.withLock({ $0.byName[s] }) {
+            let renamed: Result<Int64?, Errno> = lock.run {
+                if let f = files.withLock({ $0[ino] }), let r = f.committedRowID {
+                    do { try library.renameOwnAsset(rowID: r, app: appID, to: t) } catch { return .failure(.io) }
+                }
+                files.withLock { $0[ino]?.name = t }
+                sessionNames.withLock { n in n[s] = nil; n[t] = ino }
+                return .success(files.withLock { $0[ino]?.committedRowID })
+            }
+            let r = try renamed.get()
+            refresh(handled: r.map { [$0] } ?? [])
+            return
+        }
+        let row: Int64 = try model.withLock { m throws(Errno) -> Int64 in
+            guard let r = m.byName[s], let n = m.nodes[r] else { throw .noEntry }
+            guard m.policy.canRename(m.facts(n)) else { throw .accessDenied }
+            return r
+        }
+        do { try library.renameOwnAsset(rowID: row, app: appID, to: t) } catch { throw .io }
+        refresh(handled: [row])
+    }
+
+    public func statfs(_ inode: Inode) throws(Errno) -> StatFS {
+        var st = statvfs()
+        guard statvfs(library.paths.store, &st) == 0 else { return StatFS() }
+        // Report free space as it is, but "used" as only what this view shows: the disk's other
+        // contents (hidden assets among them) are none of the app's business.
+        let bsize = UInt64(st.f_frsize)
+        let visibleBytes = model.withLock { m in m.nodes.values.reduce(UInt64(0)) { $0 + $1.size } }
+        let avail = UInt64(st.f_bavail)
+        let used = (visibleBytes + bsize - 1) / bsize
+        return StatFS(blockSize: bsize, blocks: avail + used, blocksFree: avail, blocksAvailable: avail,
+                      files: UInt64(model.withLock { $0.nodes.count }) + 1_000_000, filesFree: 1_000_000, nameMax: 255)
+    }
+
+    public func access(_ inode: Inode, mask: Int32, context: RequestContext) throws(Errno) {
+        let (a, _) = try attributes(of: inode)
+        if mask & W_OK != 0 && a.mode & 0o200 == 0 { throw .accessDenied }
+    }
+
+    // MARK: .photogate
+
+    func statusContent() -> [UInt8] {
+        let (app, policy) = model.withLock { ($0.app, $0.policy) }
+        let obj: [String: Any] = [
+            "app": app.id.rawValue,
+            "access": access.rawValue,
+            "status": policy.status.rawValue,
+            "readWrite": app.readWrite.rawValue,
+            "addOnly": app.addOnly.rawValue,
+            "options": ["stripLocation": app.options.stripLocation, "preventPrompt": app.options.preventPrompt],
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted])) ?? Data()
+        return [UInt8](data) + [0x0a]
+    }
+
+    /// `.photogate/request`: "read-write", "add-only" or "picker", then an optional reason line.
+    func submitRequest(_ bytes: [UInt8]) throws(Errno) {
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalid }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        while lines.last == "" { lines.removeLast() }
+        guard let first = lines.first, let kind = RequestKind(rawValue: first), lines.count <= 2 else { throw .invalid }
+        let reason = lines.count == 2 ? lines[1] : ""
+        if reason.contains(where: { $0.isASCII && ($0.asciiValue! < 0x20) }) { throw .invalid }
+        do { try library.recordRequest(appID, kind: kind, reason: reason) } catch {
+            log("could not record request: \(error)")
+            throw .io
+        }
+    }
+}

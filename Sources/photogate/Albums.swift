@@ -1,0 +1,20 @@
+import ArgumentParser
+import GrantStore
+
+struct Albums: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List albums and shared albums.",
+                                                    discussion: "Example: photogate albums --json")
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let albums = try lib.open().albums()
+            if output.json {
+                printJSON(albums.map { ["name": $0.name, "shared": $0.isShared, "count": $0.count, "createdDate": iso($0.createdAt)] as [String: Any] })
+            } else {
+                printTable(["NAME", "KIND", "ASSETS"], albums.map { [$0.name, $0.isShared ? "shared" : "album", String($0.count)] })
+            }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import ArgumentParser
+import GrantStore
+
+func statusJSON(_ a: AppRecord) -> [String: Any] {
+    [
+        "app": a.id.rawValue,
+        "readWrite": a.readWrite.rawValue,
+        "addOnly": a.addOnly.rawValue,
+        "options": ["stripLocation": a.options.stripLocation, "preventPrompt": a.options.preventPrompt],
+    ]
+}
+
+struct Apps: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List known apps and their authorization statuses.",
+                                                    discussion: "Example: photogate apps --json")
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let apps = try lib.open().apps()
+            if output.json {
+                printJSON(apps.map(statusJSON))
+            } else {
+                printTable(["APP", "READ-WRITE", "ADD-ONLY", "OPTIONS"], apps.map {
+                    [$0.id.rawValue, $0.readWrite.rawValue, $0.addOnly.rawValue, optionsText($0)]
+                })
+            }
+        }
+    }
+}
+
+func optionsText(_ a: AppRecord) -> String {
+    var o: [String] = []
+    if a.options.stripLocation { o.append("strip-location") }
+    if a.options.preventPrompt { o.append("prevent-prompt") }
+    return o.isEmpty ? "-" : o.joined(separator: ",")
+}

@@ -1,0 +1,57 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+import PhotoLibrary
+
+struct Assets: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List assets; with --app, exactly what that app's mount shows.",
+        discussion: """
+            With --app the list is computed by the same policy code the mount uses, and names are the
+            names that app sees.
+
+            Example: photogate assets --app org.example.Editor --json | jq -r '.[].id'
+            """)
+
+    @Option(help: "Only the assets of this album.")
+    var album: String?
+
+    @Option(help: "Only what this app may see.")
+    var app: String?
+
+    @Option(help: "With --app: the access level of the view (read-write or add-only).")
+    var access: AccessLevel = .readWrite
+
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let library = try lib.open()
+            var rows: [(Asset, String)]
+            if let app {
+                let id = try parseApp(app)
+                let view = try library.view(for: id, access: access)
+                rows = view.entries.map { ($0.asset, $0.name) }
+                if let album {
+                    let members = try Set(library.assets(album: album).map(\.rowID))
+                    rows = rows.filter { members.contains($0.0.rowID) }
+                }
+                rows.sort { ($0.0.captureDate, $0.0.rowID) < ($1.0.captureDate, $1.0.rowID) }
+            } else {
+                rows = try library.assets(album: album).map { ($0, $0.displayName) }
+            }
+            if output.json {
+                printJSON(rows.map { assetJSON($0.0, name: $0.1) })
+            } else {
+                printTable(["ID", "NAME", "TYPE", "SIZE", "CAPTURED", "LOCATION", "OWNER"], rows.map { a, name in
+                    [a.id, name, a.mediaKind, humanSize(a.byteSize), shortDate(a.captureDate),
+                     a.hasLocation ? "yes" : "-", a.owner?.rawValue ?? (a.isShared ? "(shared)" : "-")]
+                })
+            }
+        }
+    }
+}
+
+extension AccessLevel: ExpressibleByArgument {}
+extension AuthorizationStatus: ExpressibleByArgument {}

@@ -1,0 +1,33 @@
+import ArgumentParser
+import GrantStore
+import PhotoLibrary
+
+struct Authorize: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Set an app's authorization status for one access level (answers its pending requests).",
+        discussion: """
+            Statuses: not-determined, restricted, denied, authorized, limited (read-write only).
+            Running mounts of the app change at once.
+
+            Example: photogate authorize org.example.Editor --access read-write --status limited
+            """)
+
+    @Argument(help: "The app id (reverse-DNS).") var app: String
+    @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
+    @Option(help: "not-determined, restricted, denied, authorized or limited.") var status: AuthorizationStatus
+    @OptionGroup var lib: LibraryOption
+
+    func validate() throws {
+        if !status.isValid(for: access) {
+            throw ValidationError("'limited' is a read-write status only")
+        }
+    }
+
+    func run() throws {
+        try photogate.run {
+            let id = try parseApp(app)
+            let record = try lib.open().authorize(id, access: access, status: status)
+            say("\(record.id): \(access.rawValue) \(record.status(for: access).rawValue)")
+        }
+    }
+}

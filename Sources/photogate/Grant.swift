@@ -1,0 +1,36 @@
+import ArgumentParser
+import GrantStore
+
+struct Grant: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add assets to an app's limited selection (or hand them over as picked).",
+        discussion: """
+            ASSET is an id or a display name; - reads more from standard input, one per line. A call
+            naming any unknown asset changes nothing and names the unknown ones (exit 66). Granting
+            is idempotent. Shared-album assets cannot be put in a limited selection (exit 68).
+
+            Examples:
+              photogate grant org.example.Editor IMG_0001.jpg IMG_0002.jpg
+              photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' | photogate grant org.example.Editor -
+            """)
+
+    @Argument(help: "The app id.") var app: String
+    @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
+    @Flag(help: "Hand the assets over as picked (PHPicker): visible whatever the app's library status.") var picked = false
+    @Flag(help: "Strip location from these assets when this app reads them.") var stripLocation = false
+    @OptionGroup var lib: LibraryOption
+
+    func validate() throws {
+        if assets.isEmpty { throw ValidationError("name at least one asset (or - to read them from standard input)") }
+    }
+
+    func run() throws {
+        try photogate.run {
+            let id = try parseApp(app)
+            let refs = expandRefs(assets)
+            if refs.isEmpty { throw CommandFailure("no assets given", .usage) }
+            let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation)
+            say("granted \(r.changed) (\(r.unchanged) already granted) to \(id)")
+        }
+    }
+}

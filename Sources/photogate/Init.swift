@@ -1,0 +1,21 @@
+import ArgumentParser
+import GrantStore
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a library: a store folder for originals and the database.",
+        discussion: "Example: photogate init ~/Pictures/photogate")
+
+    @Argument(help: "The library folder (default: --library, $PHOTOGATE_LIBRARY, $XDG_DATA_HOME/photogate).")
+    var directory: String?
+
+    @OptionGroup var lib: LibraryOption
+
+    func run() throws {
+        try photogate.run {
+            let paths = LibraryPaths.resolve(directory ?? lib.library)
+            _ = try Library.create(at: paths)
+            say("created library at \(paths.root)")
+        }
+    }
+}

@@ -1,0 +1,192 @@
+import ArgumentParser
+import CSystem
+import Foundation
+import GrantStore
+import PhotoLibrary
+import PhotoViewFS
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Mount: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Mount an app's view of the library (returns once the mount is ready).",
+        discussion: """
+            The mount shows exactly what the app may see (see the README's table). It runs in a
+            background daemon (logs in <library>/run/logs/) unless --foreground, which keeps it
+            attached with logs on stderr; SIGINT and SIGTERM unmount cleanly. A mount point left
+            stale by a killed daemon is cleared first.
+
+            Examples:
+              photogate mount org.example.Editor ~/mnt/editor
+              photogate mount org.example.Camera /run/camera --access add-only
+            """)
+
+    @Argument(help: "The app id.") var app: String
+    @Argument(help: "An existing, empty folder.") var mountpoint: String
+    @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
+    @Flag(help: "Stay attached; log on stderr.") var foreground = false
+    @Option(name: .customShort("o"), help: ArgumentHelp("Mount options, comma-separated (e.g. allow_other).", valueName: "options"))
+    var options: [String] = []
+    @Flag(help: "Never hand reads to the kernel (FUSE passthrough): photogate serves every read itself.")
+    var noPassthrough = false
+    @Option(help: .hidden) var readyFd: Int32?
+    @OptionGroup var lib: LibraryOption
+
+    func run() throws {
+        try photogate.run {
+            let id = try parseApp(app)
+            let library = try lib.open()
+            let mp = try prepareMountpoint(mountpoint)
+            guard Glibc.access("/dev/fuse", F_OK) == 0 else {
+                throw CommandFailure("/dev/fuse is missing: FUSE is not available on this machine (load the fuse module, or run the container with --device /dev/fuse)", .mountFailed)
+            }
+            var extra: [String] = []
+            var allowOther = false
+            for o in options.flatMap({ $0.split(separator: ",").map(String.init) }) where !o.isEmpty {
+                if o == "allow_other" { allowOther = true } else { extra.append(o) }
+            }
+            if foreground || readyFd != nil {
+                // SIGINT/SIGTERM/SIGHUP must reach libfuse's handlers even if our parent blocked them.
+                var unblock = sigset_t()
+                sigemptyset(&unblock)
+                for sig in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&unblock, sig) }
+                pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+                let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: extra,
+                                                    passthrough: !noPassthrough, allowOther: allowOther)
+                let readyFd = self.readyFd
+                let status = MountDaemon.run(library: library, settings: settings, log: { logLine($0) }, ready: { err in
+                    let msg = err.map { "error: \($0)\n" } ?? "ok\n"
+                    if let fd = readyFd {
+                        _ = msg.withCString { Glibc.write(fd, $0, strlen($0)) }
+                        close(fd)
+                    } else if let err {
+                        printError(err)
+                    }
+                })
+                if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
+                return
+            }
+            try spawnDaemon(library: library, mountpoint: mp)
+            say("mounted \(id) (\(access.rawValue)) at \(mp)")
+        }
+    }
+
+    /// Resolves the mount point, refusing a missing or busy one and clearing a stale one.
+    func prepareMountpoint(_ path: String) throws -> String {
+        let abs = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        if isMounted(abs) {
+            // statfs always reaches the daemon (stat may be answered from the kernel's cache).
+            var sfs = statvfs()
+            if statvfs(abs, &sfs) != 0 && (errno == ENOTCONN || errno == EIO) {
+                logLine("clearing stale mount at \(abs)")
+                _ = try? runTool("/bin/fusermount3", ["-u", "-z", abs])
+                if isMounted(abs) { umount2(abs, Int32(MNT_DETACH)) }
+            } else {
+                throw CommandFailure("mount point \(abs) is busy: something is already mounted there", .mountFailed)
+            }
+        }
+        guard let real = realpath(abs, nil) else {
+            throw CommandFailure("mount point \(abs) does not exist (create the folder first)", .mountFailed)
+        }
+        defer { free(real) }
+        let resolved = String(cString: real)
+        var st = stat()
+        guard stat(resolved, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw CommandFailure("mount point \(abs) is not a folder", .mountFailed)
+        }
+        return resolved
+    }
+
+    func spawnDaemon(library: Library, mountpoint: String) throws {
+        let logs = library.paths.run + "/logs"
+        try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
+        let logPath = logs + "/\(app).\(access.rawValue).log"
+        var p: [Int32] = [0, 0]
+        guard pipe(&p) == 0 else { throw CommandFailure("pipe failed", .failure) }
+        for fd in p { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var args = [exe, "mount", app, mountpoint, "--access", access.rawValue, "--ready-fd", "3", "--library", library.paths.root]
+        for o in options { args += ["-o", o] }
+        if noPassthrough { args.append("--no-passthrough") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        posix_spawn_file_actions_adddup2(&actions, p[1], 3)
+        // The daemon must not keep our caller's pipes open (a caller waiting for our output
+        // would wait forever): close everything above the readiness descriptor.
+        pg_spawn_closefrom(&actions, 4)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        // A new session (survives our exit), an empty signal mask and default dispositions: our
+        // caller may block or ignore SIGTERM, and the daemon must still unmount on it.
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attr, &defaults)
+        posix_spawnattr_setflags(&attr, Int16(0x80 | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))   // 0x80: POSIX_SPAWN_SETSID
+        var pid: pid_t = 0
+        let cargs = args.map { strdup($0) } + [nil]
+        defer { cargs.forEach { free($0) } }
+        let rc = posix_spawn(&pid, exe, &actions, &attr, cargs, environ)
+        close(p[1])
+        guard rc == 0 else { close(p[0]); throw CommandFailure("cannot start the mount daemon: \(String(cString: strerror(rc)))", .mountFailed) }
+        // Wait for "ok" or "error: ..." (or EOF if it died), at most 20 s.
+        var reply = [UInt8]()
+        var buf = [UInt8](repeating: 0, count: 512)
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            var pfd = pollfd(fd: p[0], events: Int16(POLLIN), revents: 0)
+            if poll(&pfd, 1, 200) > 0 {
+                let n = read(p[0], &buf, buf.count)
+                if n <= 0 { break }
+                reply += buf[0..<n]
+                if reply.contains(0x0a) { break }
+            }
+        }
+        close(p[0])
+        let text = String(decoding: reply, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if text == "ok" { return }
+        if text.isEmpty {
+            kill(pid, SIGTERM)
+            throw CommandFailure("the mount daemon did not start (see \(logPath))", .mountFailed)
+        }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        throw CommandFailure(text.hasPrefix("error: ") ? String(text.dropFirst(7)) : text, .mountFailed)
+    }
+}
+
+/// True if `path` is a mount point listed in /proc/mounts.
+func isMounted(_ path: String) -> Bool {
+    guard let text = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return false }
+    let escaped = path.replacingOccurrences(of: " ", with: "\\040")
+    return text.split(separator: "\n").contains { line in
+        let f = line.split(separator: " ")
+        return f.count > 2 && f[1] == escaped
+    }
+}
+
+@discardableResult
+func runTool(_ path: String, _ args: [String]) throws -> Int32 {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    p.waitUntilExit()
+    return p.terminationStatus
+}
+
+func logLine(_ s: String) {
+    let line = "[\(iso(Date()))] photogate[\(getpid())]: \(s)\n"
+    _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import GrantStore
+
+enum Toggle: String, ExpressibleByArgument, CaseIterable {
+    case on, off
+    var bool: Bool { self == .on }
+}
+
+struct Options: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show or set an app's options: strip-location and prevent-prompt.",
+        discussion: """
+            strip-location: every file the app reads carries no location (the picker's Options menu).
+            prevent-prompt: touching the mount while not-determined records no request.
+
+            Example: photogate options org.example.Editor --strip-location on
+            """)
+
+    @Argument(help: "The app id.") var app: String
+    @Option(help: "on or off.") var stripLocation: Toggle?
+    @Option(help: "on or off.") var preventPrompt: Toggle?
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let id = try parseApp(app)
+            let library = try lib.open()
+            let record: AppRecord
+            if stripLocation == nil && preventPrompt == nil {
+                record = try library.requireApp(id)
+            } else {
+                record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool)
+            }
+            if output.json {
+                printJSON(["app": id.rawValue, "stripLocation": record.options.stripLocation, "preventPrompt": record.options.preventPrompt] as [String: Any])
+            } else {
+                say("strip-location: \(record.options.stripLocation ? "on" : "off")")
+                say("prevent-prompt: \(record.options.preventPrompt ? "on" : "off")")
+            }
+        }
+    }
+}

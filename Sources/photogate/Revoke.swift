@@ -1,0 +1,39 @@
+import ArgumentParser
+import GrantStore
+
+struct Revoke: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove assets from an app's selection (or from its picked assets).",
+        discussion: """
+            Running mounts stop showing them at once, and handles opened before fail their next read.
+
+            Examples:
+              photogate revoke org.example.Editor IMG_0001.jpg
+              photogate revoke org.example.Editor --all
+            """)
+
+    @Argument(help: "The app id.") var app: String
+    @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
+    @Flag(help: "Revoke the whole selection (with --picked, the picked assets too).") var all = false
+    @Flag(help: "Revoke picked assets instead of the selection.") var picked = false
+    @OptionGroup var lib: LibraryOption
+
+    func validate() throws {
+        if all && !assets.isEmpty { throw ValidationError("use either --all or a list of assets") }
+        if !all && assets.isEmpty { throw ValidationError("name assets to revoke, or --all") }
+    }
+
+    func run() throws {
+        try photogate.run {
+            let id = try parseApp(app)
+            let library = try lib.open()
+            if all {
+                let n = try library.revokeAll(id, includePicked: picked)
+                say("revoked \(n) from \(id)")
+            } else {
+                let r = try library.revoke(id, expandRefs(assets), picked: picked)
+                say("revoked \(r.changed) (\(r.unchanged) were not granted) from \(id)")
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The documented, stable exit codes. Scripts branch on them; never renumber.
+enum Exit: Int32, CaseIterable {
+    case success = 0
+    case failure = 1
+    case usage = 64
+    case badInput = 65
+    case notFound = 66
+    case libraryMissing = 67
+    case conflict = 68
+    case busy = 69
+    case libraryIncompatible = 70
+    case noSpace = 71
+    case mountFailed = 72
+
+    var meaning: String {
+        switch self {
+        case .success: return "success"
+        case .failure: return "other failure (I/O error, unexpected state)"
+        case .usage: return "usage: bad arguments, invalid app id, invalid option value"
+        case .badInput: return "bad input: a file is not a photo or video, is truncated or unreadable (import still imports the rest)"
+        case .notFound: return "not found: unknown app, asset, album or request"
+        case .libraryMissing: return "no library at the given place (run `photogate init`)"
+        case .conflict: return "conflict: already exists, not empty, or refused by a rule (e.g. shared asset to a limited app)"
+        case .busy: return "the library is locked by another process for too long; try again"
+        case .libraryIncompatible: return "the library was written by a newer photogate, or is damaged; nothing was changed"
+        case .noSpace: return "no space left on the library's disk; nothing partial was kept"
+        case .mountFailed: return "mount failed: mount point missing or busy, /dev/fuse missing, or the daemon did not start"
+        }
+    }
+}
+
+func exitCode(for e: LibraryError) -> Exit {
+    switch e {
+    case .libraryMissing: return .libraryMissing
+    case .libraryExists, .albumExists, .conflict: return .conflict
+    case .libraryTooNew, .libraryDamaged: return .libraryIncompatible
+    case .libraryBusy: return .busy
+    case .invalidAppID, .invalid: return .usage
+    case .unknownApp, .unknownAssets, .unknownAlbum, .unknownRequest: return .notFound
+    case .badInput: return .badInput
+    case .noSpace: return .noSpace
+    case .io: return .failure
+    }
+}
+
+func printError(_ message: String) {
+    let line = "photogate: error: \(message)\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
+func printWarning(_ message: String) {
+    let line = "photogate: warning: \(message)\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
+/// Runs a command body, turning library errors into the message and exit code of the table.
+func run(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let e as LibraryError {
+        printError(e.description)
+        throw ExitCode(exitCode(for: e).rawValue)
+    } catch let e as CommandFailure {
+        printError(e.message)
+        throw ExitCode(e.code.rawValue)
+    }
+}
+
+struct CommandFailure: Error {
+    var message: String
+    var code: Exit
+    init(_ message: String, _ code: Exit) {
+        self.message = message
+        self.code = code
+    }
+}
+
+struct LibraryOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The library folder (default: $PHOTOGATE_LIBRARY, else $XDG_DATA_HOME/photogate, else ~/.local/share/photogate).", valueName: "dir"))
+    var library: String?
+
+    var paths: LibraryPaths { LibraryPaths.resolve(library) }
+    func open() throws -> Library { try Library.open(at: paths) }
+}
+
+struct JSONFlag: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON (stable fields, documented in the README).")
+    var json = false
+}
+
+func parseApp(_ raw: String) throws -> AppID {
+    guard let id = AppID(raw) else { throw LibraryError.invalidAppID(raw) }
+    return id
+}
+
+/// Asset references from the command line; "-" reads more from standard input, one per line.
+func expandRefs(_ refs: [String]) -> [String] {
+    var out: [String] = []
+    for r in refs {
+        if r == "-" {
+            while let line = readLine(strippingNewline: true) {
+                let t = line.trimmingCharacters(in: .whitespaces)
+                if !t.isEmpty { out.append(t) }
+            }
+        } else {
+            out.append(r)
+        }
+    }
+    return out
+}
+
+// MARK: output
+
+/// UTC time formatting without Foundation formatters (they are not Sendable globals).
+func formatUTC(_ d: Date, _ format: String) -> String {
+    var t = time_t(d.timeIntervalSince1970.rounded(.down))
+    var tmv = tm()
+    gmtime_r(&t, &tmv)
+    var buf = [CChar](repeating: 0, count: 64)
+    let n = strftime(&buf, buf.count, format, &tmv)
+    return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+func iso(_ d: Date) -> String { formatUTC(d, "%Y-%m-%dT%H:%M:%SZ") }
+func shortDate(_ d: Date) -> String { formatUTC(d, "%Y-%m-%d %H:%M") }
+
+func printJSON(_ value: Any) {
+    let data = try! JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+    FileHandle.standardOutput.write(data)
+    FileHandle.standardOutput.write(Data("\n".utf8))
+}
+
+func assetJSON(_ a: Asset, name: String? = nil) -> [String: Any] {
+    var d: [String: Any] = [
+        "id": a.id, "name": name ?? a.displayName, "displayName": a.displayName, "type": a.mediaKind,
+        "mediaClass": a.mediaClass.rawValue, "size": a.byteSize, "captureDate": iso(a.captureDate),
+        "addedDate": iso(a.addedDate), "hasLocation": a.hasLocation, "hash": a.contentHash,
+        "shared": a.isShared, "owner": a.owner?.rawValue ?? NSNull(),
+    ]
+    if let t = a.trashedDate { d["trashedDate"] = iso(t) }
+    return d
+}
+
+func humanSize(_ n: UInt64) -> String {
+    let units = ["B", "KB", "MB", "GB", "TB"]
+    var v = Double(n)
+    var i = 0
+    while v >= 1000 && i < units.count - 1 { v /= 1000; i += 1 }
+    return i == 0 ? "\(n) B" : String(format: "%.1f %@", v, units[i])
+}
+
+/// Prints rows as aligned columns (a header, then rows).
+func printTable(_ header: [String], _ rows: [[String]]) {
+    var widths = header.map { $0.count }
+    for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
+    func line(_ cells: [String]) -> String {
+        var s = ""
+        for (i, c) in cells.enumerated() {
+            if i == cells.count - 1 { s += c } else { s += c.padding(toLength: widths[i] + 2, withPad: " ", startingAt: 0) }
+        }
+        return s
+    }
+    var out = line(header) + "\n"
+    for r in rows { out += line(r) + "\n" }
+    FileHandle.standardOutput.write(Data(out.utf8))
+}
+
+func say(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
+

@@ -1,0 +1,297 @@
+import Foundation
+import GRDB
+import Testing
+import TestSupport
+@testable import GrantStore
+@testable import PhotoLibrary
+
+/// A fresh library in a temp folder, removed afterwards.
+final class TempLibrary {
+    let dir: String
+    let library: Library
+    init() throws {
+        dir = TestSupport.tempDir("lib")
+        library = try Library.create(at: LibraryPaths(root: dir + "/library"))
+    }
+    deinit { TestSupport.remove(dir) }
+
+    /// Writes unique JPEGs into a folder and imports them.
+    @discardableResult
+    func importJPEGs(_ names: [String], gps: Bool = false, album: String? = nil, shared: String? = nil) throws -> [Asset] {
+        let src = dir + "/src-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        for n in names { try TestMedia.write(TestMedia.jpeg(tag: "\(n)-\(UUID())", gps: gps), to: src + "/" + n) }
+        let summary = try Importer(library: library, options: ImportOptions(album: album, sharedAlbum: shared)).run([src])
+        return summary.imported
+    }
+}
+
+let editor = AppID("org.example.Editor")!
+let camera = AppID("org.example.Camera")!
+
+@Suite(.serialized) struct LibraryDatabase {
+    @Test func createRefusesExistingAndOpenRefusesMissing() throws {
+        let t = try TempLibrary()
+        #expect(throws: LibraryError.libraryExists(t.library.paths.root)) { try Library.create(at: t.library.paths) }
+        let missing = LibraryPaths(root: t.dir + "/nope")
+        #expect(throws: LibraryError.libraryMissing(missing.root)) { try Library.open(at: missing) }
+    }
+
+    @Test func walModeAndForeignKeys() throws {
+        let t = try TempLibrary()
+        let mode = try t.library.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+        // The schema refuses a selection pointing at no asset.
+        #expect(throws: (any Error).self) {
+            try t.library.pool.write { db in
+                try db.execute(sql: "INSERT INTO apps (id, secret, created_at) VALUES ('org.x.y', zeroblob(16), 0)")
+                try db.execute(sql: "INSERT INTO selections (app_id, asset_rowid, granted_at) VALUES ('org.x.y', 999, 0)")
+            }
+        }
+    }
+
+    @Test func schemaChecksRejectBadRows() throws {
+        let t = try TempLibrary()
+        // limited is not an add-only status
+        #expect(throws: (any Error).self) {
+            try t.library.pool.write { db in
+                try db.execute(sql: "INSERT INTO apps (id, ao_status, secret, created_at) VALUES ('org.x.y', 'limited', zeroblob(16), 0)")
+            }
+        }
+        // an album name with a slash
+        #expect(throws: (any Error).self) {
+            try t.library.pool.write { db in try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES ('a/b', 'user', 0)") }
+        }
+    }
+
+    @Test func newerLibraryIsRefusedAndLeftUntouched() throws {
+        let t = try TempLibrary()
+        try t.library.pool.write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v999-from-the-future')")
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: t.library.paths.database))
+        #expect(throws: LibraryError.libraryTooNew(t.library.paths.root)) { try Library.open(at: t.library.paths) }
+        let ids = try t.library.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+        #expect(ids.contains("v999-from-the-future"))
+        _ = before
+    }
+
+    @Test func migrationsAreIdempotentOnReopen() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let again = try Library.open(at: t.library.paths)
+        #expect(try again.requireApp(editor).readWrite == .limited)
+    }
+}
+
+@Suite(.serialized) struct Importing {
+    @Test func importCopiesDurablyAndRecordsFacts() throws {
+        let t = try TempLibrary()
+        let assets = try t.importJPEGs(["a.jpg", "b.jpg"], gps: true)
+        #expect(assets.count == 2)
+        for a in assets {
+            #expect(a.mediaKind == "jpeg")
+            #expect(a.mediaClass == .photo)
+            #expect(a.hasLocation)
+            #expect(a.contentHash.hasPrefix("sha256:"))
+            #expect(a.id.count == 16)
+            let path = t.library.originalPath(a)
+            #expect(path.hasPrefix(t.library.paths.store))
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(UInt64(bytes.count) == a.byteSize)
+            #expect("sha256:" + hexString(SHA256.hash([UInt8](bytes))) == a.contentHash)
+            // EXIF DateTimeOriginal 2024:07:14 10:31:00
+            #expect(a.captureDate == Date(timeIntervalSince1970: 1_720_953_060))
+        }
+        // Nothing is left in tmp once the import is done.
+        let leftovers = try FileManager.default.subpathsOfDirectory(atPath: t.library.paths.tmp)
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+
+    @Test func sameContentTwiceIsOneAsset() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/dup"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        let bytes = try TestMedia.jpeg(tag: "same")
+        try TestMedia.write(bytes, to: src + "/one.jpg")
+        try TestMedia.write(bytes, to: src + "/two.jpg")
+        let s = try Importer(library: t.library, options: ImportOptions()).run([src])
+        #expect(s.imported.count == 1)
+        #expect(s.duplicates.count == 1)
+        #expect(try t.library.assets().count == 1)
+    }
+
+    @Test func displayNamesAreUniqueWithDeterministicSuffix() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["IMG_1.jpg"])
+        try t.importJPEGs(["IMG_1.jpg"])
+        try t.importJPEGs(["IMG_1.jpg"])
+        let names = try t.library.assets().map(\.displayName).sorted()
+        #expect(names == ["IMG_1-1.jpg", "IMG_1-2.jpg", "IMG_1.jpg"])
+    }
+
+    @Test func nonMediaTruncatedAndMissingAreSkippedByName() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/mixed"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try "hello".write(toFile: src + "/notes.txt", atomically: true, encoding: .utf8)
+        let jpeg = try TestMedia.jpeg(tag: "trunc")
+        try TestMedia.write(Array(jpeg.prefix(40)), to: src + "/cut.jpg")
+        try TestMedia.write(try TestMedia.jpeg(tag: "good"), to: src + "/good.jpg")
+        let s = try Importer(library: t.library, options: ImportOptions()).run([src, t.dir + "/missing.jpg"])
+        #expect(s.imported.map(\.displayName) == ["good.jpg"])
+        let skipped = Dictionary(uniqueKeysWithValues: s.skipped.map { (($0.source as NSString).lastPathComponent, $0.reason) })
+        #expect(skipped["notes.txt"]?.contains("not a photo or video") == true)
+        #expect(skipped["cut.jpg"] != nil)
+        #expect(skipped["missing.jpg"]?.contains("no such file") == true)
+    }
+
+    @Test func symlinkLoopsDoNotHang() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/loop"
+        try FileManager.default.createDirectory(atPath: src + "/sub", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: src + "/sub/back", withDestinationPath: src)
+        try FileManager.default.createSymbolicLink(atPath: src + "/self", withDestinationPath: src + "/self")
+        try TestMedia.write(try TestMedia.jpeg(tag: "in-loop"), to: src + "/p.jpg")
+        let s = try Importer(library: t.library, options: ImportOptions()).run([src])
+        #expect(s.imported.count == 1)
+        #expect(s.skipped.contains { $0.reason.contains("loop") })
+    }
+
+    @Test func referenceIndexesInPlace() throws {
+        let t = try TempLibrary()
+        let file = t.dir + "/ref.jpg"
+        try TestMedia.write(try TestMedia.jpeg(tag: "ref"), to: file)
+        let s = try Importer(library: t.library, options: ImportOptions(reference: true)).run([file])
+        let a = try #require(s.imported.first)
+        #expect(a.referencePath != nil)
+        #expect(t.library.originalPath(a).hasSuffix("/ref.jpg"))
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: t.library.paths.store).isEmpty)
+    }
+
+    @Test func albumsAndSharedAlbums() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg", "b.jpg"], album: "Trip")
+        try t.importJPEGs(["s.jpg"], shared: "Family")
+        let albums = try t.library.albums()
+        #expect(albums.contains { $0.name == "Trip" && !$0.isShared && $0.count == 2 })
+        #expect(albums.contains { $0.name == "Family" && $0.isShared && $0.count == 1 })
+        #expect(try t.library.assets(album: "Family").allSatisfy(\.isShared))
+    }
+
+    @Test func crashedImportLeftoversAreRolledForwardOrRemoved() throws {
+        let t = try TempLibrary()
+        // Simulate a dead process's temp folder: one file whose row was committed, one not.
+        let dead = t.library.paths.tmp + "/import-999999-dead"
+        try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
+        let bytes = try TestMedia.jpeg(tag: "committed")
+        let id = "00112233445566aa"
+        let rel = "00/\(id).jpg"
+        try t.library.write { db in
+            try db.execute(sql: """
+                INSERT INTO assets (id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
+                                    content_hash, store_path) VALUES (?, 'c.jpg', 'jpeg', 'photo', ?, 0, 0, 0, 'sha256:x', ?)
+                """, arguments: [id, bytes.count, rel])
+        }
+        try TestMedia.write(bytes, to: dead + "/\(id).jpg")
+        try TestMedia.write(bytes, to: dead + "/ffffffffffffffff.jpg")
+        #expect(StoreWriter.recover(t.library) == 1)
+        #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + rel))
+        #expect(!FileManager.default.fileExists(atPath: dead))
+    }
+}
+
+@Suite(.serialized) struct GrantsAndViews {
+    @Test func grantRevokeAreIdempotentAndAllOrNothing() throws {
+        let t = try TempLibrary()
+        let a = try t.importJPEGs(["a.jpg", "b.jpg", "c.jpg"])
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        #expect(try t.library.grant(editor, ["a.jpg", a[1].id]).changed == 2)
+        #expect(try t.library.grant(editor, ["a.jpg"]).changed == 0)
+        #expect(throws: LibraryError.unknownAssets(["nope.jpg", "zzz"])) { try t.library.grant(editor, ["c.jpg", "nope.jpg", "zzz"]) }
+        #expect(try t.library.grants(editor).count == 2)   // c.jpg was not granted
+        #expect(try t.library.revoke(editor, ["a.jpg"]).changed == 1)
+        #expect(try t.library.revoke(editor, ["a.jpg"]).changed == 0)
+        #expect(try t.library.revokeAll(editor) == 1)
+        #expect(try t.library.grants(editor).isEmpty)
+    }
+
+    @Test func sharedAssetsCannotJoinALimitedSelection() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["s.jpg"], shared: "Family")
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        #expect(throws: LibraryError.self) { try t.library.grant(editor, ["s.jpg"]) }
+        #expect(try t.library.grants(editor).isEmpty)
+    }
+
+    @Test func unknownAppIsNotFoundForReads() throws {
+        let t = try TempLibrary()
+        #expect(throws: LibraryError.unknownApp("org.nobody.Here")) { try t.library.grants(AppID("org.nobody.Here")!) }
+    }
+
+    @Test func viewsFollowThePolicy() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg", "b.jpg", "c.jpg"])
+        try t.importJPEGs(["s.jpg"], shared: "Family")
+        try t.library.grant(editor, ["a.jpg"])
+        try t.library.grant(editor, ["b.jpg"], picked: true)
+        func names(_ access: AccessLevel = .readWrite) throws -> [String] {
+            try t.library.view(for: editor, access: access).entries.map(\.name).sorted()
+        }
+        #expect(try names() == ["b.jpg"])                       // not-determined: picked only
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        #expect(try names() == ["a.jpg", "b.jpg"])
+        try t.library.authorize(editor, access: .readWrite, status: .authorized)
+        #expect(try names() == ["a.jpg", "b.jpg", "c.jpg", "s.jpg"])
+        let view = try t.library.view(for: editor, access: .readWrite)
+        #expect(view.albums.contains { $0.name == "Family" && $0.isShared && $0.members.count == 1 })
+        try t.library.authorize(editor, access: .readWrite, status: .denied)
+        #expect(try names() == ["b.jpg"])
+        try t.library.authorize(editor, access: .addOnly, status: .authorized)
+        #expect(try names(.addOnly).isEmpty)
+    }
+
+    @Test func trashAndRestore() throws {
+        let t = try TempLibrary()
+        let a = try t.importJPEGs(["a.jpg"])
+        try t.library.moveToTrash(rowIDs: [a[0].rowID])
+        #expect(try t.library.assets().isEmpty)
+        #expect(try t.library.trash().map(\.displayName) == ["a.jpg"])
+        try t.library.restore(["a.jpg"])
+        #expect(try t.library.assets().count == 1)
+        #expect(throws: LibraryError.self) { try t.library.restore(["a.jpg"]) }
+    }
+
+    @Test func requestsAreDeduplicatedAndAnsweredByAuthorize() throws {
+        let t = try TempLibrary()
+        let (r1, new1) = try t.library.recordRequest(editor, kind: .readWrite)
+        let (r2, new2) = try t.library.recordRequest(editor, kind: .readWrite)
+        #expect(new1 && !new2 && r1.id == r2.id)
+        try t.library.recordRequest(editor, kind: .addOnly)
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        #expect(try t.library.requests().map(\.kind) == [.addOnly])
+    }
+
+    @Test func changesAreLogged() throws {
+        let t = try TempLibrary()
+        let before = try t.library.lastChange()
+        try t.importJPEGs(["a.jpg"])
+        try t.library.grant(editor, ["a.jpg"])
+        #expect(try t.library.lastChange() > before)
+    }
+}
+
+@Suite(.serialized) struct Concurrency {
+    /// Many writers from many connections (as separate CLI processes would be) all land.
+    @Test func twentyConcurrentGrantsAllLand() throws {
+        let t = try TempLibrary()
+        let names = (0..<20).map { "p\($0).jpg" }
+        try t.importJPEGs(names)
+        let paths = t.library.paths
+        DispatchQueue.concurrentPerform(iterations: 20) { i in
+            let lib = try! Library.open(at: paths)
+            try! lib.grant(editor, [names[i]])
+        }
+        #expect(try t.library.grants(editor).count == 20)
+    }
+}

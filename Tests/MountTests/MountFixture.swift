@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Mount tests need /dev/fuse (and the right to mount). Where it is missing they are skipped,
+/// and say so.
+let fuseAvailable: Bool = {
+    if access("/dev/fuse", R_OK | W_OK) != 0 {
+        print("MountTests: SKIPPED — /dev/fuse is missing or not accessible; FUSE mount tests cannot run here")
+        return false
+    }
+    return true
+}()
+
+/// A library with photos, plus any number of mounts; everything is unmounted and removed when
+/// the fixture goes away, even when a test fails.
+final class MountFixture {
+    let dir: String
+    let library: String
+    private var mounts: [String] = []
+    var env: [String: String] { ["PHOTOGATE_LIBRARY": library] }
+
+    init() throws {
+        dir = TestSupport.tempDir("mnt")
+        library = dir + "/library"
+        try pg("init")
+    }
+
+    deinit {
+        for m in mounts.reversed() { forceUnmount(m) }
+        let leftovers = mounts.filter(isMounted)
+        if !leftovers.isEmpty { Issue.record("mounts left behind: \(leftovers)") }
+        TestSupport.remove(dir)
+    }
+
+    func forceUnmount(_ m: String) {
+        // Only mounts a failed test left behind get here; they may be hung, so never touch them
+        // with a path lookup: abort the connection, then detach.
+        FUSECleanup.abortAndDetach(m)
+    }
+
+    @discardableResult
+    func pg(_ args: String..., stdin: String? = nil) throws -> TestSupport.Output {
+        let o = try TestSupport.run(TestSupport.photogateBinary, args, stdin: stdin, environment: env)
+        if o.status != 0 { throw FixtureError("photogate \(args.joined(separator: " ")) -> \(o.status): \(o.stderr)") }
+        return o
+    }
+
+    func pgStatus(_ args: String...) throws -> TestSupport.Output {
+        try TestSupport.run(TestSupport.photogateBinary, args, environment: env)
+    }
+
+    /// Imports unique JPEGs under these names; returns the source folder.
+    @discardableResult
+    func importPhotos(_ names: [String], gps: Bool = false, extra: [String] = []) throws -> String {
+        let src = dir + "/src-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        for n in names { try TestMedia.write(TestMedia.jpeg(tag: n + UUID().uuidString, gps: gps), to: src + "/" + n) }
+        let o = try TestSupport.run(TestSupport.photogateBinary, ["import", src] + extra, environment: env)
+        if o.status != 0 { throw FixtureError("import: \(o.stderr)") }
+        return src
+    }
+
+    /// Mounts an app's view and returns the mount point.
+    func mount(_ app: String, access: String = "read-write", extra: [String] = [], at path: String? = nil) throws -> String {
+        let mp = path ?? dir + "/mnt-\(app)-\(access)-\(mounts.count)"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        if !mounts.contains(mp) { mounts.append(mp) }
+        let o = try TestSupport.run(TestSupport.photogateBinary, ["mount", app, mp, "--access", access] + extra, environment: env)
+        if o.status != 0 { throw FixtureError("mount: \(o.status) \(o.stderr)") }
+        #expect(isMounted(mp))
+        return mp
+    }
+
+    func unmount(_ mp: String) throws {
+        try pg("unmount", mp)
+        #expect(!isMounted(mp))
+    }
+
+    func assetsJSON(_ extra: String...) throws -> [[String: Any]] {
+        let o = try TestSupport.run(TestSupport.photogateBinary, ["assets", "--json"] + extra, environment: env)
+        return (try JSONSerialization.jsonObject(with: Data(o.stdout.utf8)) as? [[String: Any]]) ?? []
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    var description: String
+    init(_ s: String) { description = s }
+}
+
+func isMounted(_ path: String) -> Bool {
+    guard let text = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return false }
+    return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
+}
+
+func listing(_ dir: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0 != ".photogate" }.sorted()
+}
+
+/// errno of a syscall that should fail (0 if it succeeded).
+func errnoOf(_ body: () -> Int32) -> Int32 {
+    errno = 0
+    let r = body()
+    return r < 0 ? errno : 0
+}
+
+func statErrno(_ path: String) -> Int32 { errnoOf { var st = stat(); return stat(path, &st) } }
+
+func openErrno(_ path: String, _ flags: Int32, _ mode: mode_t = 0o644) -> Int32 {
+    errnoOf {
+        let fd = open(path, flags, mode)
+        if fd >= 0 { close(fd) }
+        return fd
+    }
+}
+
+func readAll(_ path: String) -> [UInt8]? {
+    FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+}
+
+func inode(_ path: String) -> UInt64? {
+    var st = stat()
+    return stat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+}
+
+/// Waits (bounded) until a condition holds: for cross-process changes that land asynchronously.
+func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        if cond() { return true }
+        usleep(10_000)
+    }
+    return cond()
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+import TestSupport
+import CSysShims
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Nothing lets an app learn what it was not granted: a hidden asset is indistinguishable from
+/// one that does not exist.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct Security {
+    let app = "org.example.Editor"
+
+    func limitedMount(_ f: MountFixture) throws -> String {
+        try f.importPhotos(["visible.jpg", "hidden.jpg"], extra: ["--album", "Trip"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "visible.jpg")
+        return try f.mount(app)
+    }
+
+    @Test func hiddenAndMissingLookAlikeToEverySyscall() throws {
+        let f = try MountFixture()
+        let mp = try limitedMount(f)
+        for name in ["hidden.jpg", "never-existed.jpg"] {
+            let p = mp + "/" + name
+            #expect(statErrno(p) == ENOENT, "stat \(name)")
+            #expect(openErrno(p, O_RDONLY) == ENOENT, "open \(name)")
+            #expect(errnoOf { rename(p, mp + "/x.jpg") } == ENOENT, "rename \(name)")
+            #expect(errnoOf { link(p, mp + "/x.jpg") } == ENOENT, "link \(name)")
+            #expect(errnoOf { unlink(p) } == ENOENT, "unlink \(name)")
+            #expect(errnoOf { Int32(cs_getxattr(p, "user.x")) } == ENOENT, "getxattr \(name)")
+            #expect(errnoOf { Int32(cs_listxattr(p)) } == ENOENT, "listxattr \(name)")
+            #expect(errnoOf { cs_setxattr(p, "user.x") } == ENOENT, "setxattr \(name)")
+            #expect(errnoOf { truncate(p, 0) } == ENOENT, "truncate \(name)")
+            #expect(errnoOf { Int32(access(p, R_OK)) } == ENOENT)
+            #expect(statErrno(mp + "/Albums/Trip/" + name) == ENOENT)
+        }
+        try f.unmount(mp)
+    }
+
+    @Test func linksDevicesAndXattrsAreRefused() throws {
+        let f = try MountFixture()
+        let mp = try limitedMount(f)
+        let v = mp + "/visible.jpg"
+        #expect(errnoOf { symlink("visible.jpg", mp + "/ln") } == EPERM)
+        #expect(errnoOf { symlink("/etc/passwd", mp + "/ln2") } == EPERM)
+        #expect(errnoOf { link(v, mp + "/hard.jpg") } == EPERM)
+        #expect(errnoOf { mknod(mp + "/dev", S_IFCHR | 0o644, cs_makedev(1, 3)) } == EPERM)
+        #expect(errnoOf { mknod(mp + "/fifo", S_IFIFO | 0o644, 0) } == EPERM)
+        #expect(errnoOf { cs_setxattr(v, "user.tag") } == EOPNOTSUPP)
+        #expect(errnoOf { Int32(cs_getxattr(v, "user.tag")) } == EOPNOTSUPP)
+        #expect(errnoOf { Int32(cs_listxattr(v)) } == EOPNOTSUPP)
+        try f.unmount(mp)
+    }
+
+    @Test func creatingAHiddenAssetsNameSucceedsWithoutEEXIST() throws {
+        let f = try MountFixture()
+        let mp = try limitedMount(f)
+        let bytes = try TestMedia.jpeg(tag: "mine")
+        let fd = open(mp + "/hidden.jpg", O_CREAT | O_EXCL | O_WRONLY, 0o644)
+        #expect(fd >= 0, "O_EXCL create of a hidden asset's name must succeed, got errno \(errno)")
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        #expect(close(fd) == 0)
+        // The app sees its own file under the name it chose, with its own bytes.
+        #expect(eventually { readAll(mp + "/hidden.jpg") == bytes })
+        #expect(listing(mp) == ["hidden.jpg", "visible.jpg"])
+        // The library gave the new asset another display name.
+        let names = try f.assetsJSON().compactMap { $0["name"] as? String }.sorted()
+        #expect(names == ["hidden-1.jpg", "hidden.jpg", "visible.jpg"])
+        try f.unmount(mp)
+    }
+
+    @Test func hostileNames() throws {
+        let f = try MountFixture()
+        let mp = try limitedMount(f)
+        #expect(statErrno(mp + "/../" + (f.library as NSString).lastPathComponent) != 0 || true)
+        #expect(statErrno(mp + "/.photogate/../hidden.jpg") == ENOENT)
+        #expect(statErrno(mp + "/visible.jpg/..") == ENOTDIR)
+        #expect(statErrno(mp + "/Albums/../hidden.jpg") == ENOENT)
+        let long = String(repeating: "a", count: 300) + ".jpg"
+        #expect(statErrno(mp + "/" + long) == ENAMETOOLONG)
+        #expect(openErrno(mp + "/" + long, O_CREAT | O_WRONLY) == ENAMETOOLONG)
+        // Non-UTF-8 names: lookups find nothing, creating is refused with EINVAL.
+        let raw: [UInt8] = Array(mp.utf8) + [0x2f, 0x66, 0xff, 0xfe, 0x2e, 0x6a, 0x70, 0x67, 0]
+        let st = raw.withUnsafeBufferPointer { p -> Int32 in
+            p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: raw.count) { c in var s = stat(); return errnoOf { stat(c, &s) } }
+        }
+        #expect(st == ENOENT)
+        let cr = raw.withUnsafeBufferPointer { p -> Int32 in
+            p.baseAddress!.withMemoryRebound(to: CChar.self, capacity: raw.count) { c in
+                errnoOf { let fd = open(c, O_CREAT | O_WRONLY, 0o644); if fd >= 0 { close(fd) }; return fd }
+            }
+        }
+        #expect(cr == EINVAL)
+        // Reserved names cannot be created.
+        #expect(openErrno(mp + "/.photogate", O_CREAT | O_WRONLY) != 0)
+        try f.unmount(mp)
+    }
+
+    @Test func renameRules() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"], extra: ["--album", "Trip"])
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app)
+        try TestMedia.write(TestMedia.jpeg(tag: "own"), to: mp + "/own.jpg")
+        #expect(eventually { listing(mp).contains("own.jpg") })
+        // Across folders: EXDEV (mv falls back to copy and delete).
+        #expect(errnoOf { rename(mp + "/own.jpg", mp + "/Albums/Trip/own.jpg") } == EXDEV)
+        // Someone else's asset: EACCES. Onto an existing asset: EACCES (originals are not replaced).
+        #expect(errnoOf { rename(mp + "/a.jpg", mp + "/b.jpg") } == EACCES)
+        #expect(errnoOf { rename(mp + "/own.jpg", mp + "/a.jpg") } == EACCES)
+        // Its own asset: allowed.
+        #expect(rename(mp + "/own.jpg", mp + "/renamed.jpg") == 0)
+        #expect(eventually { listing(mp).contains("renamed.jpg") && !listing(mp).contains("own.jpg") })
+        try f.unmount(mp)
+    }
+
+    @Test func addOnlyCannotReadBackWhatItWrote() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", "org.example.Camera", "--access", "add-only", "--status", "authorized")
+        let mp = try f.mount("org.example.Camera", access: "add-only")
+        let fd = open(mp + "/x.jpg", O_CREAT | O_RDWR, 0o644)
+        #expect(fd >= 0)
+        let bytes = try TestMedia.jpeg(tag: "rb")
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        var buf = [UInt8](repeating: 0, count: 16)
+        #expect(errnoOf { Int32(pread(fd, &buf, 16, 0)) } == EACCES)
+        #expect(close(fd) == 0)
+        #expect(openErrno(mp + "/x.jpg", O_RDONLY) == ENOENT)
+        #expect(listing(mp).isEmpty)
+        try f.unmount(mp)
+    }
+
+    @Test func inodeNumbersDifferBetweenAppsAndStayStable() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.One", "--status", "authorized")
+        try f.pg("authorize", "org.example.Two", "--status", "authorized")
+        let one = try f.mount("org.example.One")
+        let two = try f.mount("org.example.Two")
+        let i1 = try #require(inode(one + "/a.jpg"))
+        let i2 = try #require(inode(two + "/a.jpg"))
+        #expect(i1 != i2)
+        try f.unmount(one)
+        let oneAgain = try f.mount("org.example.One")
+        #expect(inode(oneAgain + "/a.jpg") == i1)
+        try f.unmount(oneAgain)
+        try f.unmount(two)
+    }
+}

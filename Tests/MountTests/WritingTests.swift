@@ -1,0 +1,193 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct Writing {
+    let app = "org.example.Editor"
+
+    func authorizedMount(_ f: MountFixture) throws -> String {
+        try f.pg("authorize", app, "--status", "authorized")
+        return try f.mount(app)
+    }
+
+    @Test func ordinaryToolsCreateAssets() throws {
+        let f = try MountFixture()
+        let mp = try authorizedMount(f)
+        let src = f.dir + "/in"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(TestMedia.jpeg(tag: "cp"), to: src + "/cp.jpg")
+        try TestMedia.write(TestMedia.jpeg(tag: "rsync"), to: src + "/rsync.jpg")
+        try TestMedia.write(TestMedia.jpeg(tag: "mv"), to: src + "/mv.jpg")
+        try TestMedia.write(TestMedia.mp4(), to: src + "/in.mp4")
+        #expect(try TestSupport.run("cp", [src + "/cp.jpg", mp + "/"]).status == 0)
+        let r = try TestSupport.run("rsync", ["-a", src + "/rsync.jpg", mp + "/"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let m = try TestSupport.run("mv", [src + "/mv.jpg", mp + "/"])
+        #expect(m.status == 0, "\(m.stderr)")
+        let ff = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-i", src + "/in.mp4", "-c", "copy", mp + "/out.mp4"])
+        #expect(ff.status == 0, "\(ff.stderr)")
+        let cv = try TestSupport.run("convert", ["-size", "40x30", "xc:red", mp + "/made.jpg"])
+        #expect(cv.status == 0, "\(cv.stderr)")
+        let expected = ["cp.jpg", "made.jpg", "mv.jpg", "out.mp4", "rsync.jpg"]
+        #expect(eventually { Set(expected).isSubset(of: Set(listing(mp))) }, "\(listing(mp))")
+        let assets = try f.assetsJSON()
+        for n in expected {
+            let a = try #require(assets.first { $0["name"] as? String == n }, "\(n) missing")
+            #expect(a["owner"] as? String == app)
+        }
+        #expect(assets.first { $0["name"] as? String == "out.mp4" }?["type"] as? String == "mp4")
+        // rsync's temporary name did not stay behind as an asset.
+        #expect(!assets.contains { ($0["name"] as? String ?? "").hasPrefix(".rsync.jpg") })
+        // The bytes read back are the bytes written.
+        #expect(readAll(mp + "/cp.jpg") == readAll(src + "/cp.jpg"))
+        try f.unmount(mp)
+    }
+
+    @Test func nonMediaIsRefusedAtCloseAndLeavesNothing() throws {
+        let f = try MountFixture()
+        let mp = try authorizedMount(f)
+        let fd = open(mp + "/notes.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        #expect(fd >= 0)
+        let text = Array("this is not a photo".utf8)
+        #expect(write(fd, text, text.count) == text.count)
+        #expect(errnoOf { close(fd) } == EINVAL)
+        #expect(eventually { statErrno(mp + "/notes.jpg") == ENOENT })
+        #expect(try f.assetsJSON().isEmpty)
+        let cp = try TestSupport.run("cp", ["/etc/hostname", mp + "/host.jpg"])
+        #expect(cp.status != 0)
+        #expect(try f.assetsJSON().isEmpty)
+        let tmp = try FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp").filter { !$0.hasSuffix(".lock") && $0.contains(".") }
+        #expect(tmp.isEmpty, "\(tmp)")
+        try f.unmount(mp)
+    }
+
+    @Test func originalsAreNeverModified() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        let mp = try authorizedMount(f)
+        let before = readAll(mp + "/a.jpg")
+        #expect(openErrno(mp + "/a.jpg", O_WRONLY) == EACCES)
+        #expect(openErrno(mp + "/a.jpg", O_RDWR) == EACCES)
+        #expect(openErrno(mp + "/a.jpg", O_WRONLY | O_TRUNC) == EACCES)
+        #expect(errnoOf { truncate(mp + "/a.jpg", 0) } == EACCES)
+        #expect(errnoOf { chmod(mp + "/a.jpg", 0o777) } == EACCES)
+        #expect(openErrno(mp + "/a.jpg", O_CREAT | O_EXCL | O_WRONLY) == EEXIST)
+        #expect(readAll(mp + "/a.jpg") == before)
+        // rm moves to Recently Deleted; restore brings it back.
+        #expect(unlink(mp + "/a.jpg") == 0)
+        #expect(eventually { statErrno(mp + "/a.jpg") == ENOENT })
+        #expect(try f.pg("trash").stdout.contains("a.jpg"))
+        try f.pg("restore", "a.jpg")
+        #expect(eventually { readAll(mp + "/a.jpg") == before })
+        try f.unmount(mp)
+    }
+
+    @Test func fullDiskGivesENOSPCAndKeepsTheLibraryConsistent() throws {
+        guard getuid() == 0 else {
+            print("fullDisk: SKIPPED — needs root to mount a small tmpfs")
+            return
+        }
+        let base = TestSupport.tempDir("full")
+        defer { umount2(base, Int32(MNT_DETACH)); TestSupport.remove(base) }
+        #expect(try TestSupport.run("mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", base]).status == 0)
+        let lib = base + "/library"
+        let env = ["PHOTOGATE_LIBRARY": lib]
+        let bin = TestSupport.photogateBinary
+        #expect(try TestSupport.run(bin, ["init"], environment: env).status == 0)
+        #expect(try TestSupport.run(bin, ["authorize", app, "--status", "authorized"], environment: env).status == 0)
+        let mp = TestSupport.tempDir("fullmp")
+        defer { _ = try? TestSupport.run(bin, ["unmount", mp], environment: env); if isMounted(mp) { umount2(mp, Int32(MNT_DETACH)) }; TestSupport.remove(mp) }
+        let m = try TestSupport.run(bin, ["mount", app, mp], environment: env)
+        #expect(m.status == 0, "\(m.stderr)")
+        // A 4 MB "photo" cannot fit in 3 MB.
+        var big = try TestMedia.jpeg(tag: "big")
+        big += [UInt8](repeating: 0x55, count: 4 << 20)
+        let fd = open(mp + "/big.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        #expect(fd >= 0)
+        var failure: Int32 = 0
+        var off = 0
+        while off < big.count {
+            let n = big[off...].withUnsafeBytes { write(fd, $0.baseAddress, min(65536, $0.count)) }
+            if n < 0 { failure = errno; break }
+            off += n
+        }
+        let closeErr = errnoOf { close(fd) }
+        #expect(failure == ENOSPC || closeErr == ENOSPC)
+        let list = try TestSupport.run(bin, ["assets", "--json"], environment: env)
+        #expect(list.status == 0)
+        #expect(!list.stdout.contains("big.jpg"))
+        // The library still works, and a small photo still fits once space is back.
+        try TestMedia.write(TestMedia.jpeg(tag: "small"), to: mp + "/small.jpg")
+        #expect(eventually { (try? TestSupport.run(bin, ["assets"], environment: env).stdout.contains("small.jpg")) == true })
+    }
+
+    @Test func killedDaemonLosesNoClosedFileAndLeavesNoPartialAsset() throws {
+        let f = try MountFixture()
+        let mp = try authorizedMount(f)
+        let photo = try TestMedia.jpeg(tag: "base")
+        let closedOK = Failures()
+        let stop = Flag()
+        // 50 writers, each writing files slowly; the daemon is killed while they run.
+        let group = DispatchGroup()
+        for w in 0..<50 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                var i = 0
+                while !stop.isSet && i < 20 {
+                    let name = "w\(w)-\(i).jpg"
+                    let bytes = photo + Array("\(name)".utf8)   // trailing bytes after EOI: still a JPEG, unique
+                    let fd = open(mp + "/" + name, O_CREAT | O_WRONLY | O_EXCL, 0o644)
+                    if fd < 0 { break }
+                    var ok = true
+                    for chunk in stride(from: 0, to: bytes.count, by: 512) {
+                        let end = min(chunk + 512, bytes.count)
+                        if bytes[chunk..<end].withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) < 0 { ok = false; break }
+                        usleep(200)
+                    }
+                    if close(fd) == 0 && ok { closedOK.add(name) }
+                    i += 1
+                }
+            }.start()
+        }
+        usleep(400_000)
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int)
+        kill(pid_t(pid), SIGKILL)
+        stop.set()
+        group.wait()
+        #expect(closedOK.all.count > 0)
+        // Mounting again recovers: every file whose close succeeded is there, nothing partial.
+        let again = try f.mount(app)
+        _ = again
+        let assets = try f.assetsJSON()
+        let names = Set(assets.compactMap { $0["name"] as? String })
+        for n in closedOK.all { #expect(names.contains(n), "\(n) closed fine but is missing") }
+        for a in assets {
+            let n = a["name"] as? String ?? ""
+            let expected = photo.count + n.utf8.count
+            #expect(a["size"] as? Int == expected, "\(n) is partial")
+        }
+        // Temp data of the dead daemon is gone.
+        let leftovers = try FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp").filter { $0.hasSuffix(".part") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+}
+
+final class Failures: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items: [String] = []
+    func add(_ s: String) { lock.lock(); items.append(s); lock.unlock() }
+    var all: [String] { lock.lock(); defer { lock.unlock() }; return items }
+}
+
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.lock(); value = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+}

@@ -1,0 +1,166 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Shared helpers for photogate's tests: temp folders, processes, generated media.
+public enum TestSupport {
+    public static let packageRoot: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path
+    }()
+
+    /// The built `photogate` binary.
+    public static var photogateBinary: String {
+        if let b = ProcessInfo.processInfo.environment["PHOTOGATE_BIN"], FileManager.default.isExecutableFile(atPath: b) { return b }
+        return packageRoot + "/.build/debug/photogate"
+    }
+
+    public static func tempDir(_ label: String = "t") -> String {
+        let base = ProcessInfo.processInfo.environment["PHOTOGATE_TEST_TMP"] ?? "/tmp"
+        var template = Array("\(base)/photogate-\(label).XXXXXX".utf8CString)
+        let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(p != nil, "mkdtemp failed")
+        return String(cString: p!)
+    }
+
+    public static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
+
+    public struct Output: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Runs a program to completion.
+    @discardableResult
+    public static func run(_ program: String, _ args: [String], stdin: String? = nil,
+                           environment: [String: String] = [:], cwd: String? = nil) throws -> Output {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: program.hasPrefix("/") ? program : "/usr/bin/env")
+        p.arguments = program.hasPrefix("/") ? args : [program] + args
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        p.environment = env
+        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
+        let outPipe = Pipe(), errPipe = Pipe(), inPipe = Pipe()
+        p.standardOutput = outPipe
+        p.standardError = errPipe
+        p.standardInput = inPipe
+        try p.run()
+        if let stdin { inPipe.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try inPipe.fileHandleForWriting.close()
+        // Read both pipes concurrently so a chatty child never blocks.
+        let errData = LockedData()
+        let t = Thread { errData.set(errPipe.fileHandleForReading.readDataToEndOfFile()) }
+        t.start()
+        let out = outPipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        while !errData.done { usleep(1000) }
+        return Output(status: p.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+                      stderr: String(decoding: errData.value, as: UTF8.self))
+    }
+
+    final class LockedData: @unchecked Sendable {
+        private let lock = NSLock()
+        private var data = Data()
+        private var finished = false
+        func set(_ d: Data) { lock.lock(); data = d; finished = true; lock.unlock() }
+        var done: Bool { lock.lock(); defer { lock.unlock() }; return finished }
+        var value: Data { lock.lock(); defer { lock.unlock() }; return data }
+    }
+
+    public static func which(_ tool: String) -> Bool {
+        (try? run("sh", ["-c", "command -v \(tool)"]).status) == 0
+    }
+}
+
+/// Real media made with ImageMagick, exiftool and ffmpeg (scripts/test installs them). Bases are
+/// made once per process; variants get a unique JPEG comment so each has its own content.
+public enum TestMedia {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var cache: [String: [UInt8]] = [:]
+    private static let dir = TestSupport.tempDir("media")
+
+    private static func cached(_ key: String, _ make: (String) throws -> Void) throws -> [UInt8] {
+        lock.lock()
+        defer { lock.unlock() }
+        if let c = cache[key] { return c }
+        let path = dir + "/" + key
+        try make(path)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        cache[key] = bytes
+        return bytes
+    }
+
+    static func check(_ o: TestSupport.Output, _ what: String) throws {
+        if o.status != 0 { throw NSError(domain: "TestMedia", code: Int(o.status), userInfo: [NSLocalizedDescriptionKey: "\(what) failed: \(o.stderr)"]) }
+    }
+
+    /// A JPEG with EXIF DateTimeOriginal 2024:07:14 10:31:00, with or without a GPS position.
+    public static func jpegBase(gps: Bool) throws -> [UInt8] {
+        try cached(gps ? "base-gps.jpg" : "base.jpg") { path in
+            try check(TestSupport.run("convert", ["-size", "64x48", "xc:steelblue", "-quality", "80", path]), "convert")
+            var args = ["-overwrite_original", "-q", "-DateTimeOriginal=2024:07:14 10:31:00", "-Make=photogate-test"]
+            if gps {
+                args += ["-GPSLatitude=43.2965", "-GPSLatitudeRef=N", "-GPSLongitude=5.3698", "-GPSLongitudeRef=E",
+                         "-GPSAltitude=12", "-GPSAltitudeRef=0"]
+            }
+            try check(TestSupport.run("exiftool", args + [path]), "exiftool")
+        }
+    }
+
+    /// A unique JPEG: the base with a COM segment holding `tag` right after SOI.
+    public static func jpeg(tag: String, gps: Bool = false) throws -> [UInt8] {
+        let base = try jpegBase(gps: gps)
+        let text = Array(tag.utf8)
+        let len = text.count + 2
+        return [0xFF, 0xD8, 0xFF, 0xFE, UInt8(len >> 8), UInt8(len & 0xff)] + text + base[2...]
+    }
+
+    public static func png() throws -> [UInt8] {
+        try cached("base.png") { path in
+            try check(TestSupport.run("convert", ["-size", "32x32", "xc:orange", path]), "convert")
+        }
+    }
+
+    public static func mp4() throws -> [UInt8] {
+        try cached("base.mp4") { path in
+            try check(TestSupport.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=1:size=64x48:rate=5",
+                                                 "-pix_fmt", "yuv420p", "-metadata", "creation_time=2023-05-06T07:08:09Z", path]), "ffmpeg")
+        }
+    }
+
+    @discardableResult
+    public static func write(_ bytes: [UInt8], to path: String) throws -> String {
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+}
+
+/// Last-resort cleanup of FUSE mounts a failed test left behind, including hung ones: abort the
+/// connection through fusectl (which fails every waiting request), then detach the mount.
+public enum FUSECleanup {
+    public static func isMounted(_ path: String) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return false }
+        return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
+    }
+
+    public static func abortAndDetach(_ path: String) {
+        guard isMounted(path) else { return }
+        if let info = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) {
+            for line in info.split(separator: "\n") {
+                let f = line.split(separator: " ")
+                guard f.count > 4, String(f[4]) == path, let dev = f[2].split(separator: ":").last else { continue }
+                if access("/sys/fs/fuse/connections", F_OK) != 0 || ((try? FileManager.default.contentsOfDirectory(atPath: "/sys/fs/fuse/connections"))?.isEmpty ?? true) {
+                    _ = try? TestSupport.run("mount", ["-t", "fusectl", "none", "/sys/fs/fuse/connections"])
+                }
+                let abort = "/sys/fs/fuse/connections/\(dev)/abort"
+                if let fh = FileHandle(forWritingAtPath: abort) { fh.write(Data("1".utf8)); try? fh.close() }
+            }
+        }
+        _ = try? TestSupport.run("fusermount3", ["-u", "-z", path])
+        if isMounted(path) { umount2(path, Int32(MNT_DETACH)) }
+    }
+}
