@@ -103,6 +103,7 @@ extension Library {
             }
             if before.status(for: access) != status {
                 try Library.record(db, "status", app: id.rawValue, detail: "\(access.rawValue)=\(status.rawValue)")
+                try ViewDelta.recordStatus(db, app: id.rawValue, detail: "\(access.rawValue)=\(status.rawValue)")
             }
             return try Library.fetchApp(db, id)!
         }
@@ -121,6 +122,8 @@ extension Library {
             let after = try Library.fetchApp(db, id)!
             if after.options != before.options {
                 try Library.record(db, "options", app: id.rawValue)
+                try ViewDelta.recordStatus(db, app: id.rawValue,
+                                           detail: "strip-location=\(after.options.stripLocation ? "on" : "off") prevent-prompt=\(after.options.preventPrompt ? "on" : "off")")
             }
             return after
         }

@@ -198,12 +198,14 @@ public final class Importer {
             if let s = options.sharedAlbum { sharedID = try Library.createAlbum(db, s, shared: true, mustBeNew: false) }
             let byHash = try db.cachedStatement(sql: "SELECT \(Library.assetColumns) FROM assets WHERE content_hash = ? ORDER BY rowid LIMIT 1")
             var out: [(Pending, Asset, Bool)] = []
+            var restored = Set<Int64>()
             for p in items {
                 var asset: Asset
                 var isNew = false
                 if let row = try Row.fetchOne(byHash, arguments: [p.facts.contentHash]) {
                     asset = Library.asset(row)
                     if asset.isTrashed {
+                        restored.insert(asset.rowID)
                         try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [asset.rowID])
                         try Library.record(db, "restore", asset: asset.rowID)
                         asset.trashedDate = nil
@@ -218,6 +220,8 @@ public final class Importer {
                 if let sharedID { _ = try Library.addToAlbum(db, sharedID, [asset.rowID]) }
                 out.append((p, asset, isNew))
             }
+            // New (or restored) assets appear in every view that may see them.
+            try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, out.filter { $0.2 || restored.contains($0.1.rowID) }.map(\.1.rowID)))
             return out
         }
         for (p, asset, isNew) in results {

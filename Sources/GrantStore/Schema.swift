@@ -90,6 +90,33 @@ enum Schema {
                 );
                 """)
         }
+        registerV2(&m)
         return m
+    }
+}
+
+extension Schema {
+    /// v2: the persistent per-app history of what each app's read-write view gained, lost or saw
+    /// change (PhotoKit's persistent change tokens). Tokens only grow; history is pruned from the
+    /// oldest end, and `pruned_through` remembers how far, so an older token is known to be expired.
+    static func registerV2(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v2-app-history") { db in
+            try db.execute(sql: """
+                CREATE TABLE app_changes (
+                    token INTEGER PRIMARY KEY AUTOINCREMENT,
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    at REAL NOT NULL,
+                    kind TEXT NOT NULL CHECK (kind IN ('inserted','removed','updated','status')),
+                    asset_rowid INTEGER,
+                    name TEXT,
+                    detail TEXT
+                );
+                CREATE INDEX app_changes_by_app ON app_changes(app_id, token);
+                CREATE TABLE app_history (
+                    app_id TEXT PRIMARY KEY NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    pruned_through INTEGER NOT NULL DEFAULT 0
+                );
+                """)
+        }
     }
 }

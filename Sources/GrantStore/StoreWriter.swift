@@ -224,6 +224,7 @@ public final class StoreWriter: @unchecked Sendable {
             if let album, let albumID = try? Library.userAlbumID(db, album) {
                 _ = try Library.addToAlbum(db, albumID, [a.rowID])
             }
+            try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, [a.rowID]))
             return a
         }
         let dest = library.paths.store + "/" + rel

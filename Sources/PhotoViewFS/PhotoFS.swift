@@ -67,6 +67,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let refreshLock = NSLock()
     let invalidatorBox = Mutex<Invalidator?>(nil)
     let redactionCache = Mutex<[Int64: RedactionResult]>([:])
+    let feed: Mutex<ChangeFeed>
     public let uid: UInt32
     public let gid: UInt32
     let log: @Sendable (String) -> Void
@@ -86,6 +87,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         writer = try StoreWriter(library: library, purpose: "mount")
         let snapshot = try library.view(for: app, access: access)
         model = Mutex(ViewModel(snapshot: snapshot, library: library))
+        feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))
         uid = getuid()
         gid = getgid()
     }
@@ -120,6 +122,21 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             redactionCache.withLock { c in for n in diff.updated + diff.inserted { c[n.rowID] = nil } }
         }
         invalidate(diff, old: old, new: new, handled: handled, handledAlbums: handledAlbums)
+        pullFeed()
+    }
+
+    /// Appends the app's new history entries to `.photogate/changes` and wakes pollers.
+    func pullFeed() {
+        let since = feed.withLock { $0.latest }
+        guard case .changes(let list, let latest)? = try? library.changes(appID, since: since) else { return }
+        let lines = list.filter { access == .readWrite || $0.kind == .status }.map { c in
+            (c.token, "\(c.token) \(c.kind.rawValue) \(c.name ?? c.detail ?? "")\n")
+        }
+        let wake = feed.withLock { f -> [PollHandle] in
+            f.append(lines, latest: latest)
+            return lines.isEmpty ? [] : f.takePollers()
+        }
+        for p in wake { p.notify() }
     }
 
     /// Tells the kernel what changed. Names that appear need nothing (a failed lookup is never
@@ -380,7 +397,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return OpenReply(handle: newHandle(.status(content: statusContent())), directIO: true)
         case FixedInode.changes:
             if wantsWrite { throw .accessDenied }
-            return OpenReply(handle: newHandle(.changes(position: 0)), directIO: true, nonSeekable: true)
+            let position = feed.withLock { $0.latest }
+            return OpenReply(handle: newHandle(.changes(position: position)), directIO: true, nonSeekable: true)
         case FixedInode.request:
             if accmode != O_WRONLY { throw .accessDenied }
             return OpenReply(handle: newHandle(.request(buffer: [])), directIO: true)
@@ -444,8 +462,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return .bytes(buf)
         case .status(let content):
             return .bytes(slice(content, offset, size))
-        case .changes:
-            return .bytes([])
+        case .changes(let position):
+            let (bytes, next) = feed.withLock { $0.read(after: position, max: size) }
+            handles.withLock { $0[handle] = .changes(position: next) }
+            return .bytes(bytes)
         case .session(let ino):
             // Add-only: what an app writes is never read back. Read-write: its own pending bytes.
             guard access == .readWrite, let f = files.withLock({ $0[ino] }), f.fd >= 0 else { throw .accessDenied }
@@ -684,6 +704,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         }
         let (a, t) = try attributes(of: inode)
         if changes.isEmpty { return (a, t) }
+        // `echo read-write > .photogate/request` truncates first: accept that, and nothing else.
+        if inode == FixedInode.request, changes.size == 0, changes.mode == nil, changes.uid == nil, changes.gid == nil {
+            return (a, t)
+        }
         throw .accessDenied   // originals, folders and control files do not change
     }
 
@@ -820,6 +844,22 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         if mask & W_OK != 0 && a.mode & 0o200 == 0 { throw .accessDenied }
     }
 
+    public func poll(_ inode: Inode, handle: UInt64, pollHandle: PollHandle?) throws(Errno) -> Int16 {
+        guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
+        switch kind {
+        case .changes(let position):
+            return feed.withLock { f -> Int16 in
+                if f.hasEntries(after: position) { return Int16(POLLIN | POLLRDNORM) }
+                if let p = pollHandle { f.pollers.append(p) }
+                return 0
+            }
+        case .request:
+            return Int16(POLLOUT | POLLWRNORM)
+        default:
+            return Int16(POLLIN | POLLRDNORM)
+        }
+    }
+
     // MARK: .photogate
 
     func statusContent() -> [UInt8] {
@@ -848,5 +888,43 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             log("could not record request: \(error)")
             throw .io
         }
+    }
+}
+
+/// The live feed behind `.photogate/changes`: recent history lines plus the poll handles of
+/// sleeping readers.
+struct ChangeFeed: @unchecked Sendable {
+    var latest: Int64
+    var lines: [(token: Int64, text: String)] = []
+    var pollers: [PollHandle] = []
+    static let keep = 4096
+
+    init(latest: Int64) { self.latest = latest }
+
+    mutating func append(_ new: [(Int64, String)], latest l: Int64) {
+        lines.append(contentsOf: new.map { (token: $0.0, text: $0.1) })
+        if lines.count > ChangeFeed.keep { lines.removeFirst(lines.count - ChangeFeed.keep) }
+        latest = max(latest, l)
+    }
+
+    mutating func takePollers() -> [PollHandle] {
+        let p = pollers
+        pollers = []
+        return p
+    }
+
+    func hasEntries(after position: Int64) -> Bool { (lines.last?.token ?? 0) > position }
+
+    /// Whole lines after `position`, at most `max` bytes (at least one line if any).
+    func read(after position: Int64, max: Int) -> ([UInt8], Int64) {
+        var out: [UInt8] = []
+        var next = position
+        for l in lines where l.token > position {
+            let b = Array(l.text.utf8)
+            if !out.isEmpty && out.count + b.count > max { break }
+            out += b.prefix(max)
+            next = l.token
+        }
+        return (out, next)
     }
 }

@@ -19,6 +19,7 @@ enum Exit: Int32, CaseIterable {
     case libraryIncompatible = 70
     case noSpace = 71
     case mountFailed = 72
+    case expired = 73
 
     var meaning: String {
         switch self {
@@ -33,6 +34,7 @@ enum Exit: Int32, CaseIterable {
         case .libraryIncompatible: return "the library was written by a newer photogate, or is damaged; nothing was changed"
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
         case .mountFailed: return "mount failed: mount point missing or busy, /dev/fuse missing, or the daemon did not start"
+        case .expired: return "change token expired: the history before it was discarded; refetch everything"
         }
     }
 }

@@ -1,0 +1,141 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+
+public enum AppChangeKind: String, Sendable, Codable { case inserted, removed, updated, status }
+
+/// One entry of an app's persistent change history.
+public struct AppChange: Equatable, Sendable {
+    public var token: Int64
+    public var kind: AppChangeKind
+    public var name: String?
+    public var assetID: String?
+    public var detail: String?
+    public var date: Date
+}
+
+public enum HistoryAnswer: Equatable, Sendable {
+    case changes([AppChange], latest: Int64)
+    /// The token is older than the retained history: refetch everything.
+    case expired(oldestValid: Int64)
+}
+
+/// Records, in the same transaction as a change, what it did to every app's read-write view.
+/// Visibility before and after is computed by `ViewPolicy` for the assets the change touches.
+struct ViewDelta {
+    /// app id -> row ids visible in its read-write view, among the tracked assets.
+    typealias Visibility = [String: Set<Int64>]
+
+    static func visibility(_ db: Database, _ rowIDs: [Int64]) throws -> Visibility {
+        guard !rowIDs.isEmpty else { return [:] }
+        let apps = try Row.fetchAll(db, sql: "SELECT id, rw_status FROM apps")
+        guard !apps.isEmpty else { return [:] }
+        var facts: [Int64: (shared: Bool, trashed: Bool, owner: String?)] = [:]
+        var selected: [String: Set<Int64>] = [:]
+        var picked: [String: Set<Int64>] = [:]
+        for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
+            let ids = Array(rowIDs[chunk..<min(chunk + 500, rowIDs.count)])
+            let list = ids.map(String.init).joined(separator: ",")
+            for r in try Row.fetchAll(db, sql: "SELECT rowid, is_shared, trashed_at IS NOT NULL, owner_app FROM assets WHERE rowid IN (\(list))") {
+                facts[r[0]] = (r[1], r[2], r[3])
+            }
+            for r in try Row.fetchAll(db, sql: "SELECT app_id, asset_rowid FROM selections WHERE asset_rowid IN (\(list))") {
+                selected[r[0], default: []].insert(r[1])
+            }
+            for r in try Row.fetchAll(db, sql: "SELECT app_id, asset_rowid FROM picks WHERE asset_rowid IN (\(list))") {
+                picked[r[0], default: []].insert(r[1])
+            }
+        }
+        var out: Visibility = [:]
+        for a in apps {
+            let app: String = a[0]
+            let policy = ViewPolicy(access: .readWrite, status: AuthorizationStatus(rawValue: a[1]) ?? .notDetermined)
+            var seen = Set<Int64>()
+            for (rowID, f) in facts {
+                let af = AssetFacts(isShared: f.shared, isTrashed: f.trashed, isOwned: f.owner == app,
+                                    isSelected: selected[app]?.contains(rowID) ?? false,
+                                    isPicked: picked[app]?.contains(rowID) ?? false)
+                if policy.isVisible(af) { seen.insert(rowID) }
+            }
+            out[app] = seen
+        }
+        return out
+    }
+
+    static func record(_ db: Database, before: Visibility, after: Visibility, updated: Set<Int64> = []) throws {
+        let apps = Set(before.keys).union(after.keys)
+        guard !apps.isEmpty else { return }
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO app_changes (app_id, at, kind, asset_rowid, name)
+            VALUES (?, ?, ?, ?, (SELECT CASE WHEN owner_app = ? AND owner_name IS NOT NULL THEN owner_name ELSE display_name END
+                                 FROM assets WHERE rowid = ?))
+            """)
+        let now = Library.now()
+        var wrote = false
+        for app in apps.sorted() {
+            let b = before[app] ?? [], a = after[app] ?? []
+            for (kind, set) in [("removed", b.subtracting(a)), ("inserted", a.subtracting(b)), ("updated", a.intersection(b).intersection(updated))] {
+                for r in set.sorted() {
+                    try insert.execute(arguments: [app, now, kind, r, app, r])
+                    wrote = true
+                }
+            }
+        }
+        if wrote { try prune(db) }
+    }
+
+    static func recordStatus(_ db: Database, app: String, detail: String) throws {
+        try db.execute(sql: "INSERT INTO app_changes (app_id, at, kind, detail) VALUES (?, ?, 'status', ?)",
+                       arguments: [app, Library.now(), detail])
+        try prune(db)
+    }
+
+    /// How many entries each app keeps (PHOTOGATE_HISTORY_LIMIT overrides, for tests).
+    static let limit: Int = {
+        if let s = ProcessInfo.processInfo.environment["PHOTOGATE_HISTORY_LIMIT"], let n = Int(s), n > 0 { return n }
+        return 10_000
+    }()
+
+    /// Keeps at most `limit` entries per app; remembers where pruning stopped.
+    static func prune(_ db: Database) throws {
+        let over = try Row.fetchAll(db, sql: "SELECT app_id, count(*) FROM app_changes GROUP BY app_id HAVING count(*) > ?",
+                                    arguments: [limit + limit / 10])
+        for r in over {
+            let app: String = r[0]
+            guard let cut = try Int64.fetchOne(db, sql: "SELECT token FROM app_changes WHERE app_id = ? ORDER BY token DESC LIMIT 1 OFFSET ?",
+                                               arguments: [app, limit]) else { continue }
+            try db.execute(sql: "DELETE FROM app_changes WHERE app_id = ? AND token <= ?", arguments: [app, cut])
+            try db.execute(sql: """
+                INSERT INTO app_history (app_id, pruned_through) VALUES (?, ?)
+                ON CONFLICT (app_id) DO UPDATE SET pruned_through = MAX(pruned_through, excluded.pruned_through)
+                """, arguments: [app, cut])
+        }
+    }
+}
+
+extension Library {
+    /// The newest history token of an app (0 if none).
+    public func latestChangeToken(_ app: AppID) throws -> Int64 {
+        try read { db in try Int64.fetchOne(db, sql: "SELECT max(token) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? 0 }
+    }
+
+    /// The app's change history after `since` (0: everything retained).
+    public func changes(_ app: AppID, since: Int64 = 0, limit: Int = 100_000) throws -> HistoryAnswer {
+        try read { db in
+            _ = try Library.requireApp(db, app)
+            let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM app_history WHERE app_id = ?", arguments: [app.rawValue]) ?? 0
+            if since < pruned { return .expired(oldestValid: pruned) }
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT c.token, c.kind, c.name, a.id, c.detail, c.at FROM app_changes c
+                LEFT JOIN assets a ON a.rowid = c.asset_rowid
+                WHERE c.app_id = ? AND c.token > ? ORDER BY c.token LIMIT ?
+                """, arguments: [app.rawValue, since, limit])
+            let changes = rows.map { r in
+                AppChange(token: r[0], kind: AppChangeKind(rawValue: r[1]) ?? .updated, name: r[2], assetID: r[3], detail: r[4],
+                          date: Date(timeIntervalSince1970: r[5]))
+            }
+            let latest = try Int64.fetchOne(db, sql: "SELECT max(token) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? since
+            return .changes(changes, latest: max(latest, since))
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+
+struct Changes: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
+        discussion: """
+            Each entry has a token, a kind (inserted, removed, updated, status) and the name the app
+            sees. Pass the last token you processed to --since to get only what came after it. Tokens
+            survive daemon restarts. A token older than the retained history is expired (exit 73):
+            refetch everything with `photogate assets --app APP`, as PhotoKit asks.
+            A "status" entry means the app's status or options changed: its whole view may differ.
+
+            Example: photogate changes org.example.Editor --since 41 --json
+            """)
+
+    @Argument(help: "The app id.") var app: String
+    @Option(help: "Only changes after this token.") var since: Int64 = 0
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let id = try parseApp(app)
+            switch try lib.open().changes(id, since: since) {
+            case .expired(let oldest):
+                if output.json {
+                    printJSON(["expired": true, "oldestValidToken": oldest] as [String: Any])
+                }
+                throw CommandFailure("token \(since) has expired (history before \(oldest) was discarded): refetch everything with `photogate assets --app \(id)`", .expired)
+            case .changes(let list, let latest):
+                if output.json {
+                    printJSON([
+                        "token": latest,
+                        "changes": list.map { c -> [String: Any] in
+                            var d: [String: Any] = ["token": c.token, "kind": c.kind.rawValue, "date": iso(c.date)]
+                            if let n = c.name { d["name"] = n }
+                            if let a = c.assetID { d["id"] = a }
+                            if let x = c.detail { d["detail"] = x }
+                            return d
+                        },
+                    ] as [String: Any])
+                } else {
+                    printTable(["TOKEN", "KIND", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.name ?? $0.detail ?? ""] })
+                    say("latest token: \(latest)")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 4: grants reach running mounts at once; prompts; `.photogate/request`; the change feed.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct Live {
+    let app = "org.example.Editor"
+
+    @Test func grantsRevokesAndStatusReachARunningMount() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg", "b.jpg", "c.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "a.jpg")
+        let mp = try f.mount(app)
+        #expect(statErrno(mp + "/a.jpg") == 0)    // cached in the kernel from here on
+        #expect(listing(mp) == ["a.jpg"])
+        try f.pg("grant", app, "b.jpg")
+        #expect(eventually(2) { statErrno(mp + "/b.jpg") == 0 })
+        try f.pg("revoke", app, "a.jpg")
+        // The kernel's cached entry and attributes are invalidated: stat fails at once.
+        #expect(eventually(2) { statErrno(mp + "/a.jpg") == ENOENT })
+        #expect(listing(mp) == ["b.jpg"])
+        try f.pg("authorize", app, "--status", "authorized")
+        #expect(eventually(2) { listing(mp) == ["Albums", "Shared", "a.jpg", "b.jpg", "c.jpg"] })
+        try f.pg("authorize", app, "--status", "denied")
+        #expect(eventually(2) { listing(mp).isEmpty && statErrno(mp + "/b.jpg") == ENOENT })
+        try f.unmount(mp)
+    }
+
+    @Test func revokedAssetIsUnreadableThroughAHandleOpenedBefore() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "a.jpg")
+        // The daemon's own read path; with kernel passthrough the kernel reads the original itself
+        // and an open handle keeps reading until closed (see README).
+        let mp = try f.mount(app, extra: ["--no-passthrough"])
+        let fd = open(mp + "/a.jpg", O_RDONLY | 0o40000)   // O_DIRECT: every read reaches the daemon
+        #expect(fd >= 0)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        #expect(pread(fd, &buf, 4096, 0) > 0)
+        try f.pg("revoke", app, "a.jpg")
+        #expect(eventually(2) { statErrno(mp + "/a.jpg") == ENOENT })
+        let n = pread(fd, &buf, 4096, 0)
+        #expect(n < 0 && errno == EACCES)
+        close(fd)
+        try f.unmount(mp)
+    }
+
+    @Test func notDeterminedTouchRecordsOneRequestUnlessPrevented() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        let mp = try f.mount(app)
+        _ = listing(mp)
+        _ = statErrno(mp + "/x.jpg")
+        #expect(eventually(2) { (try? f.pg("requests", "--json").stdout.contains(app)) == true })
+        let reqs = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("requests", "--json").stdout.utf8)) as? [[String: Any]])
+        #expect(reqs.count == 1)
+        #expect(reqs.first?["kind"] as? String == "read-write")
+        // Answering it clears it.
+        try f.pg("authorize", app, "--status", "limited")
+        #expect(try f.pg("requests", "--json").stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[\n\n]" ||
+                (try JSONSerialization.jsonObject(with: Data(try f.pg("requests", "--json").stdout.utf8)) as? [Any])?.isEmpty == true)
+        try f.unmount(mp)
+
+        // With prevent-prompt, touching records nothing.
+        let other = "org.example.Quiet"
+        try f.pg("options", other, "--prevent-prompt", "on")
+        let mq = try f.mount(other)
+        _ = listing(mq)
+        usleep(300_000)
+        #expect(!(try f.pg("requests", "--json").stdout.contains(other)))
+        try f.unmount(mq)
+    }
+
+    @Test func requestFileAcceptsWellFormedRequestsOnce() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let req = mp + "/.photogate/request"
+        func send(_ text: String) -> Int32 {
+            let fd = open(req, O_WRONLY | O_TRUNC)
+            guard fd >= 0 else { return errno }
+            let b = Array(text.utf8)
+            let w = write(fd, b, b.count)
+            let we = errno
+            let c = close(fd)
+            if w < 0 { return we }
+            return c == 0 ? 0 : errno
+        }
+        #expect(send("picker\nPick the photos for the collage\n") == 0)
+        #expect(send("picker\nPick the photos for the collage\n") == 0)   // identical: one request
+        #expect(send("add-only\n") == 0)
+        #expect(send("everything please\n") == EINVAL)
+        #expect(send("picker\nline two\nline three\n") == EINVAL)
+        #expect(send("") == 0)   // nothing written, nothing asked
+        let reqs = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("requests", "--json").stdout.utf8)) as? [[String: Any]])
+        #expect(reqs.count == 2)
+        #expect(reqs.contains { $0["kind"] as? String == "picker" && $0["reason"] as? String == "Pick the photos for the collage" })
+        #expect(reqs.contains { $0["kind"] as? String == "add-only" })
+        #expect(openErrno(req, O_RDONLY) == EACCES)
+        try f.unmount(mp)
+    }
+
+    @Test func changeFeedWakesPollAndListsChanges() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg", "b.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let fd = open(mp + "/.photogate/changes", O_RDONLY)
+        #expect(fd >= 0)
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 0) == 0)   // nothing yet
+        let woke = Flag()
+        let t = Thread {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, 5000) == 1 && p.revents & Int16(POLLIN) != 0 { woke.set() }
+        }
+        t.start()
+        usleep(100_000)
+        try f.pg("grant", app, "a.jpg")
+        #expect(eventually(5) { woke.isSet })
+        try f.pg("revoke", app, "a.jpg")
+        #expect(eventually(2) { var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0); return poll(&p, 1, 0) == 1 })
+        usleep(100_000)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = read(fd, &buf, buf.count)
+        let text = String(decoding: buf.prefix(max(n, 0)), as: UTF8.self)
+        let lines = text.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(lines.count == 2, "\(text)")
+        #expect(lines.first?.dropFirst().first == "inserted" && lines.first?.last == "a.jpg")
+        #expect(lines.last?.dropFirst().first == "removed" && lines.last?.last == "a.jpg")
+        // Tokens are the persistent history's.
+        let hist = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("changes", app, "--json").stdout.utf8)) as? [String: Any])
+        let tokens = (hist["changes"] as? [[String: Any]] ?? []).compactMap { ($0["token"] as? Int).map(String.init) }
+        #expect(tokens.contains(lines.first?.first ?? "?"))
+        #expect(read(fd, &buf, buf.count) == 0)   // drained
+        close(fd)
+        try f.unmount(mp)
+    }
+
+    @Test func historyTokensSurviveRestartsAndExpire() throws {
+        let f = try MountFixture()
+        try f.importPhotos((0..<6).map { "p\($0).jpg" })
+        try f.pg("authorize", app, "--status", "limited")
+        let first = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("changes", app, "--json").stdout.utf8)) as? [String: Any])
+        let t0 = try #require(first["token"] as? Int)
+        try f.pg("grant", app, "p0.jpg", "p1.jpg")
+        let mp = try f.mount(app)
+        try f.unmount(mp)   // a daemon came and went: tokens are in the database
+        let after = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("changes", app, "--since", String(t0), "--json").stdout.utf8)) as? [String: Any])
+        let kinds = (after["changes"] as? [[String: Any]] ?? []).map { "\($0["kind"] ?? "") \($0["name"] ?? "")" }
+        #expect(kinds == ["inserted p0.jpg", "inserted p1.jpg"])
+        // With a tiny retained history, an old token expires with its own exit code.
+        let env = ["PHOTOGATE_LIBRARY": f.library, "PHOTOGATE_HISTORY_LIMIT": "2"]
+        for n in ["p2.jpg", "p3.jpg", "p4.jpg", "p5.jpg"] {
+            #expect(try TestSupport.run(TestSupport.photogateBinary, ["grant", app, n], environment: env).status == 0)
+        }
+        let expired = try f.pgStatus("changes", app, "--since", String(t0))
+        #expect(expired.status == 73)
+        #expect(expired.stderr.contains("refetch"))
+    }
+}
