@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "TestSupport"]),
         .target(name: "CSysShims", path: "Tests/CSysShims"),
-        .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims"]),
+        .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims", "GrantStore", "PhotoLibrary"]),
     ],
     swiftLanguageModes: [.v6]
 )

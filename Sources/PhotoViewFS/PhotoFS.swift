@@ -222,7 +222,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }) {
                 return (a, PhotoFS.longTimeout)
             }
-            if let f = files.withLock({ $0[ino] }) { return (attributes(f), 1) }
+            if let f = files.withLock({ $0[ino] }), f.committedRowID == nil || access == .addOnly { return (attributes(f), 1) }
             throw .noEntry
         }
     }
@@ -268,7 +268,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 return nil
             }
             if let found { return found }
-            return sessionNames.withLock { $0[name] }
+            return sessionIno(name)
         case FixedInode.albums, FixedInode.shared:
             return model.withLock { m -> Inode? in
                 guard m.policy.showsAlbums else { return nil }
@@ -293,6 +293,20 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             if model.withLock({ $0.byIno[parent] != nil }) || files.withLock({ $0[parent] != nil }) { throw .notDirectory }
             throw .noEntry
         }
+    }
+
+    /// A file this mount created, by name: while it is being written, and, in an add-only mount
+    /// (whose view shows nothing), also after it became an asset, so that tools can still set its
+    /// times or rename it. In a read-write mount a committed file is the view's business alone:
+    /// if the app may no longer see its own asset, the name must answer ENOENT like any other.
+    func sessionIno(_ name: String) -> Inode? {
+        guard let ino = sessionNames.withLock({ $0[name] }) else { return nil }
+        let committed = files.withLock { $0[ino]?.committedRowID }
+        if let c = committed, access == .readWrite {
+            _ = c
+            return nil
+        }
+        return files.withLock { $0[ino] } == nil ? nil : ino
     }
 
     public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
@@ -429,11 +443,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         // A file this mount created.
         let result: Result<OpenReply, Errno> = files.withLock { fs in
             guard var f = fs[inode] else { return .failure(.noEntry) }
-            if f.committedRowID != nil || access == .addOnly && !wantsWrite {
-                // Add-only: nothing existing can be opened, even what this app wrote.
-                return .failure(access == .addOnly ? .noEntry : .accessDenied)
-            }
-            if f.committedRowID != nil { return .failure(.accessDenied) }
+            // A committed file is an asset: only the view (checked above) may open it. Add-only:
+            // nothing existing can be opened, even what this app is writing.
+            if f.committedRowID != nil || (access == .addOnly && !wantsWrite) { return .failure(.noEntry) }
             f.openCount += 1
             fs[inode] = f
             return .success(OpenReply(handle: 0, directIO: true))
@@ -626,12 +638,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         do {
             let asset = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name, album: f.album)
             writer.clearReady(tempPath: f.tempPath)
+            log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
+            // The view learns of the asset before the session entry lets go of the name, so the
+            // name never disappears in between (rsync renames right after close).
+            refresh()
             files.withLock { fs in
                 fs[ino]?.committedRowID = asset.rowID
                 fs[ino]?.ready = false
             }
-            log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
-            refresh()
         } catch {
             throw errnoFor(error, f.name)
         }
@@ -674,7 +688,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 return al.name
             }
         }
-        if parent == FixedInode.root, sessionNames.withLock({ $0[s] }) != nil { throw .exists }
+        if parent == FixedInode.root, sessionIno(s) != nil { throw .exists }
         let temp: (id: String, path: String, fd: Int32)
         do { temp = try writer.makeTemp() } catch {
             if case .noSpace = error as? LibraryError { throw .noSpace }
@@ -742,7 +756,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     public func unlink(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
         guard let s = name.string else { throw .noEntry }
-        if parent == FixedInode.root, let ino = sessionNames.withLock({ $0[s] }), let f = files.withLock({ $0[ino] }),
+        if parent == FixedInode.root, let ino = sessionIno(s), let f = files.withLock({ $0[ino] }),
            model.withLock({ $0.byName[s] == nil || $0.byName[s] == f.committedRowID }) {
             // Wait for a commit in flight, then either drop the pending file or trash the asset.
             let committed = f.lock.run { files.withLock { $0[ino]?.committedRowID } }
@@ -798,12 +812,12 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard parent == FixedInode.root, !flags.contains(.exchange) else { throw .accessDenied }
         // The target must not be a visible asset: originals are never replaced.
         if model.withLock({ $0.byName[t] != nil }) { throw .accessDenied }
-        if let other = sessionNames.withLock({ $0[t] }), other != sessionNames.withLock({ $0[s] }) {
+        if let other = sessionIno(t), other != sessionIno(s) {
             if flags.contains(.noReplace) { throw .exists }
             throw .accessDenied
         }
         // A file created through this mount (pending or just committed).
-        if let ino = sessionNames.withLock({ $0[s] }), let lock = files.withLock({ $0[ino]?.lock }),
+        if let ino = sessionIno(s), let lock = files.withLock({ $0[ino]?.lock }),
            model.withLock({ $0.byName[s] == nil }) || files.withLock({ $0[ino]?.committedRowID }) == model.withLock({ $0.byName[s] }) {
             let renamed: Result<Int64?, Errno> = lock.run {
                 if let f = files.withLock({ $0[ino] }), let r = f.committedRowID {
