@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+import PhotoLibrary
+import Redaction
+
+struct Explain: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Say what an app gets for an asset, and why: visible or not, redacted byte ranges, or refused.",
+        discussion: """
+            With strip-location (the app's option or the asset's grant), an app reads the file with
+            its location bytes zeroed in place: same size, every other byte unchanged. If the file's
+            metadata cannot be parsed with confidence, the app cannot open it at all (EACCES).
+
+            Example: photogate explain org.example.Editor IMG_0001.jpg --json
+            """)
+
+    @Argument(help: "The app id.") var app: String
+    @Argument(help: "The asset: id or display name.") var asset: String
+    @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let e = try lib.open().explain(parseApp(app), asset: asset, access: access)
+            var verdict = e.visible ? "visible" : "hidden (ENOENT)"
+            var ranges: [[String: Any]] = []
+            var refused: String? = nil
+            if e.visible, e.stripLocation {
+                switch e.redaction {
+                case .plan(let p)?:
+                    verdict = p.isEmpty ? "visible, no location to strip" : "visible, location stripped"
+                    ranges = p.patches.map { ["offset": $0.offset, "length": $0.length, "kind": $0.replacement == nil ? "zero" : "replace"] }
+                case .refuse(let why)?:
+                    verdict = "refused (EACCES): strip-location is on and the metadata cannot be parsed with confidence"
+                    refused = why
+                case nil: break
+                }
+            }
+            if output.json {
+                var d: [String: Any] = [
+                    "app": e.app.id.rawValue, "access": e.access.rawValue, "asset": assetJSON(e.asset), "visible": e.visible,
+                    "verdict": verdict, "reason": e.reason, "stripLocation": e.stripLocation, "redactedRanges": ranges,
+                ]
+                if let s = e.stripReason { d["stripReason"] = s }
+                if let r = refused { d["refusal"] = r }
+                printJSON(d)
+            } else {
+                say("\(e.asset.displayName) for \(e.app.id) (\(e.access.rawValue), status \(e.app.status(for: e.access).rawValue)): \(verdict)")
+                say("  why: \(e.reason)")
+                if let s = e.stripReason { say("  strip-location: \(s)") }
+                if let r = refused { say("  refusal: \(r)") }
+                if !ranges.isEmpty {
+                    say("  redacted ranges (\(ranges.count)):")
+                    for r in ranges { say("    offset \(r["offset"]!)  length \(r["length"]!)  \(r["kind"]!)") }
+                }
+            }
+        }
+    }
+}

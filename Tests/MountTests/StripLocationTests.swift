@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 5 through real mounts: with strip-location an app reads every file with its location
+/// bytes zeroed in place; exiftool is the independent judge.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct StripLocation {
+    let app = "org.example.Viewer"
+
+    /// Location tags exiftool still reports with a real value.
+    static func locationLeft(in path: String) throws -> [String] {
+        let o = try TestSupport.run("exiftool", ["-a", "-G1", "-n", "-j", path])
+        guard let obj = (try JSONSerialization.jsonObject(with: Data(o.stdout.utf8)) as? [[String: Any]])?.first else { return ["unreadable"] }
+        let pattern = ["GPSLatitude", "GPSLongitude", "GPSAltitude", "GPSPosition", "GPSCoordinates", "LocationInformation", "Location"]
+        var left: [String] = []
+        for (k, v) in obj {
+            let tag = k.split(separator: ":").last.map(String.init) ?? k
+            guard pattern.contains(where: { tag == $0 || tag.hasPrefix($0) }), !tag.hasSuffix("Ref") else { continue }
+            if let n = v as? NSNumber, n.doubleValue == 0 { continue }
+            if let s = v as? String, s.trimmingCharacters(in: CharacterSet(charactersIn: " 0.+-/")).isEmpty { continue }
+            left.append("\(k)=\(v)")
+        }
+        return left
+    }
+
+    func makeFiles(_ dir: String) throws -> [String] {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var names: [String] = []
+        try TestMedia.write(TestMedia.jpeg(tag: "strip", gps: true), to: dir + "/gps.jpg"); names.append("gps.jpg")
+        try TestMedia.write(TestMedia.png(), to: dir + "/gps.png")
+        var o = try TestSupport.run("exiftool", ["-overwrite_original", "-q", "-GPSLatitude=48.8566", "-GPSLatitudeRef=N",
+                                                 "-GPSLongitude=2.3522", "-GPSLongitudeRef=E", dir + "/gps.png"])
+        #expect(o.status == 0, "\(o.stderr)"); names.append("gps.png")
+        o = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=1:size=64x48:rate=5",
+                                           "-pix_fmt", "yuv420p", "-metadata", "location=+48.8566+002.3522/", dir + "/gps.mp4"])
+        #expect(o.status == 0, "\(o.stderr)"); names.append("gps.mp4")
+        o = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=1:size=64x48:rate=5",
+                                           "-pix_fmt", "yuv420p", "-movflags", "use_metadata_tags",
+                                           "-metadata", "com.apple.quicktime.location.ISO6709=+48.8566+002.3522+035.000/", dir + "/gps.mov"])
+        #expect(o.status == 0, "\(o.stderr)"); names.append("gps.mov")
+        for n in names { #expect(!(try Self.locationLeft(in: dir + "/" + n)).isEmpty, "the \(n) fixture has no location to strip") }
+        return names
+    }
+
+    @Test func strippedReadsCarryNoLocationAndOnlyPlannedBytesDiffer() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/src"
+        let names = try makeFiles(src)
+        try f.pg("import", src)
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("options", app, "--strip-location", "on")
+        let mp = try f.mount(app)
+        let out = f.dir + "/out"
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        for n in names {
+            let original = try #require(readAll(src + "/" + n))
+            let served = try #require(readAll(mp + "/" + n), "\(n) unreadable through the mount")
+            #expect(served.count == original.count, "\(n): size must not change")
+            try TestMedia.write(served, to: out + "/" + n)
+            let left = try Self.locationLeft(in: out + "/" + n)
+            #expect(left.isEmpty, "\(n) still carries location: \(left)")
+            // Every differing byte lies inside a range `explain` reports.
+            let ex = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("explain", app, n, "--json").stdout.utf8)) as? [String: Any])
+            let ranges = (ex["redactedRanges"] as? [[String: Any]] ?? []).map { (($0["offset"] as? Int) ?? 0, ($0["length"] as? Int) ?? 0) }
+            #expect(!ranges.isEmpty)
+            for i in 0..<original.count where original[i] != served[i] {
+                if !ranges.contains(where: { i >= $0.0 && i < $0.0 + $0.1 }) {
+                    Issue.record("\(n): byte \(i) changed outside every redacted range")
+                    break
+                }
+            }
+            // It still decodes.
+            if n.hasSuffix(".mp4") || n.hasSuffix(".mov") {
+                let p = try TestSupport.run("ffprobe", ["-v", "error", out + "/" + n])
+                #expect(p.status == 0 && p.stderr.isEmpty, "\(n): \(p.stderr)")
+            } else {
+                let p = try TestSupport.run("identify", [out + "/" + n])
+                #expect(p.status == 0, "\(n): \(p.stderr)")
+            }
+        }
+        try f.unmount(mp)
+    }
+
+    @Test func optionReachesARunningMountAndNeverSharesPages() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["here.jpg"], gps: true)
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app)
+        let plain = try #require(readAll(mp + "/here.jpg"))
+        let plainIno = try #require(inode(mp + "/here.jpg"))
+        #expect(!(try Self.locationLeft(in: mp + "/here.jpg")).isEmpty)
+        try f.pg("options", app, "--strip-location", "on")
+        #expect(eventually(3) { readAll(mp + "/here.jpg") != plain })
+        #expect(inode(mp + "/here.jpg") != plainIno, "a redacted view must be another inode")
+        #expect(try Self.locationLeft(in: mp + "/here.jpg").isEmpty)
+        try f.pg("options", app, "--strip-location", "off")
+        #expect(eventually(3) { readAll(mp + "/here.jpg") == plain })
+        // Per grant: strip only what was granted that way.
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "--strip-location", "here.jpg")
+        #expect(eventually(3) { (try? Self.locationLeft(in: mp + "/here.jpg").isEmpty) == true })
+        try f.unmount(mp)
+    }
+
+    @Test func unparseableMetadataIsRefusedNotLeaked() throws {
+        let f = try MountFixture()
+        // A JPEG whose EXIF block has a broken TIFF header: its location cannot be found with confidence.
+        let base = try TestMedia.jpeg(tag: "broken")
+        let exif: [UInt8] = Array("Exif".utf8) + [0, 0] + Array("ZZ".utf8) + [0, 42, 0, 0, 0, 8] + [UInt8](repeating: 7, count: 24)
+        let len = exif.count + 2
+        let broken = [0xFF, 0xD8, 0xFF, 0xE1, UInt8(len >> 8), UInt8(len & 0xff)] + exif + base[2...]
+        let src = f.dir + "/src"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(Array(broken), to: src + "/odd.jpg")
+        try f.pg("import", src)
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app)
+        #expect(readAll(mp + "/odd.jpg") == Array(broken))      // no strip-location: served as is
+        try f.pg("options", app, "--strip-location", "on")
+        #expect(eventually(3) { openErrno(mp + "/odd.jpg", O_RDONLY) == EACCES })
+        let ex = try f.pg("explain", app, "odd.jpg")
+        #expect(ex.stdout.contains("refused"))
+        try f.unmount(mp)
+    }
+}
