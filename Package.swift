@@ -34,10 +34,12 @@ let package = Package(
             dependencies: ["PhotoLibrary", "Redaction", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "GrantStore", "Redaction"]),
+        .target(name: "Picker"),
         .executableTarget(
             name: "photogate",
             dependencies: [
                 "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction", "CSystem",
+                "Picker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -47,6 +49,7 @@ let package = Package(
         .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "TestSupport"]),
         .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "TestSupport"]),
+        .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport"]),
         .target(name: "CSysShims", path: "Tests/CSysShims"),
         .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims", "GrantStore", "PhotoLibrary"]),
     ],
