@@ -128,8 +128,13 @@ extension SessionCore {
         guard id > 0 else { return }
         cfuse_fi_set_backing_id(fi, id)
         fi.pointee.fh = reply.handle | passthroughHandleBit
-        // With FOPEN_DIRECT_IO the kernel would send reads to us instead of the backing file.
+        // With FOPEN_DIRECT_IO the kernel would send reads to us instead of the backing file, and
+        // it fails (EIO) a passthrough open with any flag outside FOPEN_PASSTHROUGH_MASK
+        // (passthrough, direct_io, parallel_direct_writes, noflush): keep_cache and nonseekable
+        // among them. A passthrough file's pages are the backing file's anyway.
         fi.pointee.direct_io = 0
+        fi.pointee.keep_cache = 0
+        fi.pointee.nonseekable = 0
     }
 
     /// Undo `apply` for an open whose reply the kernel never got, or on release.
