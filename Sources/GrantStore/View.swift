@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import PhotoLibrary
 
 /// One visible asset in an app's view.
@@ -26,10 +27,179 @@ public struct ViewSnapshot: Sendable {
     public var app: AppRecord
     public var access: AccessLevel
     public var policy: ViewPolicy
-    public var entries: [ViewEntry]
+    /// The visible assets, in row id order. Stored as columns (`rows`); this array is built on
+    /// each access, so a mount of a million assets never holds a million `Asset` values.
+    public var entries: [ViewEntry] {
+        get { rows.entries() }
+        set { rows = ViewRows(newValue) }
+    }
+    /// The same assets as columns: what a mount reads to build its in-memory view.
+    public var rows: ViewRows
     public var albums: [ViewAlbum]
     /// The change log position this snapshot reflects.
     public var changeSeq: Int64
+
+    public init(app: AppRecord, access: AccessLevel, policy: ViewPolicy, entries: [ViewEntry], albums: [ViewAlbum], changeSeq: Int64) {
+        self.init(app: app, access: access, policy: policy, rows: ViewRows(entries), albums: albums, changeSeq: changeSeq)
+    }
+
+    public init(app: AppRecord, access: AccessLevel, policy: ViewPolicy, rows: ViewRows, albums: [ViewAlbum], changeSeq: Int64) {
+        self.app = app
+        self.access = access
+        self.policy = policy
+        self.rows = rows
+        self.albums = albums
+        self.changeSeq = changeSeq
+    }
+}
+
+/// The visible assets of a view as columns: numbers in arrays, text in one byte arena. A million
+/// assets take ~200 MB as `[ViewEntry]` (four heap strings each) and ~190 bytes each here, built
+/// without a single String.
+public struct ViewRows: Sendable {
+    /// Text fields of a row, in this order in the arena.
+    public enum Field: Int, CaseIterable, Sendable {
+        case id, displayName, ownerName, ownerApp, mediaKind, mediaClass, contentHash, storePath, referencePath
+    }
+    static let fieldCount = Field.allCases.count
+    /// Where each field is in `Library.assetColumns`.
+    static let textColumns: [(Field, Int32)] = [(.id, 1), (.displayName, 2), (.ownerName, 3), (.ownerApp, 4), (.mediaKind, 5),
+                                                (.mediaClass, 6), (.contentHash, 11), (.storePath, 14), (.referencePath, 15)]
+
+    /// Flag bits.
+    public struct Flags: OptionSet, Sendable {
+        public let rawValue: UInt16
+        public init(rawValue: UInt16) { self.rawValue = rawValue }
+        public static let owned = Flags(rawValue: 1 << 0)
+        public static let picked = Flags(rawValue: 1 << 1)
+        public static let selected = Flags(rawValue: 1 << 2)
+        public static let strip = Flags(rawValue: 1 << 3)
+        public static let shared = Flags(rawValue: 1 << 4)
+        public static let hasLocation = Flags(rawValue: 1 << 5)
+        public static let trashed = Flags(rawValue: 1 << 6)
+        public static let ownerNameNull = Flags(rawValue: 1 << 8)
+        public static let ownerAppNull = Flags(rawValue: 1 << 9)
+        public static let storePathNull = Flags(rawValue: 1 << 10)
+        public static let referencePathNull = Flags(rawValue: 1 << 11)
+    }
+
+    public private(set) var rowIDs: [Int64] = []
+    public private(set) var byteSizes: [UInt64] = []
+    public private(set) var captureDates: [Double] = []
+    public private(set) var addedDates: [Double] = []
+    var trashedDates: [Double] = []
+    public private(set) var flags: [Flags] = []
+    var arena: [UInt8] = []
+    /// End offset in `arena` of each field of each row (row * fieldCount + field).
+    var ends: [UInt32] = []
+    /// View names that differ from the display name (the app's own names), by row index.
+    var renamed: [Int: String] = [:]
+
+    public var count: Int { rowIDs.count }
+
+    public init() {}
+
+    init(_ entries: [ViewEntry]) {
+        reserve(entries.count)
+        for e in entries {
+            let a = e.asset
+            var f: Flags = []
+            if e.isOwned { f.insert(.owned) }
+            if e.isPicked { f.insert(.picked) }
+            if e.isSelected { f.insert(.selected) }
+            if e.stripLocation { f.insert(.strip) }
+            if a.isShared { f.insert(.shared) }
+            if a.hasLocation { f.insert(.hasLocation) }
+            if a.trashedDate != nil { f.insert(.trashed) }
+            if a.ownerName == nil { f.insert(.ownerNameNull) }
+            if a.owner == nil { f.insert(.ownerAppNull) }
+            if a.storePath == nil { f.insert(.storePathNull) }
+            if a.referencePath == nil { f.insert(.referencePathNull) }
+            for s in [a.id, a.displayName, a.ownerName ?? "", a.owner?.rawValue ?? "", a.mediaKind, a.mediaClass.rawValue,
+                      a.contentHash, a.storePath ?? "", a.referencePath ?? ""] {
+                appendText(s)
+            }
+            if e.name != a.displayName { renamed[rowIDs.count] = e.name }
+            appendNumbers(rowID: a.rowID, size: a.byteSize, capture: a.captureDate.timeIntervalSince1970,
+                          added: a.addedDate.timeIntervalSince1970, trashed: a.trashedDate?.timeIntervalSince1970 ?? 0, flags: f)
+        }
+    }
+
+    mutating func reserve(_ n: Int) {
+        rowIDs.reserveCapacity(n); byteSizes.reserveCapacity(n); captureDates.reserveCapacity(n)
+        addedDates.reserveCapacity(n); trashedDates.reserveCapacity(n); flags.reserveCapacity(n)
+        ends.reserveCapacity(n * ViewRows.fieldCount)
+    }
+
+    mutating func appendText(_ s: String) {
+        var s = s
+        s.withUTF8 { arena.append(contentsOf: $0) }
+        ends.append(UInt32(arena.count))
+    }
+
+    mutating func appendText(_ p: UnsafePointer<UInt8>?, _ n: Int) {
+        if let p, n > 0 { arena.append(contentsOf: UnsafeBufferPointer(start: p, count: n)) }
+        ends.append(UInt32(arena.count))
+    }
+
+    mutating func appendNumbers(rowID: Int64, size: UInt64, capture: Double, added: Double, trashed: Double, flags f: Flags) {
+        rowIDs.append(rowID)
+        byteSizes.append(size)
+        captureDates.append(capture)
+        addedDates.append(added)
+        trashedDates.append(trashed)
+        flags.append(f)
+    }
+
+    /// Calls `body` with the bytes of one field of row `i`.
+    public func withBytes<T>(_ field: Field, _ i: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> T) rethrows -> T {
+        let k = i * ViewRows.fieldCount + field.rawValue
+        let start = k == 0 ? 0 : Int(ends[k - 1]), end = Int(ends[k])
+        return try arena.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[start..<end])) }
+    }
+
+    public func text(_ field: Field, _ i: Int) -> String? {
+        let f = flags[i]
+        switch field {
+        case .ownerName where f.contains(.ownerNameNull), .ownerApp where f.contains(.ownerAppNull),
+             .storePath where f.contains(.storePathNull), .referencePath where f.contains(.referencePathNull):
+            return nil
+        default:
+            return withBytes(field, i) { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    /// The name the app sees for row `i`, when it is not the display name.
+    public func ownViewName(_ i: Int) -> String? { renamed[i] }
+
+    public func asset(_ i: Int) -> Asset {
+        Asset(rowID: rowIDs[i], id: text(.id, i)!, displayName: text(.displayName, i)!, ownerName: text(.ownerName, i),
+              owner: text(.ownerApp, i).flatMap(AppID.init), mediaKind: text(.mediaKind, i)!,
+              mediaClass: MediaClass(rawValue: text(.mediaClass, i)!) ?? .photo, byteSize: byteSizes[i],
+              captureDate: Date(timeIntervalSince1970: captureDates[i]), addedDate: Date(timeIntervalSince1970: addedDates[i]),
+              hasLocation: flags[i].contains(.hasLocation), contentHash: text(.contentHash, i)!,
+              isShared: flags[i].contains(.shared),
+              trashedDate: flags[i].contains(.trashed) ? Date(timeIntervalSince1970: trashedDates[i]) : nil,
+              storePath: text(.storePath, i), referencePath: text(.referencePath, i))
+    }
+
+    public func entry(_ i: Int) -> ViewEntry {
+        let a = asset(i), f = flags[i]
+        return ViewEntry(asset: a, name: renamed[i] ?? a.displayName, isOwned: f.contains(.owned), isPicked: f.contains(.picked),
+                         isSelected: f.contains(.selected), stripLocation: f.contains(.strip))
+    }
+
+    public func entries() -> [ViewEntry] { (0..<count).map(entry) }
+
+    /// The index of a row id (rows are in row id order), or nil.
+    public func index(ofRowID r: Int64) -> Int? {
+        var lo = 0, hi = rowIDs.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if rowIDs[mid] < r { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < rowIDs.count && rowIDs[lo] == r ? lo : nil
+    }
 }
 
 extension Library {
@@ -56,50 +226,91 @@ extension Library {
         case .pickedOnly: candidates = "a.trashed_at IS NULL AND a.rowid IN (SELECT asset_rowid FROM picks WHERE app_id = :app)"
         case .nothing: candidates = "0"
         }
-        let rows = try Row.fetchCursor(db, sql: """
+        // Read with the SQLite C API straight into columns: no Row, no String per value (a mount
+        // of a million assets reads them all).
+        let statement = try db.makeStatement(sql: """
             SELECT \(cols), s.strip_location, p.strip_location FROM assets a
             LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
             LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
             WHERE \(candidates) ORDER BY a.rowid
-            """, arguments: ["app": app.id.rawValue])
-        var visible: [(Asset, Bool, Bool, Bool, Bool)] = []
-        while let r = try rows.next() {
-            let a = asset(r)
-            let sStrip: Bool? = r[16]
-            let pStrip: Bool? = r[17]
-            let owned = a.owner == app.id
-            let facts = AssetFacts(isShared: a.isShared, isTrashed: a.isTrashed, isOwned: owned,
-                                   isSelected: sStrip != nil, isPicked: pStrip != nil)
+            """)
+        try statement.setArguments(["app": app.id.rawValue])
+        let h = statement.sqliteStatement
+        defer { sqlite3_reset(h) }
+        var rows = ViewRows()
+        let appBytes = Array(app.id.rawValue.utf8)
+        var needsNaming = false
+        func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
+        while true {
+            let rc = sqlite3_step(h)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+            }
+            // Columns: see assetColumns (0...15), then the selection's (16) and the pick's (17) strip flag.
+            var owned = false
+            if !isNull(4), let owner = sqlite3_column_text(h, 4), Int(sqlite3_column_bytes(h, 4)) == appBytes.count {
+                owned = appBytes.withUnsafeBufferPointer { a in memcmp(owner, a.baseAddress!, a.count) == 0 }
+            }
+            let selected = !isNull(16), picked = !isNull(17)
+            let shared = sqlite3_column_int64(h, 12) != 0, trashed = !isNull(13)
+            let facts = AssetFacts(isShared: shared, isTrashed: trashed, isOwned: owned, isSelected: selected, isPicked: picked)
             guard policy.isVisible(facts) else { continue }
-            let strip = app.options.stripLocation || (sStrip ?? false) || (pStrip ?? false)
-            visible.append((a, owned, sStrip != nil, pStrip != nil, strip))
+            let strip = app.options.stripLocation || (selected && sqlite3_column_int64(h, 16) != 0)
+                || (picked && sqlite3_column_int64(h, 17) != 0)
+            var f: ViewRows.Flags = []
+            if owned { f.insert(.owned) }
+            if picked { f.insert(.picked) }
+            if selected { f.insert(.selected) }
+            if strip { f.insert(.strip) }
+            if shared { f.insert(.shared) }
+            if sqlite3_column_int64(h, 10) != 0 { f.insert(.hasLocation) }
+            if trashed { f.insert(.trashed) }
+            // The text columns in Field order.
+            for (field, column) in ViewRows.textColumns {
+                if isNull(column) {
+                    switch field {
+                    case .ownerName: f.insert(.ownerNameNull)
+                    case .ownerApp: f.insert(.ownerAppNull)
+                    case .storePath: f.insert(.storePathNull)
+                    case .referencePath: f.insert(.referencePathNull)
+                    default: break
+                    }
+                    rows.appendText(nil, 0)
+                } else {
+                    let p = sqlite3_column_text(h, column)   // before _bytes, as SQLite asks
+                    rows.appendText(p, Int(sqlite3_column_bytes(h, column)))
+                }
+            }
+            if owned && !isNull(3) { needsNaming = true }
+            rows.appendNumbers(rowID: sqlite3_column_int64(h, 0), size: UInt64(bitPattern: sqlite3_column_int64(h, 7)),
+                               capture: sqlite3_column_double(h, 8), added: sqlite3_column_double(h, 9),
+                               trashed: trashed ? sqlite3_column_double(h, 13) : 0, flags: f)
         }
-        let names: [Int64: String]
-        if visible.contains(where: { $0.1 && $0.0.ownerName != nil }) {
-            names = ViewNaming.assign(visible.map {
-                ViewNaming.Item(key: $0.0.rowID, displayName: $0.0.displayName, ownName: $0.1 ? $0.0.ownerName : nil)
-            })
-        } else {
-            names = [:]   // display names are unique and never reserved: nothing to settle
+        if needsNaming {
+            let items = (0..<rows.count).map { i in
+                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!,
+                                ownName: rows.flags[i].contains(.owned) ? rows.text(.ownerName, i) : nil)
+            }
+            let names = ViewNaming.assign(items)
+            for item in items where names[item.key] != nil && names[item.key] != item.displayName {
+                rows.renamed[Int(item.key)] = names[item.key]
+            }
         }
-        let entries = visible.map { v in
-            ViewEntry(asset: v.0, name: names[v.0.rowID] ?? v.0.displayName, isOwned: v.1, isPicked: v.3,
-                      isSelected: v.2, stripLocation: v.4)
-        }
+        // display names are unique and never reserved: without own names there is nothing to settle
         var albums: [ViewAlbum] = []
         if policy.showsAlbums {
-            let visibleIDs = Set(entries.map(\.asset.rowID))
             let albumRows = try Row.fetchAll(db, sql: "SELECT id, name, kind FROM albums ORDER BY kind, name")
             var members: [Int64: [Int64]] = [:]
             let pairs = try Row.fetchCursor(db, sql: "SELECT album_id, asset_rowid FROM album_assets ORDER BY album_id, asset_rowid")
             while let p = try pairs.next() {
                 let asset: Int64 = p[1]
-                if visibleIDs.contains(asset) { members[p[0], default: []].append(asset) }
+                if rows.index(ofRowID: asset) != nil { members[p[0], default: []].append(asset) }
             }
             for r in albumRows {
                 albums.append(ViewAlbum(name: r[1], isShared: (r[2] as String) == "shared", members: members[r[0]] ?? []))
             }
         }
-        return ViewSnapshot(app: app, access: access, policy: policy, entries: entries, albums: albums, changeSeq: seq)
+        return ViewSnapshot(app: app, access: access, policy: policy, rows: rows, albums: albums, changeSeq: seq)
     }
 }

@@ -324,6 +324,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         return OpenReply(handle: 0)
     }
 
+    /// Assets returned per readdir call (a kernel buffer holds ~30 readdirplus entries).
+    static let readdirBatch = 128
+
     public func readdir(_ inode: Inode, handle: UInt64, offset: Int64, plus: Bool, context: RequestContext) throws(Errno) -> [DirectoryEntry] {
         let t = PhotoFS.longTimeout
         var out: [DirectoryEntry] = []
@@ -337,22 +340,28 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         add("..", dirAttributes(FixedInode.root, writable: false))
         switch inode {
         case FixedInode.root:
-            let (nodes, showsAlbums, canCreate, canEdit) = model.withLock { m in
-                (m.listing.compactMap { m.nodes[$0] }, m.policy.showsAlbums, m.policy.canCreate, m.policy.canEditAlbums)
-            }
-            _ = canCreate
+            let (showsAlbums, canEdit) = model.withLock { m in (m.policy.showsAlbums, m.policy.canEditAlbums) }
             add(".photogate", dirAttributes(FixedInode.control, writable: false))
             if showsAlbums {
                 add("Albums", dirAttributes(FixedInode.albums, writable: canEdit))
                 add("Shared", dirAttributes(FixedInode.shared, writable: false))
             }
-            // Skip what the caller has already seen without building entries for it.
+            // Assets: only a batch after `offset` (the wrapper asks again from the last offset), so
+            // listing n assets costs O(n), not O(n^2): a call used to copy the whole listing.
+            // listing[k] has index fixed + k + 1.
+            let fixed = index
+            let (nodes, start, total) = model.withLock { m -> ([AssetNode], Int, Int) in
+                let start = Int(max(0, offset - fixed))
+                guard start < m.listing.count else { return ([], start, m.listing.count) }
+                let end = min(m.listing.count, start + PhotoFS.readdirBatch)
+                return (m.listing[start..<end].compactMap { m.nodes[$0] }, start, m.listing.count)
+            }
+            index = fixed + Int64(min(start, total))
             for n in nodes {
                 index += 1
-                if index > offset {
-                    out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: attributes(n), nextOffset: index, entryTimeout: t, attrTimeout: t))
-                }
+                out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: attributes(n), nextOffset: index, entryTimeout: t, attrTimeout: t))
             }
+            if start + nodes.count < total { return out }
             // Files this mount is writing (not yet assets) are listed in a read-write mount only.
             if access == .readWrite {
                 let pending = files.withLock { fs in
@@ -372,10 +381,15 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             add("changes", specialAttributes(FixedInode.changes))
             add("request", specialAttributes(FixedInode.request))
         default:
-            guard let members = model.withLock({ m -> [AssetNode]? in
+            // A batch after `offset`, as for the root: members[k] has index 2 + k + 1.
+            let fixed = index
+            guard let (members, start) = model.withLock({ m -> ([AssetNode], Int)? in
                 guard let al = m.album(ino: inode) else { return nil }
-                return al.listing.compactMap { m.nodes[$0] }
+                let start = Int(max(0, offset - fixed))
+                guard start < al.listing.count else { return ([], start) }
+                return (al.listing[start..<min(al.listing.count, start + PhotoFS.readdirBatch)].compactMap { m.nodes[$0] }, start)
             }) else { throw .noEntry }
+            index = fixed + Int64(start)
             for n in members { add(n.name, attributes(n)) }
         }
         return out
