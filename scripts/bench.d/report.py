@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""scripts/bench's report: reads the measurements (JSON lines), prints the table of medians and
+ratios, and writes the results as one JSON document.
+
+Ratios are speeds relative to native (1.00 = as fast as native, 0.50 = half as fast), whatever
+the unit; `fb/bindfs` is the fallback's speed relative to bindfs (>= 1.00: at least as fast)."""
+import json
+import sys
+
+VARIANTS = ["native", "passthrough", "fallback", "bindfs"]
+
+
+def speed(rec):
+    """A number that is larger when faster."""
+    v = rec.get("median")
+    if v is None or v == 0:
+        return None
+    return v if rec["better"] == "higher" else 1.0 / v
+
+
+def fmt(v, unit):
+    if v is None:
+        return "-"
+    if unit in ("s",):
+        return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
+    if unit == "ms":
+        return f"{v:.1f} ms"
+    if unit == "GB/s":
+        return f"{v:.2f} GB/s"
+    if unit == "reads/s":
+        return f"{v / 1000:.1f}k/s"
+    if unit == "MB":
+        return f"{v:.0f} MB"
+    return f"{v:.3g} {unit}"
+
+
+def ratio(a, b):
+    if a is None or b is None:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+def main():
+    src, out_json = sys.argv[1], sys.argv[2]
+    meta = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    records = [json.loads(line) for line in open(src) if line.strip()]
+    order, rows = [], {}
+    for r in records:
+        key = r["workload"]
+        if key not in rows:
+            order.append(key)
+            rows[key] = {"label": r["label"], "unit": r["unit"], "better": r["better"], "variants": {}, "notes": []}
+        rows[key]["variants"][r["variant"]] = r
+        if r.get("note"):
+            rows[key]["notes"].append(f'{r["variant"]}: {r["note"]}')
+
+    header = ["workload", "native", "passthrough", "fallback", "bindfs", "pt/native", "fb/native", "bindfs/native", "fb/bindfs"]
+    table = []
+    for key in order:
+        row = rows[key]
+        v = row["variants"]
+        cells = [row["label"]]
+        for name in VARIANTS:
+            rec = v.get(name)
+            cells.append(fmt(rec.get("median"), row["unit"]) if rec else "")
+        s = {name: speed(v[name]) if name in v else None for name in VARIANTS}
+        cells += [ratio(s["passthrough"], s["native"]), ratio(s["fallback"], s["native"]),
+                  ratio(s["bindfs"], s["native"]), ratio(s["fallback"], s["bindfs"])]
+        table.append(cells)
+        for name, sp in s.items():
+            if name in v:
+                v[name]["speed_vs_native"] = (sp / s["native"]) if sp and s["native"] else None
+
+    widths = [max(len(str(c[i])) for c in [header] + table) for i in range(len(header))]
+    lines = ["| " + " | ".join(h.ljust(widths[i]) for i, h in enumerate(header)) + " |",
+             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    for c in table:
+        lines.append("| " + " | ".join(str(x).ljust(widths[i]) for i, x in enumerate(c)) + " |")
+    notes = [f"- {rows[k]['label']}: {n}" for k in order for n in rows[k]["notes"]]
+    text = "\n".join(lines)
+    if notes:
+        text += "\n\nNotes:\n" + "\n".join(notes)
+    print(text)
+    with open(out_json, "w") as f:
+        json.dump({"meta": meta, "workloads": [dict(workload=k, **rows[k]) for k in order]}, f, indent=2)
+    with open(out_json.rsplit(".", 1)[0] + ".md", "w") as f:
+        f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
