@@ -32,9 +32,9 @@ extension Library {
             let display = DisplayName.unique(DisplayName.sanitize(Array(name.utf8))) { c in
                 (try? Bool.fetchOne(taken, arguments: [c, rowID])) != nil
             }
-            let before = try ViewDelta.visibility(db, [rowID])
-            try db.execute(sql: "UPDATE assets SET owner_name = ?, display_name = ? WHERE rowid = ?", arguments: [name, display, rowID])
-            try ViewDelta.record(db, before: before, after: ViewDelta.visibility(db, [rowID]), updated: [rowID])
+            try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+                try db.execute(sql: "UPDATE assets SET owner_name = ?, display_name = ? WHERE rowid = ?", arguments: [name, display, rowID])
+            }
             try Library.record(db, "rename", app: app.rawValue, asset: rowID)
         }
     }

@@ -119,14 +119,14 @@ extension Library {
             let exists = try db.cachedStatement(sql: "SELECT strip_location FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
             var changed = 0
             let now = Library.now()
-            let before = try ViewDelta.visibility(db, assets.map(\.rowID))
-            defer { if changed > 0, let after = try? ViewDelta.visibility(db, assets.map(\.rowID)) { try? ViewDelta.record(db, before: before, after: after) } }
-            for a in assets {
-                let before = try Bool.fetchOne(exists, arguments: [app.rawValue, a.rowID])
-                if before == nil || (stripLocation && before == false) {
-                    try insert.execute(arguments: [app.rawValue, a.rowID, stripLocation, now])
-                    try Library.record(db, picked ? "pick" : "grant", app: app.rawValue, asset: a.rowID)
-                    changed += 1
+            try ViewDelta.tracking(db, assets.map(\.rowID)) {
+                for a in assets {
+                    let before = try Bool.fetchOne(exists, arguments: [app.rawValue, a.rowID])
+                    if before == nil || (stripLocation && before == false) {
+                        try insert.execute(arguments: [app.rawValue, a.rowID, stripLocation, now])
+                        try Library.record(db, picked ? "pick" : "grant", app: app.rawValue, asset: a.rowID)
+                        changed += 1
+                    }
                 }
             }
             return GrantOutcome(changed: changed, unchanged: assets.count - changed)
@@ -141,13 +141,13 @@ extension Library {
             let table = picked ? "picks" : "selections"
             let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
             var changed = 0
-            let before = try ViewDelta.visibility(db, assets.map(\.rowID))
-            defer { if changed > 0, let after = try? ViewDelta.visibility(db, assets.map(\.rowID)) { try? ViewDelta.record(db, before: before, after: after) } }
-            for a in assets {
-                try delete.execute(arguments: [app.rawValue, a.rowID])
-                if db.changesCount > 0 {
-                    changed += 1
-                    try Library.record(db, picked ? "unpick" : "revoke", app: app.rawValue, asset: a.rowID)
+            try ViewDelta.tracking(db, assets.map(\.rowID)) {
+                for a in assets {
+                    try delete.execute(arguments: [app.rawValue, a.rowID])
+                    if db.changesCount > 0 {
+                        changed += 1
+                        try Library.record(db, picked ? "unpick" : "revoke", app: app.rawValue, asset: a.rowID)
+                    }
                 }
             }
             return GrantOutcome(changed: changed, unchanged: assets.count - changed)
@@ -162,13 +162,13 @@ extension Library {
             var n = 0
             var touched = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM selections WHERE app_id = ?", arguments: [app.rawValue])
             if includePicked { touched += try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM picks WHERE app_id = ?", arguments: [app.rawValue]) }
-            let before = try ViewDelta.visibility(db, touched)
-            defer { if n > 0, let after = try? ViewDelta.visibility(db, touched) { try? ViewDelta.record(db, before: before, after: after) } }
-            for (table, kind) in [("selections", "revoke"), ("picks", "unpick")] where table == "selections" || includePicked {
-                let rows = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
-                try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
-                for r in rows { try Library.record(db, kind, app: app.rawValue, asset: r) }
-                n += rows.count
+            try ViewDelta.tracking(db, touched) {
+                for (table, kind) in [("selections", "revoke"), ("picks", "unpick")] where table == "selections" || includePicked {
+                    let rows = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
+                    try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
+                    for r in rows { try Library.record(db, kind, app: app.rawValue, asset: r) }
+                    n += rows.count
+                }
             }
             return n
         }
@@ -304,11 +304,11 @@ extension Library {
     /// Moves assets to Recently Deleted.
     public func moveToTrash(rowIDs: [Int64], by app: AppID? = nil) throws {
         try write { db in
-            let before = try ViewDelta.visibility(db, rowIDs)
-            defer { if let after = try? ViewDelta.visibility(db, rowIDs) { try? ViewDelta.record(db, before: before, after: after) } }
-            for r in rowIDs {
-                try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), r])
-                if db.changesCount > 0 { try Library.record(db, "trash", app: app?.rawValue, asset: r) }
+            try ViewDelta.tracking(db, rowIDs) {
+                for r in rowIDs {
+                    try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), r])
+                    if db.changesCount > 0 { try Library.record(db, "trash", app: app?.rawValue, asset: r) }
+                }
             }
         }
     }
@@ -321,11 +321,11 @@ extension Library {
             if !notTrashed.isEmpty {
                 throw LibraryError.conflict("not in Recently Deleted: \(notTrashed.map { "'\($0.displayName)'" }.joined(separator: ", ")); nothing was changed")
             }
-            let before = try ViewDelta.visibility(db, assets.map(\.rowID))
-            defer { if let after = try? ViewDelta.visibility(db, assets.map(\.rowID)) { try? ViewDelta.record(db, before: before, after: after) } }
-            for a in assets {
-                try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [a.rowID])
-                try Library.record(db, "restore", asset: a.rowID)
+            try ViewDelta.tracking(db, assets.map(\.rowID)) {
+                for a in assets {
+                    try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [a.rowID])
+                    try Library.record(db, "restore", asset: a.rowID)
+                }
             }
             return assets
         }

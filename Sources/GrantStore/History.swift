@@ -84,6 +84,15 @@ struct ViewDelta {
         if wrote { try prune(db) }
     }
 
+    /// Runs a change to these assets and records what it did to every app's view. Errors
+    /// propagate, so a change and its history commit or roll back together.
+    static func tracking<T>(_ db: Database, _ rowIDs: [Int64], updated: Set<Int64> = [], _ body: () throws -> T) throws -> T {
+        let before = try visibility(db, rowIDs)
+        let result = try body()
+        try record(db, before: before, after: visibility(db, rowIDs), updated: updated)
+        return result
+    }
+
     static func recordStatus(_ db: Database, app: String, detail: String) throws {
         try db.execute(sql: "INSERT INTO app_changes (app_id, at, kind, detail) VALUES (?, ?, 'status', ?)",
                        arguments: [app, Library.now(), detail])
