@@ -20,6 +20,10 @@ struct ViewTable {
         #expect(listing(mp + "/Albums") == ["Trip"])
         #expect(listing(mp + "/Albums/Trip") == ["a.jpg", "b.jpg"])
         #expect(listing(mp + "/Shared/Family") == ["s.jpg"])
+        // find walks the whole view: top level, albums and shared albums.
+        let found = try TestSupport.run("find", [mp, "-name", "*.jpg", "-type", "f"]).stdout
+            .split(separator: "\n").map { String($0.dropFirst(mp.count + 1)) }.sorted()
+        #expect(found == ["Albums/Trip/a.jpg", "Albums/Trip/b.jpg", "Shared/Family/s.jpg", "a.jpg", "b.jpg", "s.jpg"])
         // Same bytes as the original, through cat-like reads.
         let src = try #require(f.assetsJSON().first { $0["name"] as? String == "a.jpg" })
         #expect(readAll(mp + "/a.jpg")?.count == src["size"] as? Int)
