@@ -6,6 +6,7 @@ public enum AppChangeKind: String, Sendable, Codable { case inserted, removed, u
 
 /// One entry of an app's persistent change history.
 public struct AppChange: Equatable, Sendable {
+    /// Counts this app's entries only (1, 2, 3...): it says nothing about other apps' activity.
     public var token: Int64
     public var kind: AppChangeKind
     public var name: String?
@@ -111,9 +112,9 @@ struct ViewDelta {
                                     arguments: [limit + limit / 10])
         for r in over {
             let app: String = r[0]
-            guard let cut = try Int64.fetchOne(db, sql: "SELECT token FROM app_changes WHERE app_id = ? ORDER BY token DESC LIMIT 1 OFFSET ?",
+            guard let cut = try Int64.fetchOne(db, sql: "SELECT app_seq FROM app_changes WHERE app_id = ? ORDER BY app_seq DESC LIMIT 1 OFFSET ?",
                                                arguments: [app, limit]) else { continue }
-            try db.execute(sql: "DELETE FROM app_changes WHERE app_id = ? AND token <= ?", arguments: [app, cut])
+            try db.execute(sql: "DELETE FROM app_changes WHERE app_id = ? AND app_seq <= ?", arguments: [app, cut])
             try db.execute(sql: """
                 INSERT INTO app_history (app_id, pruned_through) VALUES (?, ?)
                 ON CONFLICT (app_id) DO UPDATE SET pruned_through = MAX(pruned_through, excluded.pruned_through)
@@ -125,7 +126,7 @@ struct ViewDelta {
 extension Library {
     /// The newest history token of an app (0 if none).
     public func latestChangeToken(_ app: AppID) throws -> Int64 {
-        try read { db in try Int64.fetchOne(db, sql: "SELECT max(token) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? 0 }
+        try read { db in try Int64.fetchOne(db, sql: "SELECT max(app_seq) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? 0 }
     }
 
     /// The app's change history after `since` (0: everything retained).
@@ -135,15 +136,15 @@ extension Library {
             let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM app_history WHERE app_id = ?", arguments: [app.rawValue]) ?? 0
             if since < pruned { return .expired(oldestValid: pruned) }
             let rows = try Row.fetchAll(db, sql: """
-                SELECT c.token, c.kind, c.name, a.id, c.detail, c.at FROM app_changes c
+                SELECT c.app_seq, c.kind, c.name, a.id, c.detail, c.at FROM app_changes c
                 LEFT JOIN assets a ON a.rowid = c.asset_rowid
-                WHERE c.app_id = ? AND c.token > ? ORDER BY c.token LIMIT ?
+                WHERE c.app_id = ? AND c.app_seq > ? ORDER BY c.app_seq LIMIT ?
                 """, arguments: [app.rawValue, since, limit])
             let changes = rows.map { r in
                 AppChange(token: r[0], kind: AppChangeKind(rawValue: r[1]) ?? .updated, name: r[2], assetID: r[3], detail: r[4],
                           date: Date(timeIntervalSince1970: r[5]))
             }
-            let latest = try Int64.fetchOne(db, sql: "SELECT max(token) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? since
+            let latest = try Int64.fetchOne(db, sql: "SELECT max(app_seq) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? since
             return .changes(changes, latest: max(latest, since))
         }
     }

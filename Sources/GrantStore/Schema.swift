@@ -91,6 +91,7 @@ enum Schema {
                 """)
         }
         registerV2(&m)
+        registerV3(&m)
         return m
     }
 }
@@ -116,6 +117,29 @@ extension Schema {
                     app_id TEXT PRIMARY KEY NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
                     pruned_through INTEGER NOT NULL DEFAULT 0
                 );
+                """)
+        }
+    }
+}
+
+extension Schema {
+    /// v3: history tokens count per app. A global sequence told an app how much happened in other
+    /// apps' views between two of its own changes; `app_seq` numbers each app's entries 1, 2, 3...
+    /// and is what every public token is. A trigger assigns it, so no writer can forget.
+    static func registerV3(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v3-per-app-tokens") { db in
+            try db.execute(sql: """
+                ALTER TABLE app_changes ADD COLUMN app_seq INTEGER;
+                UPDATE app_changes SET app_seq = (SELECT count(*) FROM app_changes c
+                                                  WHERE c.app_id = app_changes.app_id AND c.token <= app_changes.token);
+                UPDATE app_history SET pruned_through = COALESCE(
+                    (SELECT min(app_seq) - 1 FROM app_changes c WHERE c.app_id = app_history.app_id), 0);
+                CREATE UNIQUE INDEX app_changes_by_app_seq ON app_changes(app_id, app_seq);
+                CREATE TRIGGER app_changes_number AFTER INSERT ON app_changes WHEN NEW.app_seq IS NULL
+                BEGIN
+                    UPDATE app_changes SET app_seq = (SELECT COALESCE(max(app_seq), 0) + 1 FROM app_changes WHERE app_id = NEW.app_id)
+                    WHERE token = NEW.token;
+                END;
                 """)
         }
     }

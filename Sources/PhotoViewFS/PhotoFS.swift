@@ -68,6 +68,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let invalidatorBox = Mutex<Invalidator?>(nil)
     let redactionCache = Mutex<[Int64: RedactionResult]>([:])
     let feed: Mutex<ChangeFeed>
+    /// Bytes of the assets in the view, for statfs (computed per refresh, never per request).
+    let viewBytes: Atomic<UInt64>
     public let uid: UInt32
     public let gid: UInt32
     let log: @Sendable (String) -> Void
@@ -86,7 +88,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         try library.registerApp(app)
         writer = try StoreWriter(library: library, purpose: "mount")
         let snapshot = try library.view(for: app, access: access)
-        model = Mutex(ViewModel(snapshot: snapshot, library: library))
+        let initial = ViewModel(snapshot: snapshot, library: library)
+        viewBytes = Atomic(PhotoFS.totalBytes(initial))
+        model = Mutex(initial)
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))
         uid = getuid()
         gid = getgid()
@@ -112,6 +116,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return
         }
         let new = ViewModel(snapshot: snapshot, library: library)
+        viewBytes.store(PhotoFS.totalBytes(new), ordering: .relaxed)
         let old = model.withLock { m -> ViewModel in
             let o = m
             m = new
@@ -854,13 +859,15 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         refresh(handled: [row])
     }
 
+    static func totalBytes(_ m: ViewModel) -> UInt64 { m.nodes.values.reduce(UInt64(0)) { $0 + $1.size } }
+
     public func statfs(_ inode: Inode) throws(Errno) -> StatFS {
         var st = statvfs()
         guard statvfs(library.paths.store, &st) == 0 else { return StatFS() }
         // Report free space as it is, but "used" as only what this view shows: the disk's other
         // contents (hidden assets among them) are none of the app's business.
         let bsize = UInt64(st.f_frsize)
-        let visibleBytes = model.withLock { m in m.nodes.values.reduce(UInt64(0)) { $0 + $1.size } }
+        let visibleBytes = viewBytes.load(ordering: .relaxed)
         let avail = UInt64(st.f_bavail)
         let used = (visibleBytes + bsize - 1) / bsize
         return StatFS(blockSize: bsize, blocks: avail + used, blocksFree: avail, blocksAvailable: avail,

@@ -295,3 +295,26 @@ let camera = AppID("org.example.Camera")!
         #expect(try t.library.grants(editor).count == 20)
     }
 }
+
+@Suite(.serialized) struct HistoryTokens {
+    /// Tokens count one app's entries only: another app's activity must not move them, or an app
+    /// could watch what happens in views it cannot see.
+    @Test func tokensArePerAppAndRevealNothingAboutOtherApps() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg", "b.jpg", "c.jpg"])
+        let other = AppID("org.example.Other")!
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let start = try t.library.latestChangeToken(editor)
+        try t.library.authorize(other, access: .readWrite, status: .limited)
+        try t.library.grant(other, ["a.jpg", "b.jpg", "c.jpg"])
+        try t.library.revoke(other, ["b.jpg"])
+        #expect(try t.library.latestChangeToken(editor) == start)
+        try t.library.grant(editor, ["c.jpg"])
+        guard case .changes(let list, let latest) = try t.library.changes(editor, since: start) else {
+            Issue.record("expired"); return
+        }
+        #expect(list.map(\.token) == [start + 1])
+        #expect(latest == start + 1)
+        #expect(list.first?.name == "c.jpg")
+    }
+}
