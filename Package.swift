@@ -3,6 +3,7 @@ import PackageDescription
 
 // Module map (see README "Architecture"):
 //   CFuse3       system library target for libfuse3 (module map + shim header only)
+//   CCrypto      system library target for OpenSSL's libcrypto (SHA-256 with the CPU's SHA extensions)
 //   FUSE         small safe wrapper over the low-level libfuse API; knows nothing about photos
 //   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift)
 //   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
@@ -25,9 +26,12 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        // No pkgConfig: libcrypto.pc names -L/usr/lib/<triplet>, which would put Debian's older
+        // libfuse3 ahead of the one scripts/setup builds into .deps/fuse3.
+        .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CSystem"),
         .target(name: "FUSE", dependencies: ["CFuse3"]),
-        .target(name: "PhotoLibrary"),
+        .target(name: "PhotoLibrary", dependencies: ["CCrypto"]),
         .target(name: "Redaction"),
         .target(
             name: "GrantStore",

@@ -159,7 +159,7 @@ public final class Importer {
             Glibc.close(out)
             if !ok { unlink(temp) }
         }
-        var h = SHA256()
+        let h = SHA256()
         let chunk = 1 << 20
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buf.deallocate() }

@@ -150,7 +150,7 @@ public final class StoreWriter: @unchecked Sendable {
 
     /// Hashes a file from its start (SHA-256, "sha256:<hex>").
     public static func hash(fd: Int32, size: UInt64) throws -> String {
-        var h = SHA256()
+        let h = SHA256()
         let chunk = 1 << 20
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buf.deallocate() }

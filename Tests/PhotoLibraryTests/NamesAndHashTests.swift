@@ -61,7 +61,7 @@ import Testing
     @Test func sha256StreamingEqualsOneShot() {
         let data = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         for split in [1, 63, 64, 65, 4097] {
-            var h = SHA256()
+            let h = SHA256()
             var i = 0
             while i < data.count { let j = min(i + split, data.count); h.update(Array(data[i..<j])); i = j }
             #expect(h.finalize() == SHA256.hash(data))
