@@ -53,6 +53,7 @@ let package = Package(
         .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "TestSupport"]),
         .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "TestSupport"]),
+        .testTarget(name: "PhotoViewFSTests", dependencies: ["PhotoViewFS", "GrantStore", "PhotoLibrary", "TestSupport"]),
         .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport"]),
         .target(name: "CSysShims", path: "Tests/CSysShims"),
         .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims", "GrantStore", "PhotoLibrary"]),

@@ -94,6 +94,10 @@ public struct ViewRows: Sendable {
     var ends: [UInt32] = []
     /// View names that differ from the display name (the app's own names), by row index.
     var renamed: [Int: String] = [:]
+    /// Rows whose view name is not their natural name (the app's own name for its assets, else
+    /// the display name) because two natural names collided. While this is 0 a change to a few
+    /// rows can be applied on its own; otherwise only a whole recomputation names them right.
+    public internal(set) var unsettledNames = 0
 
     public var count: Int { rowIDs.count }
 
@@ -211,11 +215,14 @@ extension Library {
         }
     }
 
-    static func view(_ db: Database, app: AppRecord, access: AccessLevel) throws -> ViewSnapshot {
+    /// `only`: compute just these rows (sorted row ids) and leave names unsettled and albums
+    /// unfiltered (every member), for `viewUpdate`.
+    static func view(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]? = nil,
+                     withAlbums: Bool = true) throws -> ViewSnapshot {
         let policy = ViewPolicy(access: access, status: app.status(for: access))
         let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let cols = assetColumns.split(separator: ",").map { "a." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
-        let candidates: String
+        var candidates: String
         switch policy.scope {
         case .everything: candidates = "a.trashed_at IS NULL"
         case .limited:
@@ -225,6 +232,9 @@ extension Library {
                 """
         case .pickedOnly: candidates = "a.trashed_at IS NULL AND a.rowid IN (SELECT asset_rowid FROM picks WHERE app_id = :app)"
         case .nothing: candidates = "0"
+        }
+        if let only {
+            candidates += only.isEmpty ? " AND 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
         }
         // Read with the SQLite C API straight into columns: no Row, no String per value (a mount
         // of a million assets reads them all).
@@ -287,7 +297,7 @@ extension Library {
                                capture: sqlite3_column_double(h, 8), added: sqlite3_column_double(h, 9),
                                trashed: trashed ? sqlite3_column_double(h, 13) : 0, flags: f)
         }
-        if needsNaming {
+        if needsNaming && only == nil {
             let items = (0..<rows.count).map { i in
                 ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!,
                                 ownName: rows.flags[i].contains(.owned) ? rows.text(.ownerName, i) : nil)
@@ -296,16 +306,17 @@ extension Library {
             for item in items where names[item.key] != nil && names[item.key] != item.displayName {
                 rows.renamed[Int(item.key)] = names[item.key]
             }
+            rows.unsettledNames = items.count { names[$0.key] != ($0.ownName ?? $0.displayName) }
         }
         // display names are unique and never reserved: without own names there is nothing to settle
         var albums: [ViewAlbum] = []
-        if policy.showsAlbums {
+        if policy.showsAlbums && withAlbums {
             let albumRows = try Row.fetchAll(db, sql: "SELECT id, name, kind FROM albums ORDER BY kind, name")
             var members: [Int64: [Int64]] = [:]
             let pairs = try Row.fetchCursor(db, sql: "SELECT album_id, asset_rowid FROM album_assets ORDER BY album_id, asset_rowid")
             while let p = try pairs.next() {
                 let asset: Int64 = p[1]
-                if rows.index(ofRowID: asset) != nil { members[p[0], default: []].append(asset) }
+                if only != nil || rows.index(ofRowID: asset) != nil { members[p[0], default: []].append(asset) }
             }
             for r in albumRows {
                 albums.append(ViewAlbum(name: r[1], isShared: (r[2] as String) == "shared", members: members[r[0]] ?? []))

@@ -89,7 +89,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         writer = try StoreWriter(library: library, purpose: "mount")
         let snapshot = try library.view(for: app, access: access)
         let initial = ViewModel(snapshot: snapshot, library: library)
-        viewBytes = Atomic(PhotoFS.totalBytes(initial))
+        viewBytes = Atomic(initial.totalBytes)
         model = Mutex(initial)
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))
         uid = getuid()
@@ -101,32 +101,73 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     // MARK: refresh
 
-    /// Re-reads the view from the database and invalidates what changed in the kernel's caches.
+    /// Catches the view up with the library and invalidates what changed in the kernel's caches.
+    /// A change to a few assets is read and applied row by row (O(changes)); anything else
+    /// (status or options, thousands of changes, colliding names) recomputes the whole view.
     /// `handled` are assets whose name changes this mount made itself through a syscall (unlink,
     /// rename): the kernel already updated its dentries for those, and notifying again would take
     /// the directory lock that syscall may still hold.
     public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = []) {
         refreshLock.lock()
         defer { refreshLock.unlock() }
-        let snapshot: ViewSnapshot
+        let (seq, app, mustRebuild) = model.withLock { m in
+            // Tombstones pile up under patches: compact by rebuilding once they are a quarter.
+            (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount)
+        }
+        let update: ViewUpdate
         do {
-            snapshot = try library.view(for: appID, access: access)
+            update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild)
         } catch {
             log("refresh failed: \(error)")
             return
         }
+        if case .patch(let patch) = update {
+            let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel)? in
+                let oldAlbums = m.albums, oldShared = m.shared
+                guard let d = m.apply(patch) else { return nil }
+                return (d, oldAlbums, oldShared, m)
+            }
+            if let (diff, oldAlbums, oldShared, now) = applied {
+                viewBytes.store(now.totalBytes, ordering: .relaxed)
+                // Inodes of rows before the patch: dropped ones are in the diff, the rest did not change.
+                var gone: [Int64: Inode] = [:]
+                for n in diff.removed { gone[n.rowID] = n.ino }
+                settle(diff, oldPolicy: now.policy, oldAlbums: oldAlbums, oldShared: oldShared, new: now,
+                       oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums)
+                return
+            }
+        }
+        // A whole recomputation: the update's, or a fresh one when the patch did not apply.
+        let snapshot: ViewSnapshot
+        if case .full(let s) = update {
+            snapshot = s
+        } else {
+            do { snapshot = try library.view(for: appID, access: access) } catch {
+                log("refresh failed: \(error)")
+                return
+            }
+        }
         let new = ViewModel(snapshot: snapshot, library: library)
-        viewBytes.store(PhotoFS.totalBytes(new), ordering: .relaxed)
+        viewBytes.store(new.totalBytes, ordering: .relaxed)
         let old = model.withLock { m -> ViewModel in
             let o = m
             m = new
             return o
         }
         let diff = ViewModel.diff(old, new)
+        settle(diff, oldPolicy: old.policy, oldAlbums: old.albums, oldShared: old.shared, new: new,
+               oldIno: { old.nodes[$0]?.ino }, handled: handled, handledAlbums: handledAlbums)
+    }
+
+    /// After a model changed: forgets cached redactions of changed assets, tells the kernel, and
+    /// feeds `.photogate/changes`.
+    private func settle(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
+                        new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
         if !diff.updated.isEmpty || !diff.inserted.isEmpty {
             redactionCache.withLock { c in for n in diff.updated + diff.inserted { c[n.rowID] = nil } }
         }
-        invalidate(diff, old: old, new: new, handled: handled, handledAlbums: handledAlbums)
+        invalidate(diff, oldPolicy: oldPolicy, oldAlbums: oldAlbums, oldShared: oldShared, new: new, oldIno: oldIno,
+                   handled: handled, handledAlbums: handledAlbums)
         pullFeed()
     }
 
@@ -147,7 +188,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// Tells the kernel what changed. Names that appear need nothing (a failed lookup is never
     /// cached); names that go away are deleted from the kernel's cache (which also wakes inotify
     /// watchers of the file); changed files drop their cached attributes and pages.
-    func invalidate(_ diff: ViewModel.Diff, old: ViewModel, new: ViewModel, handled: Set<Int64>, handledAlbums: Set<String>) {
+    func invalidate(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
+                    new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
         guard let inv = invalidator, !diff.isEmpty else { return }
         for n in diff.removed where !handled.contains(n.rowID) {
             inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
@@ -155,20 +197,20 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         for n in diff.updated {
             inv.invalidateInode(n.ino, offset: 0, length: 0)
         }
-        guard old.policy.showsAlbums else { return }
+        guard oldPolicy.showsAlbums else { return }
         if !new.policy.showsAlbums {
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.shared, name: Array("Shared".utf8))
             return
         }
-        for (parent, olds, news) in [(FixedInode.albums, old.albums, new.albums), (FixedInode.shared, old.shared, new.shared)] {
+        for (parent, olds, news) in [(FixedInode.albums, oldAlbums, new.albums), (FixedInode.shared, oldShared, new.shared)] {
             for (name, a) in olds {
                 guard let now = news[name] else {
                     if !handledAlbums.contains(name) { inv.notifyDelete(parent: parent, child: a.ino, name: Array(name.utf8)) }
                     continue
                 }
                 for (member, r) in a.byName where now.byName[member] != r {
-                    if let n = old.nodes[r] { inv.notifyDelete(parent: a.ino, child: n.ino, name: Array(member.utf8)) }
+                    if let ino = oldIno(r) { inv.notifyDelete(parent: a.ino, child: ino, name: Array(member.utf8)) }
                 }
             }
         }
@@ -859,7 +901,6 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         refresh(handled: [row])
     }
 
-    static func totalBytes(_ m: ViewModel) -> UInt64 { m.nodes.values.reduce(UInt64(0)) { $0 + $1.size } }
 
     public func statfs(_ inode: Inode) throws(Errno) -> StatFS {
         var st = statvfs()

@@ -44,23 +44,28 @@ struct AlbumNode: Sendable {
 /// The visible assets of a mount, compactly: numbers in arrays, the id, name and path of each in
 /// one byte arena, and open-addressing tables from row id, name and inode to an index. A million
 /// assets take ~140 MB here (a dictionary of `AssetNode`s took ~450 MB and seconds to build).
-/// Immutable once built, so copies of the model share it.
-final class NodeStore: Sendable {
-    let rowIDs: [Int64]
-    let inos: [UInt64]
-    let sizes: [UInt64]
-    let mtimes: [Int]
-    let ctimes: [Int]
-    let bits: [UInt8]
+/// Mutated only in place under the mount's model lock (`ViewModel.apply`): removed rows become
+/// tombstones (dropped from the tables) and new rows are appended; a full refresh builds a new
+/// store, which also compacts.
+final class NodeStore: @unchecked Sendable {
+    private(set) var rowIDs: [Int64]
+    private(set) var inos: [UInt64]
+    private(set) var sizes: [UInt64]
+    private(set) var mtimes: [Int]
+    private(set) var ctimes: [Int]
+    private(set) var bits: [UInt8]
     /// id, name, path of each node (path relative to `storeRoot` when `inStore`).
-    let text: [UInt8]
-    let ends: [UInt32]
+    private(set) var text: [UInt8]
+    private(set) var ends: [UInt32]
     let storeRoot: String
-    let byRow: IndexTable
-    let byName: IndexTable
-    let byIno: IndexTable
+    private(set) var byRow: IndexTable
+    private(set) var byName: IndexTable
+    private(set) var byIno: IndexTable
+    /// Tombstoned slots.
+    private(set) var deadCount = 0
 
     static let strip: UInt8 = 1, owned: UInt8 = 2, shared: UInt8 = 4, selected: UInt8 = 8, picked: UInt8 = 16, inStore: UInt8 = 32
+    static let dead: UInt8 = 128
 
     init(rowIDs: [Int64], inos: [UInt64], sizes: [UInt64], mtimes: [Int], ctimes: [Int], bits: [UInt8], text: [UInt8],
          ends: [UInt32], storeRoot: String, byRow: IndexTable, byName: IndexTable, byIno: IndexTable) {
@@ -69,11 +74,68 @@ final class NodeStore: Sendable {
         self.byRow = byRow; self.byName = byName; self.byIno = byIno
     }
 
-    static let empty = NodeStore(rowIDs: [], inos: [], sizes: [], mtimes: [], ctimes: [], bits: [], text: [], ends: [],
-                                 storeRoot: "", byRow: IndexTable(capacity: 0), byName: IndexTable(capacity: 0),
-                                 byIno: IndexTable(capacity: 0))
+    static var empty: NodeStore {
+        NodeStore(rowIDs: [], inos: [], sizes: [], mtimes: [], ctimes: [], bits: [], text: [], ends: [],
+                  storeRoot: "", byRow: IndexTable(capacity: 0), byName: IndexTable(capacity: 0), byIno: IndexTable(capacity: 0))
+    }
 
-    var count: Int { rowIDs.count }
+    /// Live nodes.
+    var count: Int { rowIDs.count - deadCount }
+    /// Slots, live or not: iterate `0..<slotCount` and skip `!isLive`.
+    var slotCount: Int { rowIDs.count }
+    @inline(__always) func isLive(_ i: Int) -> Bool { bits[i] & NodeStore.dead == 0 }
+    var liveIndices: LazyFilterSequence<Range<Int>> { (0..<slotCount).lazy.filter { self.bits[$0] & NodeStore.dead == 0 } }
+
+    /// Appends a node and indexes it. The caller has checked that its row id, name and inode
+    /// are free.
+    func append(rowID: Int64, ino: UInt64, size: UInt64, mtime: Int, ctime: Int, bits b: UInt8,
+                id: UnsafeBufferPointer<UInt8>, name: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>) {
+        if (slotCount + 1) * 2 > byRow.capacity { rebuildTables(capacity: max(16, slotCount * 2)) }
+        let index = Int32(slotCount)
+        for field in [id, name, path] {
+            text.append(contentsOf: field)
+            ends.append(UInt32(text.count))
+        }
+        rowIDs.append(rowID); inos.append(ino); sizes.append(size); mtimes.append(mtime); ctimes.append(ctime); bits.append(b)
+        addToTables(slot: index)
+    }
+
+    /// Tombstones a live slot and drops it from the tables.
+    func remove(_ i: Int) {
+        guard isLive(i) else { return }
+        let v = Int32(i)
+        byRow.remove(NodeStore.mix(UInt64(bitPattern: rowIDs[i])), v) { NodeStore.mix(UInt64(bitPattern: self.rowIDs[Int($0)])) }
+        byIno.remove(NodeStore.mix(inos[i]), v) { NodeStore.mix(self.inos[Int($0)]) }
+        byName.remove(nameHash(slot: i), v) { self.nameHash(slot: Int($0)) }
+        bits[i] |= NodeStore.dead
+        deadCount += 1
+    }
+
+    private func nameHash(slot i: Int) -> Int {
+        let r = NodeStore.bounds(ends, i, 1)
+        return text.withUnsafeBufferPointer { NodeStore.nameHash(UnsafeBufferPointer(rebasing: $0[r])) }
+    }
+
+    private func addToTables(slot index: Int32) {
+        let i = Int(index)
+        let rowID = rowIDs[i], ino = inos[i]
+        byRow.insert(NodeStore.mix(UInt64(bitPattern: rowID)), index) { self.rowIDs[Int($0)] == rowID }
+        byIno.insert(NodeStore.mix(ino), index) { self.inos[Int($0)] == ino }
+        let nameRange = NodeStore.bounds(ends, i, 1)
+        let ends = self.ends
+        text.withUnsafeBufferPointer { t in
+            let q = UnsafeBufferPointer(rebasing: t[nameRange])
+            byName.insert(NodeStore.nameHash(q), index) { v in
+                let o = NodeStore.bounds(ends, Int(v), 1)
+                return o.count == q.count && (q.isEmpty || memcmp(t.baseAddress! + o.lowerBound, q.baseAddress!, q.count) == 0)
+            }
+        }
+    }
+
+    private func rebuildTables(capacity: Int) {
+        byRow = IndexTable(capacity: capacity); byName = IndexTable(capacity: capacity); byIno = IndexTable(capacity: capacity)
+        for i in 0..<slotCount where isLive(i) { addToTables(slot: Int32(i)) }
+    }
 
     @inline(__always) static func bounds(_ ends: [UInt32], _ i: Int, _ field: Int) -> Range<Int> {
         let k = i * 3 + field
@@ -143,6 +205,8 @@ struct IndexTable: Sendable {
     private(set) var slots: [Int32]
     private let mask: Int
 
+    var capacity: Int { slots.count }
+
     init(capacity n: Int) {
         var size = 16
         while size < n * 2 { size <<= 1 }
@@ -171,6 +235,27 @@ struct IndexTable: Sendable {
         }
     }
 
+    /// Removes `value` (found from its key's hash), shifting later entries of its probe run back
+    /// so lookups never stop early. `home` is the hash of the entry in a slot.
+    mutating func remove(_ hash: Int, _ value: Int32, home: (Int32) -> Int) {
+        var i = hash & mask
+        while slots[i] != value {
+            if slots[i] < 0 { return }
+            i = (i + 1) & mask
+        }
+        var j = i
+        while true {
+            j = (j + 1) & mask
+            let v = slots[j]
+            if v < 0 { break }
+            let k = home(v) & mask
+            // Leave v where it is if its home lies cyclically in (i, j]; else move it into the hole.
+            let stays = i <= j ? (i < k && k <= j) : (i < k || k <= j)
+            if !stays { slots[i] = v; i = j }
+        }
+        slots[i] = -1
+    }
+
     /// Stores `value` for the key: replaces the entry `isMatch` finds, else takes an empty slot.
     mutating func insert(_ hash: Int, _ value: Int32, _ isMatch: (Int32) -> Bool) {
         var i = hash & mask
@@ -188,12 +273,13 @@ struct NodeTable: Sendable, Sequence {
     subscript(rowID: Int64) -> AssetNode? { store.index(ofRow: rowID).map(store.node) }
     var count: Int { store.count }
     var isEmpty: Bool { store.count == 0 }
-    var values: LazyMapSequence<Range<Int>, AssetNode> { (0..<store.count).lazy.map(store.node) }
+    var values: LazyMapSequence<LazyFilterSequence<Range<Int>>, AssetNode> { store.liveIndices.map(store.node) }
     func makeIterator() -> AnyIterator<(key: Int64, value: AssetNode)> {
         var i = 0
         let s = store
         return AnyIterator {
-            guard i < s.count else { return nil }
+            while i < s.slotCount && !s.isLive(i) { i += 1 }
+            guard i < s.slotCount else { return nil }
             defer { i += 1 }
             return (s.rowIDs[i], s.node(i))
         }
@@ -212,8 +298,9 @@ struct InodeIndex: Sendable {
     subscript(ino: Inode) -> Int64? { store.index(ofIno: ino).map { store.rowIDs[$0] } }
 }
 
-/// The immutable in-memory picture of one app's view. Handlers read it under a lock; a refresh
-/// builds a new one from the database and swaps it in, then invalidates what changed.
+/// The in-memory picture of one app's view. Handlers read it under a lock. A refresh either
+/// builds a new one from the database and swaps it in, or, for a change to a few assets, patches
+/// it in place under the lock (`apply`); then it invalidates what changed.
 struct ViewModel: Sendable {
     var app: AppRecord
     var access: AccessLevel
@@ -228,6 +315,10 @@ struct ViewModel: Sendable {
     var shared: [String: AlbumNode] = [:]
     var albumByIno: [Inode: (shared: Bool, name: String)] = [:]
     var seq: Int64 = 0
+    /// Rows named other than naturally (see `ViewRows.unsettledNames`): patches need 0.
+    var unsettledNames = 0
+    /// Bytes of the visible assets (statfs).
+    var totalBytes: UInt64 = 0
 
     /// Inode numbers: keyed by the app's secret so they are stable across remounts of one app,
     /// differ between apps, and say nothing about the library. A redacted view of an asset is a
@@ -246,6 +337,7 @@ struct ViewModel: Sendable {
         access = s.access
         policy = s.policy
         seq = s.changeSeq
+        unsettledNames = s.rows.unsettledNames
         let key = s.app.inodeKey
         let r = s.rows
         let n = r.count
@@ -313,8 +405,16 @@ struct ViewModel: Sendable {
         for i in order.indices.dropFirst() where order[i] < order[i - 1] { sorted = false; break }
         if !sorted { order.sort { $0 < $1 } }
         listing = order.map(\.1)
+        totalBytes = sizes.reduce(0, &+)
+        setAlbums(s.albums)
+    }
+
+    /// Albums with only their visible members.
+    mutating func setAlbums(_ list: [ViewAlbum]) {
+        albums = [:]; shared = [:]; albumByIno = [:]
+        let key = app.inodeKey
         let st = store
-        for album in s.albums {
+        for album in list {
             let ino = ViewModel.inode(key: key, (album.isShared ? "shared/" : "album/") + album.name)
             var byName: [String: Int64] = [:]
             var members: [Int64] = []
@@ -351,7 +451,7 @@ struct ViewModel: Sendable {
         var d = Diff()
         let o = old.store, n = new.store
         // Compare the compact columns; build nodes only for what differs.
-        for i in 0..<o.count {
+        for i in o.liveIndices {
             let r = o.rowIDs[i]
             guard let j = n.index(ofRow: r) else { d.removed.append(o.node(i)); continue }
             let same = o.inos[i] == n.inos[j] && o.sizes[i] == n.sizes[j] && o.mtimes[i] == n.mtimes[j]
@@ -363,10 +463,130 @@ struct ViewModel: Sendable {
                 if m.ino != a.ino || m.name != a.name { d.removed.append(a); d.inserted.append(m) } else { d.updated.append(m) }
             }
         }
-        for j in 0..<n.count where o.index(ofRow: n.rowIDs[j]) == nil { d.inserted.append(n.node(j)) }
+        for j in n.liveIndices where o.index(ofRow: n.rowIDs[j]) == nil { d.inserted.append(n.node(j)) }
         let oldAlbums = old.albums.mapValues(\.listing), newAlbums = new.albums.mapValues(\.listing)
         let oldShared = old.shared.mapValues(\.listing), newShared = new.shared.mapValues(\.listing)
         d.albumsChanged = oldAlbums != newAlbums || oldShared != newShared || old.policy != new.policy
+        return d
+    }
+}
+
+extension ViewModel {
+    /// Applies a patch in place and returns what changed. Returns nil, and leaves the model
+    /// untouched, when applying it row by row could differ from a full recomputation: names
+    /// settled by a collision, a new name or inode that collides, or a reserved name. The caller
+    /// then recomputes everything.
+    mutating func apply(_ p: ViewPatch) -> Diff? {
+        guard unsettledNames == 0 else { return nil }
+        let r = p.rows
+        let st = store
+        let key = app.inodeKey
+        let affected = Set(p.affected)
+        // The new nodes, checked before anything changes.
+        var news: [Int64: AssetNode] = [:]
+        var newBits: [Int64: UInt8] = [:]
+        var names = Set<String>(), inodes = Set<UInt64>()
+        for i in 0..<r.count {
+            let rowID = r.rowIDs[i]
+            guard affected.contains(rowID) else { return nil }
+            let f = r.flags[i]
+            let owned = f.contains(.owned)
+            let name = owned && !f.contains(.ownerNameNull) ? r.text(.ownerName, i)! : r.text(.displayName, i)!
+            guard !DisplayName.reserved.contains(name), names.insert(name).inserted else { return nil }
+            if let j = st.index(ofName: name), !affected.contains(st.rowIDs[j]) { return nil }
+            let id = r.text(.id, i)!
+            let strip = f.contains(.strip)
+            let ino = ViewModel.assetInode(key: key, id: id, strip: strip)
+            guard !FixedInode.all.contains(ino), inodes.insert(ino).inserted else { return nil }
+            if let j = st.index(ofIno: ino), !affected.contains(st.rowIDs[j]) { return nil }
+            let inStore = f.contains(.referencePathNull)
+            let stored = inStore ? r.text(.storePath, i)! : r.text(.referencePath, i)!
+            var b: UInt8 = 0
+            if inStore { b |= NodeStore.inStore }
+            if strip { b |= NodeStore.strip }
+            if owned { b |= NodeStore.owned }
+            if f.contains(.shared) { b |= NodeStore.shared }
+            if f.contains(.selected) { b |= NodeStore.selected }
+            if f.contains(.picked) { b |= NodeStore.picked }
+            news[rowID] = AssetNode(rowID: rowID, assetID: id, name: name, ino: ino, size: r.byteSizes[i],
+                                    mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
+                                    path: inStore ? st.storeRoot + "/" + stored : stored, strip: strip, owned: owned,
+                                    shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked))
+            newBits[rowID] = b
+        }
+        // What changed.
+        var d = Diff()
+        var drop: [Int] = []            // old slots to remove
+        var add: [AssetNode] = []       // nodes to append
+        for rowID in p.affected {
+            let old = st.index(ofRow: rowID), new = news[rowID]
+            switch (old, new) {
+            case (nil, nil): continue
+            case (let o?, nil):
+                d.removed.append(st.node(o)); drop.append(o)
+            case (nil, let n?):
+                d.inserted.append(n); add.append(n)
+            case (let o?, let n?):
+                let a = st.node(o)
+                if a == n { continue }
+                if a.ino != n.ino || a.name != n.name { d.removed.append(a); d.inserted.append(n) } else { d.updated.append(n) }
+                drop.append(o); add.append(n)
+            }
+        }
+        let oldAlbums = albums.mapValues(\.listing), oldShared = shared.mapValues(\.listing)
+        // The listing (capture time, then row id): out with the dropped rows, while they are
+        // still in the store to look up; in with the added ones after they are.
+        func sortKey(_ rowID: Int64) -> (Int, Int64) { (store.mtimes[store.index(ofRow: rowID)!], rowID) }
+        func position(_ k: (Int, Int64)) -> Int {
+            var lo = 0, hi = listing.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if sortKey(listing[mid]) < k { lo = mid + 1 } else { hi = mid }
+            }
+            return lo
+        }
+        if drop.count <= 64 {
+            for o in drop {
+                let k = (st.mtimes[o], st.rowIDs[o])
+                let at = position(k)
+                if at < listing.count && listing[at] == k.1 { listing.remove(at: at) }
+            }
+        } else {
+            let gone = Set(drop.map { st.rowIDs[$0] })
+            listing.removeAll { gone.contains($0) }
+        }
+        for o in drop {
+            totalBytes &-= st.sizes[o]
+            st.remove(o)
+        }
+        for n in add {
+            var id = n.assetID, name = n.name
+            var path = newBits[n.rowID]! & NodeStore.inStore != 0 ? String(n.path.dropFirst(st.storeRoot.utf8.count + 1)) : n.path
+            id.withUTF8 { i in name.withUTF8 { nm in path.withUTF8 { pa in
+                st.append(rowID: n.rowID, ino: n.ino, size: n.size, mtime: n.mtime, ctime: n.ctime, bits: newBits[n.rowID]!,
+                          id: i, name: nm, path: pa)
+            } } }
+            totalBytes &+= n.size
+        }
+        let keys = add.map { ($0.mtime, $0.rowID) }.sorted { $0 < $1 }
+        if keys.count <= 16 {
+            for k in keys { listing.insert(k.1, at: position(k)) }
+        } else {
+            var merged: [Int64] = []
+            merged.reserveCapacity(listing.count + keys.count)
+            var from = 0
+            for k in keys {
+                let at = position(k)
+                merged.append(contentsOf: listing[from..<at])
+                merged.append(k.1)
+                from = at
+            }
+            merged.append(contentsOf: listing[from...])
+            listing = merged
+        }
+        if let list = p.albums { setAlbums(list) }
+        d.albumsChanged = oldAlbums != albums.mapValues(\.listing) || oldShared != shared.mapValues(\.listing)
+        seq = p.changeSeq
         return d
     }
 }

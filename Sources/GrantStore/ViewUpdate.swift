@@ -1,0 +1,77 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+
+/// What a running mount must do to catch up with the library.
+public enum ViewUpdate: Sendable {
+    /// Recompute everything (the app's status or options changed, too many changes, a gap in
+    /// the change log, or a change this code does not know how to apply row by row).
+    case full(ViewSnapshot)
+    /// Only these rows may have changed.
+    case patch(ViewPatch)
+}
+
+public struct ViewPatch: Sendable {
+    /// Row ids (sorted) the changes touched: each may have appeared, gone, or changed.
+    public var affected: [Int64]
+    /// The visible rows among `affected`, as the view would show them (names not settled: each
+    /// row carries its display name and, for the app's own assets, its own name).
+    public var rows: ViewRows
+    /// Every album with all its members (not filtered by visibility), when the view shows albums
+    /// and they may have changed; nil when they did not.
+    public var albums: [ViewAlbum]?
+    /// The change log position this patch brings the view to.
+    public var changeSeq: Int64
+}
+
+extension Library {
+    /// Catches a view up from change log position `since`, the view having been computed for
+    /// `app` (the record as it was then). Reads one consistent snapshot of the database. Costs
+    /// O(changes) when the changes touch a few assets, instead of O(assets in the view).
+    public func viewUpdate(for id: AppID, access: AccessLevel, since: Int64, app: AppRecord,
+                           maxChanges: Int = 4096, forceFull: Bool = false) throws -> ViewUpdate {
+        try read { db in
+            let now = try Library.requireApp(db, id)
+            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+            func full() throws -> ViewUpdate { .full(try Library.view(db, app: now, access: access)) }
+            if forceFull || now != app || seq < since || seq - since > Int64(maxChanges) { return try full() }
+            let rows = try Row.fetchAll(db, sql: "SELECT seq, kind, app_id, asset_rowid FROM changes WHERE seq > ? ORDER BY seq",
+                                        arguments: [since])
+            // Sequence numbers are contiguous unless something removed entries: then catch up whole.
+            if Int64(rows.count) != seq - since { return try full() }
+            var affected = Set<Int64>()
+            var albumsTouched = false
+            for r in rows {
+                let kind: String = r[1]
+                let appID: String? = r[2]
+                let asset: Int64? = r[3]
+                let mine = appID == id.rawValue
+                switch kind {
+                case "grant", "revoke", "pick", "unpick":
+                    // Another app's selection never changes this view.
+                    guard mine else { continue }
+                    guard let asset else { return try full() }
+                    affected.insert(asset)
+                case "insert", "rename", "trash", "restore":
+                    guard let asset else { return try full() }
+                    affected.insert(asset)
+                case "album-add", "album-remove", "album":
+                    albumsTouched = true
+                case "request":
+                    continue
+                case "status", "options", "app":
+                    // This app's record is compared above; other apps' never change this view.
+                    if mine { return try full() }
+                default:
+                    return try full()
+                }
+            }
+            let policy = ViewPolicy(access: access, status: now.status(for: access))
+            let only = affected.sorted()
+            let snapshot = try Library.view(db, app: now, access: access, only: only,
+                                            withAlbums: policy.showsAlbums && (albumsTouched || !only.isEmpty))
+            let albums = policy.showsAlbums && (albumsTouched || !only.isEmpty) ? snapshot.albums : nil
+            return .patch(ViewPatch(affected: only, rows: snapshot.rows, albums: albums, changeSeq: seq))
+        }
+    }
+}
