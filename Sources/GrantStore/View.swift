@@ -208,20 +208,24 @@ public struct ViewRows: Sendable {
 
 extension Library {
     /// Computes an app's view. The SQL only narrows the candidates; `ViewPolicy` decides.
-    public func view(for id: AppID, access: AccessLevel) throws -> ViewSnapshot {
+    /// `lean`: leave out the text a mount never reads (content hash, media kind and class), which
+    /// are a third of the bytes copied for a million assets.
+    public func view(for id: AppID, access: AccessLevel, lean: Bool = false) throws -> ViewSnapshot {
         try read { db in
             let app = try Library.requireApp(db, id)
-            return try Library.view(db, app: app, access: access)
+            return try Library.view(db, app: app, access: access, lean: lean)
         }
     }
 
     /// `only`: compute just these rows (sorted row ids) and leave names unsettled and albums
     /// unfiltered (every member), for `viewUpdate`.
     static func view(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]? = nil,
-                     withAlbums: Bool = true) throws -> ViewSnapshot {
+                     withAlbums: Bool = true, lean: Bool = false) throws -> ViewSnapshot {
         let policy = ViewPolicy(access: access, status: app.status(for: access))
         let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
-        let cols = assetColumns.split(separator: ",").map { "a." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
+        let leftOut: Set<String> = lean ? ["media_kind", "media_class", "content_hash"] : []
+        let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .map { leftOut.contains($0) ? "NULL" : "a." + $0 }.joined(separator: ", ")
         var candidates: String
         switch policy.scope {
         case .everything: candidates = "a.trashed_at IS NULL"

@@ -4,7 +4,8 @@ import PhotoLibrary
 
 /// What a running mount must do to catch up with the library.
 public enum ViewUpdate: Sendable {
-    /// Recompute everything (the app's status or options changed, too many changes, a gap in
+    /// Recompute everything, from this snapshot (lean: see `Library.view(for:access:lean:)`)
+    /// (the app's status or options changed, too many changes, a gap in
     /// the change log, or a change this code does not know how to apply row by row).
     case full(ViewSnapshot)
     /// Only these rows may have changed.
@@ -33,7 +34,7 @@ extension Library {
         try read { db in
             let now = try Library.requireApp(db, id)
             let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
-            func full() throws -> ViewUpdate { .full(try Library.view(db, app: now, access: access)) }
+            func full() throws -> ViewUpdate { .full(try Library.view(db, app: now, access: access, lean: true)) }
             if forceFull || now != app || seq < since || seq - since > Int64(maxChanges) { return try full() }
             let rows = try Row.fetchAll(db, sql: "SELECT seq, kind, app_id, asset_rowid FROM changes WHERE seq > ? ORDER BY seq",
                                         arguments: [since])
@@ -69,7 +70,7 @@ extension Library {
             let policy = ViewPolicy(access: access, status: now.status(for: access))
             let only = affected.sorted()
             let snapshot = try Library.view(db, app: now, access: access, only: only,
-                                            withAlbums: policy.showsAlbums && (albumsTouched || !only.isEmpty))
+                                            withAlbums: policy.showsAlbums && (albumsTouched || !only.isEmpty), lean: true)
             let albums = policy.showsAlbums && (albumsTouched || !only.isEmpty) ? snapshot.albums : nil
             return .patch(ViewPatch(affected: only, rows: snapshot.rows, albums: albums, changeSeq: seq))
         }

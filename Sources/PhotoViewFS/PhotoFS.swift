@@ -87,7 +87,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         self.passthrough = passthrough
         try library.registerApp(app)
         writer = try StoreWriter(library: library, purpose: "mount")
-        let snapshot = try library.view(for: app, access: access)
+        let snapshot = try library.view(for: app, access: access, lean: true)
         let initial = ViewModel(snapshot: snapshot, library: library)
         viewBytes = Atomic(initial.totalBytes)
         model = Mutex(initial)
@@ -142,7 +142,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         if case .full(let s) = update {
             snapshot = s
         } else {
-            do { snapshot = try library.view(for: appID, access: access) } catch {
+            do { snapshot = try library.view(for: appID, access: access, lean: true) } catch {
                 log("refresh failed: \(error)")
                 return
             }
