@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "Redaction"),
         .target(
             name: "GrantStore",
-            dependencies: ["PhotoLibrary", "Redaction", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PhotoLibrary", "Redaction", "CSystem", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "GrantStore", "Redaction"]),
         .target(name: "Picker"),

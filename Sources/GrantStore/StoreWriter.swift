@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PhotoLibrary
+import CSystem
 import Redaction
 #if canImport(Glibc)
 import Glibc
@@ -194,13 +195,21 @@ public final class StoreWriter: @unchecked Sendable {
         return Library.asset(try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID])!)
     }
 
-    /// Moves a committed temp file into the store, durably.
-    func install(tempPath: String, storePath rel: String) throws {
+    /// Moves a committed temp file into the store; durably unless the caller syncs a batch itself.
+    func install(tempPath: String, storePath rel: String, durable: Bool = true) throws {
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
-        fsyncDirectory(of: dest)
+        if durable { fsyncDirectory(of: dest) }
+    }
+
+    /// Writes back the filesystem of the store (syncfs): every file and rename so far is durable.
+    func syncFilesystem() throws {
+        let fd = Glibc.open(library.paths.store, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreWriter.ioError(errno, "open \(library.paths.store)") }
+        defer { Glibc.close(fd) }
+        guard pg_syncfs(fd) == 0 else { throw StoreWriter.ioError(errno, "syncfs") }
     }
 
     /// Turns a complete temp file (written by an app through its mount) into an asset owned by the

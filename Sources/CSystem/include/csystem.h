@@ -6,4 +6,11 @@
 /// posix_spawn_file_actions_addclosefrom_np: close every descriptor >= from in the child.
 int pg_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 
+/// syncfs(2): writes back the whole filesystem holding fd (one journal commit for many files).
+int pg_syncfs(int fd);
+
+/// sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE): starts writing fd's dirty pages back, without
+/// waiting, so a later syncfs or fsync has less to wait for.
+int pg_start_writeback(int fd);
+
 #endif
