@@ -58,7 +58,8 @@ struct Cursor {
 /// extents are (file or `idat`, several extents). Movies: `moov` is walked recursively; `©xyz`,
 /// `loci`, `gps `/`gps0` payloads are zeroed; in `meta` boxes the `ilst` values whose `keys` name a
 /// location (`com.apple.quicktime.location.ISO6709`, `…location.*`, `location`) or whose item type
-/// is `©xyz` are zeroed; XMP (`XMP_`, XMP `uuid`) is blanked.
+/// is `©xyz` are zeroed; XMP (`XMP_`, XMP `uuid`) is blanked. The samples of timed metadata
+/// tracks (GPS per frame: `mebx`, `gpmd`, `camm`, text...) are zeroed (see `TimedMetadata`).
 enum ISOBMFFScanner {
     static let xmpUUID: [UInt8] = [0xBE, 0x7A, 0xCF, 0xCB, 0x97, 0xA9, 0x42, 0xE8, 0x9C, 0x71, 0x99, 0x94, 0x91, 0xE3, 0xAF, 0xAC]
     static let xyz = FourCC(0xA9, UInt8(ascii: "x"), UInt8(ascii: "y"), UInt8(ascii: "z"))
@@ -67,6 +68,11 @@ enum ISOBMFFScanner {
         var boxes = 0
         var movieCreation: UInt64?
         var sawVideoSize = false
+        /// Timed metadata tracks and where their samples are (zeroed once the file is walked).
+        var metadata = TimedMetadata.Samples()
+        /// Payload ranges of the top-level `mdat` boxes, and whether there are movie fragments.
+        var mdats: [(UInt64, UInt64)] = []
+        var sawFragments = false
     }
 
     /// The box at `pos`, which must end by `limit`; nil if fewer than 8 bytes remain.
@@ -146,11 +152,16 @@ enum ISOBMFFScanner {
                 if b.userType == xmpUUID {
                     try guarded(&f, "XMP uuid") { (f: inout Findings) throws(ScanError) in try xmpBox(&f, b) }
                 }
+            case FourCC("mdat"):
+                walk.mdats.append((b.payload, b.end))
+            case FourCC("moof"):
+                walk.sawFragments = true
             default:
                 break
             }
             pos = b.end
         }
+        try TimedMetadata.finish(&f, walk)
         if kind.isVideo {
             guard sawMoov else { throw .malformed("movie without a moov box") }
         } else {
@@ -184,7 +195,10 @@ enum ISOBMFFScanner {
     static func movieChild(_ f: inout Findings, _ b: Box, depth: Int, walk: inout Walk) throws(ScanError) {
         let source = f.source
         switch b.type {
-        case FourCC("moov"), FourCC("trak"), FourCC("mdia"), FourCC("minf"), FourCC("udta"):
+        case FourCC("trak"):
+            try movieContainer(&f, b, depth: depth + 1, walk: &walk)
+            try TimedMetadata.track(&f, b, walk: &walk)
+        case FourCC("moov"), FourCC("mdia"), FourCC("minf"), FourCC("udta"):
             try movieContainer(&f, b, depth: depth + 1, walk: &walk)
         case FourCC("meta"):
             try movieMeta(&f, b, depth: depth + 1, walk: &walk)
