@@ -34,6 +34,8 @@ final class ByteSource {
     let size: UInt64
     private let memory: [UInt8]?
     private let fd: Int32
+    /// Where offset 0 of this source lies in the underlying file or array (a window, see `window`).
+    private let base: UInt64
     private var readsLeft = Limits.maxReads
     private var bytesLeft = Limits.maxBytesRead
 
@@ -45,13 +47,30 @@ final class ByteSource {
     init(bytes: [UInt8]) {
         memory = bytes
         fd = -1
+        base = 0
         size = UInt64(bytes.count)
     }
 
     init(fd: Int32, size: UInt64) {
         memory = nil
         self.fd = fd
+        base = 0
         self.size = size
+    }
+
+    private init(memory: [UInt8]?, fd: Int32, base: UInt64, size: UInt64) {
+        self.memory = memory
+        self.fd = fd
+        self.base = base
+        self.size = size
+    }
+
+    /// The bytes `offset ..< offset + length` of this source as a source of their own (offset 0 is
+    /// `offset` here), e.g. a movie appended to a JPEG, whose own offsets count from its start.
+    /// The window has its own work budget. Nil if the range is not inside this source.
+    func window(_ offset: UInt64, _ length: UInt64) -> ByteSource? {
+        guard offset <= size, length <= size - offset else { return nil }
+        return ByteSource(memory: memory, fd: fd, base: base + offset, size: length)
     }
 
     private func charge(_ count: Int) throws(ScanError) {
@@ -67,14 +86,15 @@ final class ByteSource {
         }
         if count == 0 { return [] }
         try charge(count)
+        let offset = base + offset   // from here on: offsets in the underlying file or array
         if let memory {
             let start = Int(offset)
             return Array(memory[start..<(start + count)])
         }
         if count <= ByteSource.blockSize / 4 {
             if blockOffset == .max || offset < blockOffset || offset + UInt64(count) > blockOffset + UInt64(block.count) {
-                let start = offset & ~UInt64(4095)
-                let n = Int(min(UInt64(ByteSource.blockSize), size - start))
+                let start = max(base, offset & ~UInt64(4095))
+                let n = Int(min(UInt64(ByteSource.blockSize), base + size - start))
                 block = try preadFully(start, n)
                 blockOffset = start
             }
@@ -96,7 +116,7 @@ final class ByteSource {
         if let memory {
             readsLeft -= 1
             if readsLeft < 0 { throw .malformed("work limit exceeded") }
-            return memory[Int(offset)]
+            return memory[Int(base + offset)]
         }
         return try read(offset, 1)[0]
     }

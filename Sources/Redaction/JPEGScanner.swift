@@ -1,6 +1,23 @@
-/// JPEG: walks the marker segments up to the first SOS. APP1 EXIF (GPS IFD), APP1 XMP and
-/// extended XMP (reassembled across segments), APP13 Photoshop resources (IPTC location), and the
-/// images an APP2 MPF index points to (their own header segments).
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// JPEG: walks the marker segments and the entropy-coded scan data to the primary image's end of
+/// image (EOI). APP1 EXIF (GPS IFD), APP1 XMP and extended XMP (reassembled across segments),
+/// APP13 Photoshop resources (IPTC location), and the images an APP2 MPF index points to (their
+/// own header segments).
+///
+/// Bytes after the primary image's EOI (a trailer) are not part of the image but can carry
+/// location (Motion Photo movies with `©xyz`, Samsung SEFT blocks, anything a tool appends). In
+/// the trailer: an image the MPF index lists is kept, with its own metadata redacted like the
+/// primary's; a movie (an `ftyp` box first) is redacted with the ISO-BMFF scanner in its own
+/// coordinates, so a Motion Photo stays playable, and zeroed whole if that scan is not clean;
+/// every other trailer byte is zeroed. A primary image whose end cannot be found (no EOI, broken
+/// structure after the first scan) is refused: image data and appended data cannot be told apart.
 enum JPEGScanner {
     static let exifHeader: [UInt8] = Array("Exif\0".utf8)
     static let xmpHeader: [UInt8] = Array("http://ns.adobe.com/xap/1.0/\0".utf8)
@@ -14,27 +31,102 @@ enum JPEGScanner {
         var data: [UInt8]
     }
 
+    /// Bytes of entropy-coded data read at a time while looking for the next marker.
+    static let scanChunk = 1 << 20
+
     static func scan(_ f: inout Findings) throws(ScanError) {
         var extended: [[UInt8]: (fullLength: UInt64, chunks: [ExtendedChunk])] = [:]
         var mpfTargets: [UInt64] = []
-        try scanImage(&f, at: 0, primary: true, extended: &extended, mpfTargets: &mpfTargets)
+        var reachedScan = false
+        var primaryEnd: UInt64?
+        do {
+            primaryEnd = try scanImage(&f, at: 0, primary: true, extended: &extended, mpfTargets: &mpfTargets,
+                                       reachedScan: &reachedScan)
+        } catch {
+            // Errors in the header segments fail the scan as before; past the first scan, the
+            // metadata was read but where the image ends is unknown: fail closed.
+            if case .io = error { throw error }
+            guard reachedScan else { throw error }
+            f.refuse("JPEG image data: \(error) (cannot tell where the image ends)")
+        }
         // Images listed by MPF (secondary images, depth maps...) carry their own metadata.
         var seen = Set<UInt64>([0])
+        var images: [(start: UInt64, end: UInt64)] = []
         for target in mpfTargets.prefix(64) where seen.insert(target).inserted {
             do {
                 var ignored: [UInt64] = []
-                try scanImage(&f, at: target, primary: false, extended: &extended, mpfTargets: &ignored)
+                var reached = false
+                let end = try scanImage(&f, at: target, primary: false, extended: &extended, mpfTargets: &ignored,
+                                        reachedScan: &reached)
+                images.append((target, end))
             } catch {
                 if case .io = error { throw error }
-                // A secondary image that is not a JPEG has no metadata a reader could find.
+                // A secondary image that is not a JPEG has no metadata a reader could find; if it
+                // lies after the primary image, it is trailer bytes and zeroed below.
             }
         }
         reassembleExtendedXMP(&f, extended)
+        if let primaryEnd, primaryEnd < f.source.size {
+            try trailer(&f, from: primaryEnd, images: images)
+        }
+    }
+
+    /// Redacts `from ..< size`: MPF images there are kept (their metadata was handled), a movie
+    /// starting a gap is redacted in place (else zeroed), every other byte is zeroed.
+    private static func trailer(_ f: inout Findings, from start: UInt64,
+                                images: [(start: UInt64, end: UInt64)]) throws(ScanError) {
+        let size = f.source.size
+        var cursor = start
+        func gap(_ f: inout Findings, _ a: UInt64, _ b: UInt64) throws(ScanError) {
+            guard a < b else { return }
+            let movieEnd = try movie(&f, a, b)
+            f.zero(movieEnd, b - movieEnd)
+        }
+        for image in images.sorted(by: { $0.start < $1.start }) where image.start >= cursor && image.end <= size {
+            try gap(&f, cursor, image.start)
+            cursor = image.end
+        }
+        try gap(&f, cursor, size)
+    }
+
+    /// If an ISO-BMFF movie (`ftyp`, then boxes with a `moov`) starts at `a`, redacts it as a file
+    /// of its own (a Motion Photo's offsets count from the movie's start) and returns where its
+    /// boxes end; a movie the scanner refuses or fails on is zeroed whole. Else returns `a`.
+    private static func movie(_ f: inout Findings, _ a: UInt64, _ b: UInt64) throws(ScanError) -> UInt64 {
+        guard b - a >= 16, let head = try? f.source.read(a, 8), head.fourCC(4) == FourCC("ftyp") else { return a }
+        // The movie's extent: top-level boxes with printable types, up to the first that is not one.
+        guard let whole = f.source.window(a, b - a) else { return a }
+        var walk = ISOBMFFScanner.Walk()
+        var end: UInt64 = 0
+        while end < whole.size {
+            guard let box = try? ISOBMFFScanner.box(whole, at: end, limit: whole.size, walk: &walk),
+                  box.type.bytes.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0xA9 }) else { break }
+            end = box.end
+        }
+        guard end > 0, let movie = whole.window(0, end) else { return a }
+        var inner = Findings(source: movie)
+        var clean = false
+        do {
+            try ISOBMFFScanner.scan(&inner, kind: .mp4)
+            clean = inner.refusal == nil
+        } catch {
+            if case .io = error { throw error }
+        }
+        if clean {
+            for p in inner.patches {
+                if let r = p.replacement { f.replace(a + p.offset, r) } else { f.zero(a + p.offset, UInt64(p.length)) }
+            }
+            if inner.hasLocation { f.hasLocation = true }
+        } else {
+            f.zero(a, end)
+            f.hasLocation = true   // a movie that could not be checked is treated as carrying location
+        }
+        return a + end
     }
 
     private static func scanImage(_ f: inout Findings, at start: UInt64, primary: Bool,
                                   extended: inout [[UInt8]: (fullLength: UInt64, chunks: [ExtendedChunk])],
-                                  mpfTargets: inout [UInt64]) throws(ScanError) {
+                                  mpfTargets: inout [UInt64], reachedScan: inout Bool) throws(ScanError) -> UInt64 {
         let source = f.source
         guard try source.readAvailable(start, 2) == [0xFF, 0xD8] else {
             throw .malformed("no JPEG start of image at \(start)")
@@ -51,14 +143,20 @@ enum JPEGScanner {
             let marker = m[1]
             if marker == 0xFF { pos += 1; continue }                   // fill byte
             if marker == 0xD8 || marker == 0x01 || (0xD0...0xD7).contains(marker) { pos += 2; continue }
-            if marker == 0xD9 { return }                                // EOI before any scan
+            if marker == 0xD9 { return pos + 2 }                        // end of image
             guard pos + 4 <= source.size else { throw .truncated("JPEG ends inside a segment header") }
             let length = UInt64(try source.read(pos + 2, 2).be16(0))
             guard length >= 2 else { throw .malformed("JPEG segment length \(length) at \(pos)") }
             let payloadStart = pos + 4
             let end = pos + 2 + length
             guard end <= source.size else { throw .truncated("JPEG segment at \(pos) runs past the end") }
-            if marker == 0xDA { return }                                // start of scan: headers done
+            if marker == 0xDA {
+                // Start of scan: entropy-coded data follows the header up to the next marker that
+                // is not a restart marker (progressive images have several scans).
+                reachedScan = true
+                pos = try nextMarker(source, from: end)
+                continue
+            }
             let payloadLength = Int(length - 2)
 
             switch marker {
@@ -107,7 +205,7 @@ enum JPEGScanner {
                     mpfTargets += mpfImageOffsets(Array(payload[4...]), base: payloadStart + 4)
                 }
             case 0xC0...0xCF where marker != 0xC4 && marker != 0xC8 && marker != 0xCC:
-                if primary && payloadLength >= 5 {
+                if primary && !reachedScan && payloadLength >= 5 {
                     let sof = try source.read(payloadStart, 5)
                     let h = Int(sof.be16(1)), w = Int(sof.be16(3))
                     f.width = nil
@@ -118,6 +216,38 @@ enum JPEGScanner {
             }
             pos = end
         }
+    }
+
+    /// Offset of the marker ending the entropy-coded data that starts at `from`: the first 0xFF not
+    /// followed by 0x00 (stuffing), 0xD0-0xD7 (restart) or 0xFF (fill). Read in large chunks.
+    static func nextMarker(_ source: ByteSource, from: UInt64) throws(ScanError) -> UInt64 {
+        var pos = from
+        while pos < source.size, source.size - pos >= 2 {
+            let chunk = try source.readAvailable(pos, scanChunk)   // at least 2 bytes
+            let n = chunk.count
+            var i = 0
+            var found: Int?
+            chunk.withUnsafeBufferPointer { b in
+                let start = b.baseAddress!
+                while i + 1 < n {
+                    // Search all but the last byte: an 0xFF there is looked at again with its successor.
+                    guard let p = memchr(start + i, 0xFF, n - 1 - i) else { i = n - 1; return }
+                    i = start.distance(to: p.assumingMemoryBound(to: UInt8.self))
+                    let next = b[i + 1]
+                    if next == 0x00 || (0xD0...0xD7).contains(next) {
+                        i += 2
+                    } else if next == 0xFF {
+                        i += 1
+                    } else {
+                        found = i
+                        return
+                    }
+                }
+            }
+            if let found { return pos + UInt64(found) }
+            pos += UInt64(max(i, 1))
+        }
+        throw .truncated("JPEG scan data runs to the end of the file without an end of image")
     }
 
     /// Absolute offsets of the images an MPF index lists (MP Entry tag 0xB002).
