@@ -16,3 +16,21 @@ int pg_syncfs(int fd) {
 int pg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
+
+#include <sys/xattr.h>
+
+int pg_fsetxattr(int fd, const char *name, const void *value, unsigned long size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
+
+long pg_getxattr(const char *path, const char *name, void *value, unsigned long size) {
+    return getxattr(path, name, value, size);
+}
+
+int pg_fremovexattr(int fd, const char *name) {
+    return fremovexattr(fd, name);
+}
+
+int pg_removexattr(const char *path, const char *name) {
+    return removexattr(path, name);
+}

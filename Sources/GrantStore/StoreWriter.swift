@@ -94,7 +94,7 @@ public final class StoreWriter: @unchecked Sendable {
                         try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                         if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
                     }
-                } else if let marker = ReadyMarker.read(path + ".ready") {
+                } else if let marker = ReadyMarker.find(temp: path) {
                     let tfd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
                     if tfd >= 0 {
                         defer { Glibc.close(tfd) }
@@ -221,9 +221,9 @@ public final class StoreWriter: @unchecked Sendable {
 
     static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
                        album: String?) throws -> Asset {
+        // The data is durable already: a file is committed only once marked ready, which fsyncs.
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
         let hash = try StoreWriter.hash(fd: fd, size: size)
-        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
         let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
         let asset = try library.write { db in
@@ -236,23 +236,37 @@ public final class StoreWriter: @unchecked Sendable {
             try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, [a.rowID]))
             return a
         }
+        // The row is durable before the file moves (the database syncs its log lazily otherwise),
+        // so a power cut can never leave a file in the store that the catalog lost. The rename
+        // needs no sync of its own: if it is lost, recovery finds the row and renames again.
+        library.syncLog()
+        _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
-        fsyncDirectory(of: dest)
         return asset
     }
 
     /// Marks a validated, fsynced temp file as complete: if this process dies before committing
     /// it, recovery commits it as the app's asset. Written when the app's close(2) succeeds.
+    /// The marker is an extended attribute of the temp file, made durable with its data by one
+    /// fsync (each fsync costs milliseconds on real disks: this is on the app's close(2)); where
+    /// the filesystem has no user xattrs, a sidecar file.
     public func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {
         _ = try StoreWriter.scan(fd: fd)
+        let marker = ReadyMarker(app: app, name: name, album: album)
+        let data = try JSONEncoder().encode(marker)
+        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
+        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
         guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
-        try ReadyMarker(app: app, name: name, album: album).write(tempPath + ".ready")
+        if !tagged { try marker.write(tempPath + ".ready") }
     }
 
-    public func clearReady(tempPath: String) { unlink(tempPath + ".ready") }
+    public func clearReady(tempPath: String) {
+        _ = pg_removexattr(tempPath, ReadyMarker.xattr)
+        unlink(tempPath + ".ready")
+    }
 }
 
 /// The sidecar of a temp file whose close succeeded: who wrote it and under which name.
@@ -274,9 +288,19 @@ struct ReadyMarker: Codable {
         fsyncDirectory(of: path)
     }
 
+    static let xattr = "user.photogate.ready"
+
     static func read(_ path: String) -> ReadyMarker? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         return try? JSONDecoder().decode(ReadyMarker.self, from: data)
+    }
+
+    /// The marker of a temp file: its extended attribute, else its sidecar file.
+    static func find(temp path: String) -> ReadyMarker? {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = buf.withUnsafeMutableBytes { pg_getxattr(path, xattr, $0.baseAddress, UInt($0.count)) }
+        if n > 0, let m = try? JSONDecoder().decode(ReadyMarker.self, from: Data(buf[0..<n])) { return m }
+        return read(path + ".ready")
     }
 }
 

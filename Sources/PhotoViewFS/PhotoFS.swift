@@ -32,6 +32,9 @@ struct SessionFile: Sendable {
     var size: UInt64
     var mtime: Timespec
     let album: String?
+    /// The errno of a write that failed (a full disk): such a file never becomes an asset, since
+    /// part of what the app wrote is missing. Its close fails with that errno.
+    var failedWrite: Int32 = 0
     /// Serializes commit with rename of the same file (rsync renames right after close, while
     /// the release that commits may still be running).
     let lock: FileLock
@@ -574,8 +577,13 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             while done < data.count {
                 let n = pwrite(f.fd, data.baseAddress! + done, data.count - done, off_t(offset) + done)
                 if n < 0 {
-                    if errno == EINTR { continue }
-                    throw Errno(errno)   // ENOSPC reaches the writer
+                    let e = errno
+                    if e == EINTR { continue }
+                    files.withLock { fs in
+                        fs[ino]?.failedWrite = e
+                        fs[ino]?.dirty = true
+                    }
+                    throw Errno(e)   // ENOSPC reaches the writer
                 }
                 done += n
             }
@@ -660,6 +668,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// cannot lose it: recovery commits marked files.
     func markReady(_ ino: Inode) throws(Errno) {
         guard let f = files.withLock({ $0[ino] }), f.dirty, f.committedRowID == nil, f.fd >= 0 else { return }
+        if f.failedWrite != 0 {
+            log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(f.failedWrite)))): not added")
+            throw Errno(f.failedWrite)
+        }
         do {
             try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: f.name, album: f.album)
             files.withLock { fs in

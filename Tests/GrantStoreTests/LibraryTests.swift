@@ -199,6 +199,34 @@ let camera = AppID("org.example.Camera")!
         #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + rel))
         #expect(!FileManager.default.fileExists(atPath: dead))
     }
+
+    /// A dead mount's temp folder: files whose close succeeded (marked ready, in an extended
+    /// attribute or, where a filesystem has none, a sidecar file) become the app's assets; a file
+    /// without a marker was incomplete and goes.
+    @Test func readyMarkedAppFilesOfADeadMountAreCommitted() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        var kept: [String] = []
+        for (i, name) in ["xattr.jpg", "sidecar.jpg", "unmarked.jpg"].enumerated() {
+            let (id, temp, fd) = try writer.makeTemp(extension: "part")
+            let bytes = try TestMedia.jpeg(tag: "dead-\(i)")
+            _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            if name == "xattr.jpg" { try writer.markReady(tempPath: temp, fd: fd, app: camera, name: name, album: nil) }
+            if name == "sidecar.jpg" { try ReadyMarker(app: camera, name: name, album: nil).write(temp + ".ready") }
+            close(fd)
+            if name != "unmarked.jpg" { kept.append(id) }
+        }
+        // The test's own folder is locked while its writer lives: move it to look like a dead one.
+        let dead = t.library.paths.tmp + "/mount-999999-dead"
+        #expect(rename(writer.tmpDir, dead) == 0)
+        try "".write(toFile: dead + "/.lock", atomically: true, encoding: .utf8)   // a new, unlocked inode
+        #expect(StoreWriter.recover(t.library) == 2)
+        let owned = try t.library.assets().filter { $0.owner == camera }
+        #expect(Set(owned.map(\.id)) == Set(kept))
+        #expect(Set(owned.map { $0.ownerName ?? "" }) == ["xattr.jpg", "sidecar.jpg"])
+        for a in owned { #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + a.storePath!)) }
+        #expect(!FileManager.default.fileExists(atPath: dead))
+    }
 }
 
 @Suite(.serialized) struct GrantsAndViews {

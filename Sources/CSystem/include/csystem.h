@@ -13,4 +13,10 @@ int pg_syncfs(int fd);
 /// waiting, so a later syncfs or fsync has less to wait for.
 int pg_start_writeback(int fd);
 
+/// Extended attributes (sys/xattr.h).
+int pg_fsetxattr(int fd, const char *name, const void *value, unsigned long size);
+long pg_getxattr(const char *path, const char *name, void *value, unsigned long size);
+int pg_fremovexattr(int fd, const char *name);
+int pg_removexattr(const char *path, const char *name);
+
 #endif
