@@ -69,9 +69,17 @@ extension Library {
             }
             let policy = ViewPolicy(access: access, status: now.status(for: access))
             let only = affected.sorted()
-            let snapshot = try Library.view(db, app: now, access: access, only: only,
-                                            withAlbums: policy.showsAlbums && (albumsTouched || !only.isEmpty), lean: true)
-            let albums = policy.showsAlbums && (albumsTouched || !only.isEmpty) ? snapshot.albums : nil
+            // Album listings change when albums did, or when a member appeared, went or changed;
+            // reading every membership is O(album members), so only then.
+            var albumsChanged = albumsTouched
+            if policy.showsAlbums && !albumsChanged && !only.isEmpty {
+                albumsChanged = try Bool.fetchOne(db, sql: """
+                    SELECT EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(only.map(String.init).joined(separator: ","))))
+                    """) ?? true
+            }
+            let withAlbums = policy.showsAlbums && albumsChanged
+            let snapshot = try Library.view(db, app: now, access: access, only: only, withAlbums: withAlbums, lean: true)
+            let albums = withAlbums ? snapshot.albums : nil
             return .patch(ViewPatch(affected: only, rows: snapshot.rows, albums: albums, changeSeq: seq))
         }
     }
