@@ -4,20 +4,62 @@ import PhotoLibrary
 import Redaction
 
 extension Library {
-    /// The stored redaction facts of an asset (computed once, at import or commit).
+    /// The redaction facts of an asset: computed at import or commit and stored; a plan stored by
+    /// an older scanner version is recomputed from the original first (and stored again), since
+    /// it may miss location data a newer scanner finds. Fails closed: anything unreadable refuses.
     public func redaction(rowID: Int64) throws -> RedactionResult {
-        try read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT redaction, redaction_refusal FROM assets WHERE rowid = ?", arguments: [rowID]) else {
+        let stored = try read { db -> (RedactionResult, Int, String)? in
+            guard let row = try Row.fetchOne(db, sql: """
+                SELECT redaction, redaction_refusal, redaction_version, store_path, reference_path FROM assets WHERE rowid = ?
+                """, arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }
-            if let why: String = row[1] { return .refuse(reason: why) }
-            guard let blob: Data = row[0] else { return .refuse(reason: "no redaction facts recorded") }
+            let version: Int = row[2]
+            let path = (row[4] as String?) ?? (paths.store + "/" + ((row[3] as String?) ?? ""))
+            if let why: String = row[1] { return (.refuse(reason: why), version, path) }
+            guard let blob: Data = row[0] else { return (.refuse(reason: "no redaction facts recorded"), version, path) }
             do {
-                return .plan(try RedactionPlan(serialized: [UInt8](blob)))
+                return (.plan(try RedactionPlan(serialized: [UInt8](blob))), version, path)
             } catch {
-                return .refuse(reason: "stored redaction facts are unreadable")
+                return (.refuse(reason: "stored redaction facts are unreadable"), version, path)
             }
         }
+        guard let (result, version, path) = stored else { throw LibraryError.unknownAssets([String(rowID)]) }
+        if version >= MediaScanner.version { return result }
+        return rescan(rowID: rowID, path: path)
+    }
+
+    /// Scans an original again with the current scanners and stores the result.
+    func rescan(rowID: Int64, path: String) -> RedactionResult {
+        let result: RedactionResult
+        var hasLocation: Bool? = nil
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            // Not stored: the original may be readable again later (a referenced file's disk).
+            return .refuse(reason: "the original cannot be read again: \(String(cString: strerror(errno)))")
+        } else {
+            defer { Glibc.close(fd) }
+            do {
+                let (scan, _, _) = try StoreWriter.scan(fd: fd)
+                result = scan.redaction
+                hasLocation = scan.hasLocation
+            } catch {
+                result = .refuse(reason: "the original no longer scans: \(error)")
+            }
+        }
+        var blob: Data? = nil, refusal: String? = nil
+        switch result {
+        case .plan(let p): blob = Data(p.serialized())
+        case .refuse(let why): refusal = why
+        }
+        // Best effort: if it cannot be stored, the next open scans again.
+        try? write { db in
+            try db.execute(sql: """
+                UPDATE assets SET redaction = ?, redaction_refusal = ?, redaction_version = ?,
+                       has_location = COALESCE(?, has_location) WHERE rowid = ?
+                """, arguments: [blob, refusal, MediaScanner.version, hasLocation, rowID])
+        }
+        return result
     }
 
     /// An app renames an asset it created: it keeps seeing the name it chose; the library's

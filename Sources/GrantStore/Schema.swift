@@ -92,6 +92,7 @@ enum Schema {
         }
         registerV2(&m)
         registerV3(&m)
+        registerV4(&m)
         return m
     }
 }
@@ -141,6 +142,16 @@ extension Schema {
                     WHERE token = NEW.token;
                 END;
                 """)
+        }
+    }
+}
+
+extension Schema {
+    /// v4: which scanner version computed an asset's redaction plan, so plans from older scanners
+    /// (which missed some location data) are recomputed before an app reads through them.
+    static func registerV4(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v4-redaction-version") { db in
+            try db.execute(sql: "ALTER TABLE assets ADD COLUMN redaction_version INTEGER NOT NULL DEFAULT 1")
         }
     }
 }

@@ -184,12 +184,13 @@ public final class StoreWriter: @unchecked Sendable {
         let capture = (scan.captureDate ?? facts.fileDate).timeIntervalSince1970
         try db.execute(sql: """
             INSERT INTO assets (id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
-                added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal,
+                redaction_version)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [id, name, owner?.rawValue, ownerName, scan.kind.rawValue,
                              scan.kind.isVideo ? "video" : "photo", Int64(facts.byteSize), capture, now,
                              scan.hasLocation, facts.contentHash, shared, storePath, referencePath,
-                             redaction.map { Data($0) }, refusal])
+                             redaction.map { Data($0) }, refusal, MediaScanner.version])
         let rowID = db.lastInsertedRowID
         try Library.record(db, "insert", app: owner?.rawValue, asset: rowID)
         return Library.asset(try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID])!)

@@ -61,6 +61,11 @@ public enum ScanError: Error, Sendable, Equatable, CustomStringConvertible {
 /// the file's size and every offset). Each scanner walks its container with explicit bounds, caps
 /// reads and counts (`Limits`), and detects offset loops, so any input costs bounded memory and time.
 public enum MediaScanner {
+    /// The version of what the scanners find. Plans stored by an older version are recomputed
+    /// before they are used: 1 had EXIF/XMP/box locations; 2 added data after a JPEG's end of
+    /// image (Motion Photo movies, trailers, MPF images) and timed metadata tracks.
+    public static let version = 2
+
     /// Scan by reading with `pread` from `fd` (file size `size`).
     public static func scan(fd: Int32, size: UInt64) throws(ScanError) -> MediaScan {
         try scan(ByteSource(fd: fd, size: size))

@@ -4,6 +4,7 @@ import Testing
 import TestSupport
 @testable import GrantStore
 @testable import PhotoLibrary
+import Redaction
 
 /// A fresh library in a temp folder, removed afterwards.
 final class TempLibrary {
@@ -198,6 +199,29 @@ let camera = AppID("org.example.Camera")!
         #expect(StoreWriter.recover(t.library) == 1)
         #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + rel))
         #expect(!FileManager.default.fileExists(atPath: dead))
+    }
+
+    /// Plans stored by an older scanner version are recomputed before use, and stored again.
+    @Test func redactionPlansOfAnOlderScannerAreRecomputed() throws {
+        let t = try TempLibrary()
+        let a = try t.importJPEGs(["gps.jpg"], gps: true)[0]
+        guard case .plan(let fresh) = try t.library.redaction(rowID: a.rowID) else { Issue.record("a GPS JPEG must have a plan"); return }
+        #expect(!fresh.isEmpty)
+        // As an older photogate would have left it: a plan that zeroes nothing, at version 1.
+        try t.library.write { db in
+            try db.execute(sql: "UPDATE assets SET redaction = ?, redaction_version = 1 WHERE rowid = ?",
+                           arguments: [Data(RedactionPlan.empty.serialized()), a.rowID])
+        }
+        guard case .plan(let again) = try t.library.redaction(rowID: a.rowID) else { Issue.record("rescan refused"); return }
+        #expect(again == fresh)
+        let version = try t.library.read { db in try Int.fetchOne(db, sql: "SELECT redaction_version FROM assets WHERE rowid = ?", arguments: [a.rowID]) }
+        #expect(version == MediaScanner.version)
+        // A stale plan whose original is gone refuses (fails closed), and is not stored as final.
+        try t.library.write { db in try db.execute(sql: "UPDATE assets SET redaction_version = 1 WHERE rowid = ?", arguments: [a.rowID]) }
+        try FileManager.default.removeItem(atPath: t.library.originalPath(a))
+        guard case .refuse = try t.library.redaction(rowID: a.rowID) else { Issue.record("a missing original must refuse"); return }
+        let still = try t.library.read { db in try Int.fetchOne(db, sql: "SELECT redaction_version FROM assets WHERE rowid = ?", arguments: [a.rowID]) }
+        #expect(still == 1)
     }
 
     /// A dead mount's temp folder: files whose close succeeded (marked ready, in an extended
