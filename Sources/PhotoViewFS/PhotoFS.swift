@@ -200,6 +200,20 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         for n in diff.updated {
             inv.invalidateInode(n.ino, offset: 0, length: 0)
         }
+        // Directory listings are cached by the kernel (FOPEN_CACHE_DIR): drop the cached listing
+        // of every folder whose names changed. (This takes no directory lock, so it is safe even
+        // for changes the mount's own syscalls made; the kernel drops its cache for those itself.)
+        if !diff.removed.isEmpty || !diff.inserted.isEmpty || oldPolicy.showsAlbums != new.policy.showsAlbums {
+            inv.invalidateInode(FixedInode.root, offset: 0, length: 0)
+        }
+        if new.policy.showsAlbums {
+            for (parent, olds, news) in [(FixedInode.albums, oldAlbums, new.albums), (FixedInode.shared, oldShared, new.shared)] {
+                if Set(olds.keys) != Set(news.keys) { inv.invalidateInode(parent, offset: 0, length: 0) }
+                for (name, a) in news where olds[name]?.listing != a.listing || olds[name]?.byName != a.byName {
+                    inv.invalidateInode(a.ino, offset: 0, length: 0)
+                }
+            }
+        }
         guard oldPolicy.showsAlbums else { return }
         if !new.policy.showsAlbums {
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
@@ -371,7 +385,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         noteAccess()
         let (a, _) = try attributes(of: inode)
         guard a.isDirectory else { throw .notDirectory }
-        return OpenReply(handle: 0)
+        // The kernel may keep listings: `invalidate` drops them when names change.
+        return OpenReply(handle: 0, keepCache: true, cacheReaddir: true)
     }
 
     /// Assets returned per readdir call (a kernel buffer holds ~30 readdirplus entries).
@@ -732,6 +747,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         if f.committedRowID == nil {
             Glibc.unlink(f.tempPath)
             writer.clearReady(tempPath: f.tempPath)
+            // The name leaves the listing without a directory operation: drop cached listings.
+            invalidator?.invalidateInode(FixedInode.root, offset: 0, length: 0)
+            if let album = f.album, let ino = model.withLock({ $0.albums[album]?.ino }) {
+                invalidator?.invalidateInode(ino, offset: 0, length: 0)
+            }
         }
     }
 
