@@ -115,26 +115,58 @@ public final class Importer {
         var batch: [Pending] = []
         var batchBytes: UInt64 = 0
         var done = 0
-        for path in files {
-            do {
-                if let p = try prepare(path) {
-                    batch.append(p)
-                    batchBytes += p.facts.byteSize
+        // Reading, hashing and copying is CPU work (hashing and two copies per byte): files are
+        // prepared on every core, a few at a time, and then handled in their order.
+        let workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+        let step = workers == 1 ? 1 : 4 * workers
+        var next = 0
+        while next < files.count {
+            let chunk = Array(files[next..<min(files.count, next + step)])
+            next += chunk.count
+            let prepared = prepareAll(chunk)
+            for (k, (path, result)) in zip(chunk, prepared).enumerated() {
+                do {
+                    if let p = try result.get() {
+                        batch.append(p)
+                        batchBytes += p.facts.byteSize
+                    }
+                } catch let e as LibraryError {
+                    if case .noSpace = e {
+                        for later in prepared[(k + 1)...] { if case .success(let p?) = later, let t = p.temp { unlink(t) } }
+                        try? flush(&batch, &summary, event)
+                        throw e
+                    }
+                    summary.skipped.append((path, e.description))
+                    event(.skipped(source: path, reason: e.description))
+                } catch {
+                    for later in prepared[(k + 1)...] { if case .success(let p?) = later, let t = p.temp { unlink(t) } }
+                    for p in batch { if let t = p.temp { unlink(t) } }
+                    throw error
                 }
-            } catch let e as LibraryError {
-                if case .noSpace = e { try? flush(&batch, &summary, event); throw e }
-                summary.skipped.append((path, e.description))
-                event(.skipped(source: path, reason: e.description))
-            }
-            done += 1
-            progress(done, files.count)
-            if batch.count >= 256 || batchBytes >= 256 << 20 {
-                try flush(&batch, &summary, event)
-                batchBytes = 0
+                done += 1
+                progress(done, files.count)
+                if batch.count >= 256 || batchBytes >= 256 << 20 {
+                    try flush(&batch, &summary, event)
+                    batchBytes = 0
+                }
             }
         }
         try flush(&batch, &summary, event)
         return summary
+    }
+
+    /// `prepare` for each path, concurrently; results in the paths' order.
+    func prepareAll(_ paths: [String]) -> [Result<Pending?, Error>] {
+        if paths.count == 1 { return [Result { try prepare(paths[0]) }] }
+        var results = [Result<Pending?, Error>](repeating: .success(nil), count: paths.count)
+        nonisolated(unsafe) let importer = self   // prepare touches only its own file and temp
+        results.withUnsafeMutableBufferPointer { buffer in
+            nonisolated(unsafe) let out = buffer   // each iteration writes only its own slot
+            DispatchQueue.concurrentPerform(iterations: paths.count) { i in
+                out[i] = Result { try importer.prepare(paths[i]) }
+            }
+        }
+        return results
     }
 
     /// Reads, scans, hashes and (unless referencing) copies one file into a fsynced temp file.
