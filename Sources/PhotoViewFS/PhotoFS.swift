@@ -78,6 +78,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let log: @Sendable (String) -> Void
     public let passthrough: Bool
     let started = Timespec.now
+    /// When a folder's listing last changed other than by this mount's own syscalls: the mtime of
+    /// every folder. With cached listings, a listing the kernel finished filling just after an
+    /// invalidation would keep stale names; a newer mtime makes the kernel drop it the next time
+    /// it refreshes the folder's attributes (which the invalidation also forces).
+    let listingsChanged = Mutex<Timespec>(.zero)
 
     static let longTimeout = 86_400.0
 
@@ -203,17 +208,19 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         // Directory listings are cached by the kernel (FOPEN_CACHE_DIR): drop the cached listing
         // of every folder whose names changed. (This takes no directory lock, so it is safe even
         // for changes the mount's own syscalls made; the kernel drops its cache for those itself.)
+        var folders: [Inode] = []
         if !diff.removed.isEmpty || !diff.inserted.isEmpty || oldPolicy.showsAlbums != new.policy.showsAlbums {
-            inv.invalidateInode(FixedInode.root, offset: 0, length: 0)
+            folders.append(FixedInode.root)
         }
         if new.policy.showsAlbums {
             for (parent, olds, news) in [(FixedInode.albums, oldAlbums, new.albums), (FixedInode.shared, oldShared, new.shared)] {
-                if Set(olds.keys) != Set(news.keys) { inv.invalidateInode(parent, offset: 0, length: 0) }
+                if Set(olds.keys) != Set(news.keys) { folders.append(parent) }
                 for (name, a) in news where olds[name]?.listing != a.listing || olds[name]?.byName != a.byName {
-                    inv.invalidateInode(a.ino, offset: 0, length: 0)
+                    folders.append(a.ino)
                 }
             }
         }
+        invalidateListings(folders)
         guard oldPolicy.showsAlbums else { return }
         if !new.policy.showsAlbums {
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
@@ -236,8 +243,26 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     // MARK: attributes
 
     func dirAttributes(_ ino: Inode, writable: Bool) -> Attributes {
-        Attributes(ino: ino, mode: FileMode.directory | (writable ? 0o755 : 0o555), nlink: 2, size: 4096,
-                   uid: uid, gid: gid, atime: started, mtime: started, ctime: started)
+        let changed = listingsChanged.withLock { $0 }
+        let m = changed == .zero ? started : changed
+        return Attributes(ino: ino, mode: FileMode.directory | (writable ? 0o755 : 0o555), nlink: 2, size: 4096,
+                          uid: uid, gid: gid, atime: m, mtime: m, ctime: m)
+    }
+
+    /// Drops the kernel's cached listing (and attributes) of folders whose names changed.
+    func invalidateListings(_ folders: [Inode]) {
+        guard let inv = invalidator, !folders.isEmpty else { return }
+        listingsChanged.withLock { t in
+            let now = Timespec.now
+            // Strictly newer, even within one clock tick.
+            if (now.seconds, now.nanoseconds) > (t.seconds, t.nanoseconds) {
+                t = now
+            } else {
+                t = t.nanoseconds < 999_999_999 ? Timespec(seconds: t.seconds, nanoseconds: t.nanoseconds + 1)
+                                                : Timespec(seconds: t.seconds + 1)
+            }
+        }
+        for ino in folders { inv.invalidateInode(ino, offset: 0, length: 0) }
     }
 
     func attributes(_ n: AssetNode) -> Attributes {
@@ -748,10 +773,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             Glibc.unlink(f.tempPath)
             writer.clearReady(tempPath: f.tempPath)
             // The name leaves the listing without a directory operation: drop cached listings.
-            invalidator?.invalidateInode(FixedInode.root, offset: 0, length: 0)
-            if let album = f.album, let ino = model.withLock({ $0.albums[album]?.ino }) {
-                invalidator?.invalidateInode(ino, offset: 0, length: 0)
-            }
+            invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
         }
     }
 

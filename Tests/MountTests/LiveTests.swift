@@ -5,6 +5,12 @@ import TestSupport
 import Glibc
 #endif
 
+func folderMTime(_ path: String) -> Double {
+    var st = stat()
+    guard stat(path, &st) == 0 else { return -1 }
+    return Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+}
+
 /// Issue 4: grants reach running mounts at once; prompts; `.photogate/request`; the change feed.
 @Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
 struct Live {
@@ -18,8 +24,11 @@ struct Live {
         let mp = try f.mount(app)
         #expect(statErrno(mp + "/a.jpg") == 0)    // cached in the kernel from here on
         #expect(listing(mp) == ["a.jpg"])
+        let before = folderMTime(mp)
         try f.pg("grant", app, "b.jpg")
         #expect(eventually(2) { statErrno(mp + "/b.jpg") == 0 })
+        // The folder's mtime moves when its listing changes (cached listings depend on it).
+        #expect(eventually(2) { folderMTime(mp) > before })
         try f.pg("revoke", app, "a.jpg")
         // The kernel's cached entry and attributes are invalidated: stat fails at once.
         #expect(eventually(2) { statErrno(mp + "/a.jpg") == ENOENT })
