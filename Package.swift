@@ -49,7 +49,7 @@ let package = Package(
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "PhotoLibraryTests", dependencies: ["PhotoLibrary"]),
-        .testTarget(name: "RedactionTests", dependencies: ["Redaction"], exclude: ["Corpus"]),
+        .testTarget(name: "RedactionTests", dependencies: ["Redaction", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "TestSupport"]),
         .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "TestSupport"]),

@@ -7,17 +7,6 @@ import TestSupport
 import Glibc
 #endif
 
-/// A small deterministic generator (SplitMix64), so a failing run is reproducible from its seed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The test's own idea of the library: written independently of ViewPolicy, from DESIGN.md's table.
 struct Model {
@@ -63,7 +52,7 @@ struct ModelBased {
         let seed = UInt64(env["PHOTOGATE_MODEL_SEED"] ?? "") ?? 20_261_122
         let steps = Int(env["PHOTOGATE_MODEL_STEPS"] ?? "") ?? 2000
         print("model test: seed \(seed), \(steps) steps (PHOTOGATE_MODEL_SEED / PHOTOGATE_MODEL_STEPS)")
-        var rng = SeededRandom(state: seed)
+        var rng = SplitMix(seed: seed)
         let f = try MountFixture()
         let library = try Library.open(at: LibraryPaths(root: f.library))
         var model = Model()

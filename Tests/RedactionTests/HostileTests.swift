@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Redaction
 
 /// Lays out TIFF structures by hand (either byte order) for crafted EXIF.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Redaction
 
 /// External tools the tests drive: found through PATH; a missing tool fails the test (scripts/test installs them).
@@ -115,18 +116,6 @@ extension RedactionPlan {
     }
 }
 
-/// Deterministic random numbers for the tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// exiftool's view of a file: `exiftool -a -G1 -n -j`, one flat dictionary.
 func exiftoolTags(_ path: String) throws -> [String: Any] {
