@@ -874,11 +874,15 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         if parent == FixedInode.root, let ino = sessionIno(s), let f = files.withLock({ $0[ino] }),
            model.withLock({ $0.byName[s] == nil || $0.byName[s] == f.committedRowID }) {
             // Wait for a commit in flight, then either drop the pending file or trash the asset.
-            let committed = f.lock.run { files.withLock { $0[ino]?.committedRowID } }
-            guard let rowID = committed else {
-                discard(ino)
-                return
+            // The drop happens under the file's lock, so a commit cannot start in between.
+            let committed: Int64? = f.lock.run {
+                guard let c = files.withLock({ $0[ino]?.committedRowID }) else {
+                    discard(ino)
+                    return nil
+                }
+                return c
             }
+            guard let rowID = committed else { return }
             let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
             guard canDelete else { throw .accessDenied }
             do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
