@@ -128,16 +128,7 @@ struct HostileTests {
         let second = jpegWithEXIF(base, g.bytes)
 
         func app2(_ secondOffset: UInt32) -> [UInt8] {
-            var w = TIFFWriter(little: true)
-            var entries = w.encode32(0x0003_0000) + w.encode32(UInt32(base.count)) + w.encode32(0) + [0, 0, 0, 0]
-            entries += w.encode32(0) + w.encode32(UInt32(second.count)) + w.encode32(secondOffset) + [0, 0, 0, 0]
-            let ifd = w.ifd([TIFFWriter.Entry(tag: 0xB000, type: 7, count: 4, data: Array("0100".utf8)),
-                             TIFFWriter.Entry(tag: 0xB001, type: 4, count: 1, data: w.encode32(2)),
-                             TIFFWriter.Entry(tag: 0xB002, type: 7, count: 32, data: entries)])
-            w.set32(4, ifd)
-            let payload = Array("MPF\0".utf8) + w.bytes
-            let n = payload.count + 2
-            return [0xFF, 0xE2, UInt8(n >> 8), UInt8(n & 0xFF)] + payload
+            mpfSegment(primarySize: UInt32(base.count), secondSize: second.count, secondOffset: secondOffset)
         }
         let segmentLength = app2(0).count
         let primaryLength = base.count + segmentLength

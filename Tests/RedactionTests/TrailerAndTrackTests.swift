@@ -6,6 +6,20 @@ import TestSupport
 // MARK: - Builders
 
 func be16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
+
+/// An APP2 "MPF" segment indexing a primary image and one secondary image (little-endian MP
+/// index; the secondary's offset counts from the MP header, as the format says).
+func mpfSegment(primarySize: UInt32, secondSize: Int, secondOffset: UInt32) -> [UInt8] {
+    var w = TIFFWriter(little: true)
+    var entries = w.encode32(0x0003_0000) + w.encode32(primarySize) + w.encode32(0) + [0, 0, 0, 0]
+    entries += w.encode32(0) + w.encode32(UInt32(secondSize)) + w.encode32(secondOffset) + [0, 0, 0, 0]
+    let ifd = w.ifd([TIFFWriter.Entry(tag: 0xB000, type: 7, count: 4, data: Array("0100".utf8)),
+                     TIFFWriter.Entry(tag: 0xB001, type: 4, count: 1, data: w.encode32(2)),
+                     TIFFWriter.Entry(tag: 0xB002, type: 7, count: 32, data: entries)])
+    w.set32(4, ifd)
+    let payload = Array("MPF\0".utf8) + w.bytes
+    return [0xFF, 0xE2] + be16(UInt16(payload.count + 2)) + payload
+}
 func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
 func be64(_ v: UInt64) -> [UInt8] { be32(UInt32(v >> 32)) + be32(UInt32(v & 0xFFFF_FFFF)) }
 
@@ -444,17 +458,7 @@ struct JPEGTrailerTests {
         g.set32(4, ifd0)
         let second = jpegWithEXIF(try readBytes(try Fixture.image(s, "second.jpg", size: "8x8")), g.bytes)
         let junk = Array("JUNK between images 48.8566".utf8)
-        func app2(_ secondOffset: UInt32) -> [UInt8] {
-            var w = TIFFWriter(little: true)
-            var entries = w.encode32(0x0003_0000) + w.encode32(0) + w.encode32(0) + [0, 0, 0, 0]
-            entries += w.encode32(0) + w.encode32(UInt32(second.count)) + w.encode32(secondOffset) + [0, 0, 0, 0]
-            let ifd = w.ifd([TIFFWriter.Entry(tag: 0xB000, type: 7, count: 4, data: Array("0100".utf8)),
-                             TIFFWriter.Entry(tag: 0xB001, type: 4, count: 1, data: w.encode32(2)),
-                             TIFFWriter.Entry(tag: 0xB002, type: 7, count: 32, data: entries)])
-            w.set32(4, ifd)
-            let payload = Array("MPF\0".utf8) + w.bytes
-            return [0xFF, 0xE2] + be16(UInt16(payload.count + 2)) + payload
-        }
+        func app2(_ secondOffset: UInt32) -> [UInt8] { mpfSegment(primarySize: 0, secondSize: second.count, secondOffset: secondOffset) }
         let primaryLength = base.count + app2(0).count
         let secondStart = primaryLength + junk.count
         let movie = try Self.movie(s)
