@@ -34,3 +34,7 @@ int pg_fremovexattr(int fd, const char *name) {
 int pg_removexattr(const char *path, const char *name) {
     return removexattr(path, name);
 }
+
+int pg_open_direct_write(const char *path) {
+    return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+}

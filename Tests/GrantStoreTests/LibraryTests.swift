@@ -201,6 +201,31 @@ let camera = AppID("org.example.Camera")!
         #expect(!FileManager.default.fileExists(atPath: dead))
     }
 
+    /// Files of several MiB are copied with direct I/O for their whole MiBs and buffered for the
+    /// tail: the stored copy must be the source, byte for byte.
+    @Test func largeImportsAreStoredByteForByte() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/big"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        var sources: [String: [UInt8]] = [:]
+        for (i, extra) in [(0, 1 << 20), (1, (3 << 20) + 12345), (2, (2 << 20) - 777)].map({ ($0.0, $0.1) }) {
+            var bytes = try TestMedia.jpeg(tag: "big-\(i)")
+            var rng = SplitMix(seed: UInt64(i + 1))
+            bytes += (0..<extra).map { _ in UInt8(truncatingIfNeeded: rng.next()) }   // after EOI: a trailer
+            let name = "big\(i).jpg"
+            try TestMedia.write(bytes, to: src + "/" + name)
+            sources[name] = bytes
+        }
+        let summary = try Importer(library: t.library, options: ImportOptions()).run([src])
+        #expect(summary.imported.count == 3)
+        for a in summary.imported {
+            let stored = try [UInt8](Data(contentsOf: URL(fileURLWithPath: t.library.originalPath(a))))
+            let same = stored == sources[a.displayName]   // not inside #expect: it would print megabytes
+            #expect(same, "\(a.displayName) differs from its source")
+            #expect("sha256:" + hexString(SHA256.hash(stored)) == a.contentHash)
+        }
+    }
+
     /// Plans stored by an older scanner version are recomputed before use, and stored again.
     @Test func redactionPlansOfAnOlderScannerAreRecomputed() throws {
         let t = try TempLibrary()

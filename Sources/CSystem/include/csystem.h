@@ -19,4 +19,8 @@ long pg_getxattr(const char *path, const char *name, void *value, unsigned long 
 int pg_fremovexattr(int fd, const char *name);
 int pg_removexattr(const char *path, const char *name);
 
+/// open(path, O_WRONLY | O_DIRECT | O_CLOEXEC): writes that skip the page cache (-1 where the
+/// filesystem has no direct I/O).
+int pg_open_direct_write(const char *path);
+
 #endif
