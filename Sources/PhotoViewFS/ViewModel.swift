@@ -67,6 +67,18 @@ final class NodeStore: @unchecked Sendable {
     static let strip: UInt8 = 1, owned: UInt8 = 2, shared: UInt8 = 4, selected: UInt8 = 8, picked: UInt8 = 16, inStore: UInt8 = 32
     static let dead: UInt8 = 128
 
+    /// A node's bits from its row's flags.
+    static func bits(_ f: ViewRows.Flags) -> UInt8 {
+        var b: UInt8 = 0
+        if f.contains(.referencePathNull) { b |= inStore }
+        if f.contains(.strip) { b |= strip }
+        if f.contains(.owned) { b |= owned }
+        if f.contains(.shared) { b |= shared }
+        if f.contains(.selected) { b |= selected }
+        if f.contains(.picked) { b |= picked }
+        return b
+    }
+
     init(rowIDs: [Int64], inos: [UInt64], sizes: [UInt64], mtimes: [Int], ctimes: [Int], bits: [UInt8], text: [UInt8],
          ends: [UInt32], storeRoot: String, byRow: IndexTable, byName: IndexTable, byIno: IndexTable) {
         self.rowIDs = rowIDs; self.inos = inos; self.sizes = sizes; self.mtimes = mtimes; self.ctimes = ctimes
@@ -363,19 +375,9 @@ struct ViewModel: Sendable {
             ends.append(UInt32(text.count))
             if let own = r.ownViewName(i) { text.append(contentsOf: own.utf8) } else { r.withBytes(.displayName, i) { text.append(contentsOf: $0) } }
             ends.append(UInt32(text.count))
-            var b: UInt8 = 0
-            if f.contains(.referencePathNull) {
-                b |= NodeStore.inStore
-                r.withBytes(.storePath, i) { text.append(contentsOf: $0) }
-            } else {
-                r.withBytes(.referencePath, i) { text.append(contentsOf: $0) }
-            }
+            let b = NodeStore.bits(f)
+            r.withBytes(f.contains(.referencePathNull) ? .storePath : .referencePath, i) { text.append(contentsOf: $0) }
             ends.append(UInt32(text.count))
-            if strip { b |= NodeStore.strip }
-            if f.contains(.owned) { b |= NodeStore.owned }
-            if f.contains(.shared) { b |= NodeStore.shared }
-            if f.contains(.selected) { b |= NodeStore.selected }
-            if f.contains(.picked) { b |= NodeStore.picked }
             rowIDs.append(r.rowIDs[i])
             sizes.append(r.byteSizes[i])
             mtimes.append(Int(r.captureDates[i]))
@@ -528,8 +530,8 @@ extension ViewModel {
         let key = app.inodeKey
         let affected = Set(p.affected)
         // The new nodes, checked before anything changes.
-        var news: [Int64: AssetNode] = [:]
-        var newBits: [Int64: UInt8] = [:]
+        struct New { var node: AssetNode; var bits: UInt8; var stored: String }
+        var news: [Int64: New] = [:]
         var names = Set<String>(), inodes = Set<UInt64>()
         for i in 0..<r.count {
             let rowID = r.rowIDs[i]
@@ -546,36 +548,29 @@ extension ViewModel {
             if let j = st.index(ofIno: ino), !affected.contains(st.rowIDs[j]) { return nil }
             let inStore = f.contains(.referencePathNull)
             let stored = inStore ? r.text(.storePath, i)! : r.text(.referencePath, i)!
-            var b: UInt8 = 0
-            if inStore { b |= NodeStore.inStore }
-            if strip { b |= NodeStore.strip }
-            if owned { b |= NodeStore.owned }
-            if f.contains(.shared) { b |= NodeStore.shared }
-            if f.contains(.selected) { b |= NodeStore.selected }
-            if f.contains(.picked) { b |= NodeStore.picked }
-            news[rowID] = AssetNode(rowID: rowID, assetID: id, name: name, ino: ino, size: r.byteSizes[i],
-                                    mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
-                                    path: inStore ? st.storeRoot + "/" + stored : stored, strip: strip, owned: owned,
-                                    shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked))
-            newBits[rowID] = b
+            let node = AssetNode(rowID: rowID, assetID: id, name: name, ino: ino, size: r.byteSizes[i],
+                                 mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
+                                 path: inStore ? st.storeRoot + "/" + stored : stored, strip: strip, owned: owned,
+                                 shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked))
+            news[rowID] = New(node: node, bits: NodeStore.bits(f), stored: stored)
         }
         // What changed.
         var d = Diff()
         var drop: [Int] = []            // old slots to remove
-        var add: [AssetNode] = []       // nodes to append
+        var add: [New] = []             // nodes to append
         for rowID in p.affected {
             let old = st.index(ofRow: rowID), new = news[rowID]
-            switch (old, new) {
+            switch (old, new?.node) {
             case (nil, nil): continue
             case (let o?, nil):
                 d.removed.append(st.node(o)); drop.append(o)
             case (nil, let n?):
-                d.inserted.append(n); add.append(n)
+                d.inserted.append(n); add.append(new!)
             case (let o?, let n?):
                 let a = st.node(o)
                 if a == n { continue }
                 if a.ino != n.ino || a.name != n.name { d.removed.append(a); d.inserted.append(n) } else { d.updated.append(n) }
-                drop.append(o); add.append(n)
+                drop.append(o); add.append(new!)
             }
         }
         let oldAlbums = albums.mapValues(\.listing), oldShared = shared.mapValues(\.listing)
@@ -604,16 +599,16 @@ extension ViewModel {
             totalBytes &-= st.sizes[o]
             st.remove(o)
         }
-        for n in add {
-            var id = n.assetID, name = n.name
-            var path = newBits[n.rowID]! & NodeStore.inStore != 0 ? String(n.path.dropFirst(st.storeRoot.utf8.count + 1)) : n.path
+        for a in add {
+            let n = a.node
+            var id = n.assetID, name = n.name, path = a.stored
             id.withUTF8 { i in name.withUTF8 { nm in path.withUTF8 { pa in
-                st.append(rowID: n.rowID, ino: n.ino, size: n.size, mtime: n.mtime, ctime: n.ctime, bits: newBits[n.rowID]!,
+                st.append(rowID: n.rowID, ino: n.ino, size: n.size, mtime: n.mtime, ctime: n.ctime, bits: a.bits,
                           id: i, name: nm, path: pa)
             } } }
             totalBytes &+= n.size
         }
-        let keys = add.map { ($0.mtime, $0.rowID) }.sorted { $0 < $1 }
+        let keys = add.map { ($0.node.mtime, $0.node.rowID) }.sorted { $0 < $1 }
         if keys.count <= 16 {
             for k in keys { listing.insert(k.1, at: position(k)) }
         } else {
