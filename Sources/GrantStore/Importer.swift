@@ -124,6 +124,11 @@ public final class Importer {
             let chunk = Array(files[next..<min(files.count, next + step)])
             next += chunk.count
             let prepared = prepareAll(chunk)
+            // On a fatal error, the temp copies not yet handed to `flush` go.
+            func dropUnflushed(after k: Int, batch: [Pending]) {
+                for later in prepared[(k + 1)...] { if case .success(let p?) = later, let t = p.temp { unlink(t) } }
+                for p in batch { if let t = p.temp { unlink(t) } }
+            }
             for (k, (path, result)) in zip(chunk, prepared).enumerated() {
                 do {
                     if let p = try result.get() {
@@ -132,15 +137,14 @@ public final class Importer {
                     }
                 } catch let e as LibraryError {
                     if case .noSpace = e {
-                        for later in prepared[(k + 1)...] { if case .success(let p?) = later, let t = p.temp { unlink(t) } }
+                        dropUnflushed(after: k, batch: [])
                         try? flush(&batch, &summary, event)
                         throw e
                     }
                     summary.skipped.append((path, e.description))
                     event(.skipped(source: path, reason: e.description))
                 } catch {
-                    for later in prepared[(k + 1)...] { if case .success(let p?) = later, let t = p.temp { unlink(t) } }
-                    for p in batch { if let t = p.temp { unlink(t) } }
+                    dropUnflushed(after: k, batch: batch)
                     throw error
                 }
                 done += 1
