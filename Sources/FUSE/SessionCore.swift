@@ -313,7 +313,10 @@ final class SessionCore: @unchecked Sendable {
         _ = cfuse_want(conn, UInt64(FUSE_CAP_PARALLEL_DIROPS))
         _ = cfuse_want(conn, UInt64(FUSE_CAP_AUTO_INVAL_DATA))
         let splice = cfuse_want(conn, UInt64(FUSE_CAP_SPLICE_WRITE)) != 0
-        if splice { _ = cfuse_want(conn, UInt64(FUSE_CAP_SPLICE_MOVE)) }
+        // No SPLICE_MOVE: the kernel then tries to steal each backing page (dropping it from the
+        // store's page cache) and copies it anyway. Measured on Linux 6.18, a read whose store
+        // file is cached but whose mount cache is cold: 2.9 GB/s without, 2.5 GB/s with.
+        cfuse_unwant(conn, UInt64(FUSE_CAP_SPLICE_MOVE))
         // Splicing requests in only pays with a write_buf handler; ours copies to memory anyway.
         cfuse_unwant(conn, UInt64(FUSE_CAP_SPLICE_READ))
         // open(O_TRUNC) arrives as setattr(size: 0) + open: one place to truncate.
