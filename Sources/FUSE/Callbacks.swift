@@ -294,7 +294,8 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
                 }
             case .file(let fd, let fileOffset, let count):
                 var bufv = cfuse_bufvec_fd(max(0, min(count, size)), fd, off_t(fileOffset))
-                _ = fuse_reply_data(req, &bufv, FUSE_BUF_SPLICE_MOVE)
+                // No FUSE_BUF_SPLICE_MOVE: see `negotiate` (moving pages is slower than copying).
+                _ = fuse_reply_data(req, &bufv, fuse_buf_copy_flags(0))
             }
         } catch { replyError(req, error) }
     }

@@ -113,6 +113,44 @@ public final class FUSESession: @unchecked Sendable {
         }
     }
 
+    /// Raises the kernel's readahead for this mount to at least `kib` KiB (the `read_ahead_kb` of
+    /// the mount's backing device info in sysfs) and returns the readahead now in effect, in KiB;
+    /// nil when it cannot be read. Call after INIT, from outside request handlers (it stats the
+    /// mount point). Writing needs root; otherwise the kernel's value stays and is returned.
+    ///
+    /// The kernel gives a FUSE mount 128 KiB, and INIT can only lower that, so a sequential read
+    /// served by the daemon arrives as 128 KiB requests, and the per-request round trip, not the
+    /// copy, bounds it. 512 KiB still fits one reply in libfuse's splice pipe (1 MiB, the most
+    /// a pipe may have without CAP_SYS_RESOURCE); a 1 MiB reply does not, and libfuse then copies
+    /// through a buffer it allocates for each request, which is slower than 128 KiB.
+    public func raiseReadahead(toKiB kib: Int) -> Int? {
+        guard let mp = core.state.withLock({ $0.mounted ? $0.mountpoint : nil }) else { return nil }
+        var st = stat()
+        guard stat(mp, &st) == 0 else { return nil }
+        let dev = UInt64(st.st_dev)
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
+        let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
+        let path = "/sys/class/bdi/\(major):\(minor)/read_ahead_kb"
+        func current() -> Int? {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            defer { close(fd) }
+            var buf = [UInt8](repeating: 0, count: 32)
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { return nil }
+            return Int(String(decoding: buf[0..<n], as: UTF8.self).filter(\.isNumber))
+        }
+        guard let now = current() else { return nil }
+        if now >= kib { return now }
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        if fd >= 0 {
+            let text = Array("\(kib)\n".utf8)
+            _ = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        return current()
+    }
+
     /// Installs libfuse's handlers (`fuse_set_signal_handlers`): SIGINT, SIGTERM and SIGHUP end
     /// `run()`, SIGPIPE is ignored; all are restored when `run()` returns. Process-wide: one
     /// session at a time. A signal landing on a thread outside the loop is noticed within ~0.2 s.

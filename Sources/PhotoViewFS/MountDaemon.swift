@@ -17,6 +17,8 @@ public struct MountRecord: Codable, Sendable, Equatable {
     public var readPath: String
     public var libfuse: String
     public var started: Double
+    /// The kernel's readahead for the mount in KiB (nil: unknown, or a record of an older daemon).
+    public var readaheadKiB: Int?
 }
 
 public enum MountRegistry {
@@ -169,11 +171,16 @@ public enum MountDaemon {
             watcher.stop()
             return 1
         }
+        // Reads the daemon serves (all of them without passthrough, redacted files with it) come
+        // in requests of the mount's readahead: 512 KiB instead of the kernel's 128 made a 1 GiB
+        // read whose store copy is cached 3.3 GB/s instead of 2.4 (needs root; else unchanged).
+        let readahead = session.raiseReadahead(toKiB: 512)
         let record = MountRecord(app: settings.app.rawValue, access: settings.access.rawValue, mountpoint: settings.mountpoint,
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
-                                 libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970)
+                                 libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
+                                 readaheadKiB: readahead)
         MountRegistry.write(record, library: library)
-        log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), libfuse \(record.libfuse)")
+        log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
         done.wait()
         watcher.stop()

@@ -141,6 +141,14 @@ struct ViewTable {
         #expect(me["access"] as? String == "read-write")
         #expect((me["pid"] as? Int ?? 0) > 0)
         #expect(["daemon", "passthrough"].contains(me["readPath"] as? String ?? ""))
+        // The readahead it reports is the kernel's for this mount; as root it was raised to 512 KiB.
+        var st = stat()
+        #expect(stat(mp, &st) == 0)
+        let dev = UInt64(st.st_dev)
+        let bdi = "/sys/class/bdi/\(((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)):\((dev & 0xff) | ((dev >> 12) & ~0xff))/read_ahead_kb"
+        let kernel = try Int(String(contentsOfFile: bdi, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(me["readaheadKiB"] as? Int == kernel)
+        if geteuid() == 0 { #expect((kernel ?? 0) >= 512) }
         #expect(try TestSupport.run("fusermount3", ["-u", mp]).status == 0)
         #expect(eventually { !isMounted(mp) })
         #expect(eventually { (try? f.pg("mounts", "--json").stdout.contains(mp)) == false })
