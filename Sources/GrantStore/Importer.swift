@@ -115,63 +115,58 @@ public final class Importer {
         var batch: [Pending] = []
         var batchBytes: UInt64 = 0
         var done = 0
-        // Reading, hashing and copying is CPU work (hashing and two copies per byte): files are
-        // prepared on every core, a few at a time, and then handled in their order.
-        let workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
-        let step = workers == 1 ? 1 : 4 * workers
-        var next = 0
-        while next < files.count {
-            let chunk = Array(files[next..<min(files.count, next + step)])
-            next += chunk.count
-            let prepared = prepareAll(chunk)
-            // On a fatal error, the temp copies not yet handed to `flush` go.
-            func dropUnflushed(after k: Int, batch: [Pending]) {
-                for later in prepared[(k + 1)...] { if case .success(let p?) = later, let t = p.temp { unlink(t) } }
-                for p in batch { if let t = p.temp { unlink(t) } }
+        // Reading, hashing and copying is CPU and disk work: files are prepared on worker threads,
+        // a bounded window ahead, while this thread catalogs them in their order and flushes
+        // batches (so a batch's syncs and transaction overlap the next files' preparation).
+        nonisolated(unsafe) let importer = self   // prepare touches only its own file and temp
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let workers = files.count < 2 ? 1 : max(1, min(8, Importer.workerCount ?? (cores + 1)))
+        let pipeline = PreparePipeline(count: files.count, workers: workers, window: 4 * workers) { i in
+            try importer.prepare(files[i])
+        }
+        pipeline.start()
+        // On a fatal error, the temp copies not yet handed to `flush` go (and however this
+        // returns, no worker goes on preparing files).
+        func dropUnflushed(_ batch: [Pending]) {
+            for r in pipeline.stop() { if case .success(let p?) = r, let t = p.temp { unlink(t) } }
+            for p in batch { if let t = p.temp { unlink(t) } }
+        }
+        defer { dropUnflushed([]) }
+        for (k, path) in files.enumerated() {
+            do {
+                if let p = try pipeline.take(k).get() {
+                    batch.append(p)
+                    batchBytes += p.facts.byteSize
+                }
+            } catch let e as LibraryError {
+                if case .noSpace = e {
+                    dropUnflushed([])
+                    try? flush(&batch, &summary, event)
+                    throw e
+                }
+                summary.skipped.append((path, e.description))
+                event(.skipped(source: path, reason: e.description))
+            } catch {
+                dropUnflushed(batch)
+                throw error
             }
-            for (k, (path, result)) in zip(chunk, prepared).enumerated() {
-                do {
-                    if let p = try result.get() {
-                        batch.append(p)
-                        batchBytes += p.facts.byteSize
-                    }
-                } catch let e as LibraryError {
-                    if case .noSpace = e {
-                        dropUnflushed(after: k, batch: [])
-                        try? flush(&batch, &summary, event)
-                        throw e
-                    }
-                    summary.skipped.append((path, e.description))
-                    event(.skipped(source: path, reason: e.description))
-                } catch {
-                    dropUnflushed(after: k, batch: batch)
+            done += 1
+            progress(done, files.count)
+            if batch.count >= 256 || batchBytes >= 256 << 20 {
+                do { try flush(&batch, &summary, event) } catch {
+                    dropUnflushed([])
                     throw error
                 }
-                done += 1
-                progress(done, files.count)
-                if batch.count >= 256 || batchBytes >= 256 << 20 {
-                    try flush(&batch, &summary, event)
-                    batchBytes = 0
-                }
+                batchBytes = 0
             }
         }
         try flush(&batch, &summary, event)
         return summary
     }
 
-    /// `prepare` for each path, concurrently; results in the paths' order.
-    func prepareAll(_ paths: [String]) -> [Result<Pending?, Error>] {
-        if paths.count == 1 { return [Result { try prepare(paths[0]) }] }
-        var results = [Result<Pending?, Error>](repeating: .success(nil), count: paths.count)
-        nonisolated(unsafe) let importer = self   // prepare touches only its own file and temp
-        results.withUnsafeMutableBufferPointer { buffer in
-            nonisolated(unsafe) let out = buffer   // each iteration writes only its own slot
-            DispatchQueue.concurrentPerform(iterations: paths.count) { i in
-                out[i] = Result { try importer.prepare(paths[i]) }
-            }
-        }
-        return results
-    }
+    /// Worker threads for `prepare` (nil: one more than the cores, so that a thread waiting for
+    /// the disk leaves the cores busy). For measurements: PHOTOGATE_IMPORT_THREADS.
+    static let workerCount: Int? = ProcessInfo.processInfo.environment["PHOTOGATE_IMPORT_THREADS"].flatMap { Int($0) }
 
     /// Reads, scans, hashes and (unless referencing) copies one file into a fsynced temp file.
     func prepare(_ path: String) throws -> Pending? {
@@ -304,5 +299,80 @@ public final class Importer {
         // The renames into the store, durable at once (a crash before this is rolled forward by
         // recovery: the rows and the synced temp files are there).
         if let writer, items.contains(where: { $0.temp != nil }) { try writer.syncFilesystem() }
+    }
+}
+
+/// Runs `prepare(i)` for i in 0..<count on worker threads, at most `window` items ahead of the
+/// consumer, which takes the results in order.
+final class PreparePipeline: @unchecked Sendable {
+    private let count: Int
+    private let workers: Int
+    private let window: Int
+    private let prepare: (Int) throws -> Importer.Pending?
+    private let cond = NSCondition()
+    // All below under `cond`.
+    private var results: [Int: Result<Importer.Pending?, Error>] = [:]
+    private var next = 0
+    private var consumed = 0
+    private var running = 0
+    private var stopped = false
+
+    init(count: Int, workers: Int, window: Int, prepare: @escaping (Int) throws -> Importer.Pending?) {
+        self.count = count
+        self.workers = max(1, workers)
+        self.window = max(1, window)
+        self.prepare = prepare
+    }
+
+    func start() {
+        let n = min(workers, count)
+        cond.lock()
+        running = n
+        cond.unlock()
+        for _ in 0..<n {
+            let t = Thread { [self] in work() }
+            t.name = "photogate-import"
+            t.start()
+        }
+    }
+
+    private func work() {
+        cond.lock()
+        while true {
+            while !stopped && next < count && next >= consumed + window { cond.wait() }
+            if stopped || next >= count { break }
+            let i = next
+            next += 1
+            cond.unlock()
+            let r = Result { try prepare(i) }
+            cond.lock()
+            results[i] = r
+            cond.broadcast()
+        }
+        running -= 1
+        cond.broadcast()
+        cond.unlock()
+    }
+
+    /// The result for item `k` (items are taken in order), waiting until it is ready.
+    func take(_ k: Int) -> Result<Importer.Pending?, Error> {
+        cond.lock()
+        defer { cond.unlock() }
+        while results[k] == nil { cond.wait() }
+        consumed = k + 1
+        cond.broadcast()
+        return results.removeValue(forKey: k)!
+    }
+
+    /// Stops handing out items, waits for the workers, and returns the results nobody took.
+    func stop() -> [Result<Importer.Pending?, Error>] {
+        cond.lock()
+        defer { cond.unlock() }
+        stopped = true
+        cond.broadcast()
+        while running > 0 { cond.wait() }
+        let rest = Array(results.values)
+        results = [:]
+        return rest
     }
 }

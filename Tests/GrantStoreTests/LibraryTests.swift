@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import TestSupport
 @testable import GrantStore
@@ -201,6 +202,54 @@ let camera = AppID("org.example.Camera")!
         #expect(!FileManager.default.fileExists(atPath: dead))
     }
 
+    /// A disk that fills up part way through: the import fails with noSpace, every asset it
+    /// cataloged is whole, and no temp copy is left behind (the workers preparing files ahead
+    /// stop, and what they prepared goes).
+    @Test func importThatRunsOutOfSpaceKeepsWholeAssetsAndNoTemps() throws {
+        guard getuid() == 0 else {
+            print("importOutOfSpace: SKIPPED — needs root to mount a small tmpfs")
+            return
+        }
+        let base = TestSupport.tempDir("full-import")
+        defer { umount2(base, Int32(MNT_DETACH)); TestSupport.remove(base) }
+        #expect(try TestSupport.run("mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", base]).status == 0)
+        let library = try Library.create(at: LibraryPaths(root: base + "/library"))
+        let src = TestSupport.tempDir("full-import-src")
+        defer { TestSupport.remove(src) }
+        for i in 0..<40 {   // 40 x 600 KB into 8 MB
+            var bytes = try TestMedia.jpeg(tag: "fill-\(i)")
+            var rng = SplitMix(seed: UInt64(i + 100))
+            bytes += (0..<(600 << 10)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            try TestMedia.write(bytes, to: src + "/f\(i).jpg")
+        }
+        var thrown: Error?
+        // Checked while the importer lives (its writer's deinit would empty the temp folder).
+        let importer = try Importer(library: library, options: ImportOptions())
+        defer { withExtendedLifetime(importer) {} }
+        do { _ = try importer.run([src]) } catch { thrown = error }
+        guard case .noSpace? = thrown as? LibraryError else {
+            Issue.record("expected noSpace, got \(String(describing: thrown))")
+            return
+        }
+        let rows = try library.read { db in try Row.fetchAll(db, sql: "SELECT store_path, byte_size, content_hash FROM assets") }
+        for row in rows {
+            let path = library.paths.store + "/" + (row["store_path"] as String)
+            let stored = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+            #expect(stored.count == row["byte_size"] as Int)
+            #expect("sha256:" + hexString(SHA256.hash(stored)) == row["content_hash"] as String)
+        }
+        var leftovers: [String] = []
+        if let walk = FileManager.default.enumerator(atPath: library.paths.tmp) {
+            for case let rel as String in walk {
+                var isDir: ObjCBool = false
+                if !rel.hasSuffix("/.lock"), FileManager.default.fileExists(atPath: library.paths.tmp + "/" + rel, isDirectory: &isDir), !isDir.boolValue {
+                    leftovers.append(rel)
+                }
+            }
+        }
+        #expect(leftovers.isEmpty, "temp copies left: \(leftovers)")
+    }
+
     /// Files of several MiB are copied with direct I/O for their whole MiBs and buffered for the
     /// tail: the stored copy must be the source, byte for byte.
     @Test func largeImportsAreStoredByteForByte() throws {
@@ -275,6 +324,48 @@ let camera = AppID("org.example.Camera")!
         #expect(Set(owned.map { $0.ownerName ?? "" }) == ["xattr.jpg", "sidecar.jpg"])
         for a in owned { #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + a.storePath!)) }
         #expect(!FileManager.default.fileExists(atPath: dead))
+    }
+}
+
+/// The importer's worker pool: results in order, never more than a window ahead, and stopped for good.
+@Suite struct ImportPipeline {
+    struct Marker: Error { let index: Int }
+
+    @Test func resultsComeInOrderWithinTheWindow() {
+        let taken = Atomic<Int>(0)
+        let worstLead = Atomic<Int>(0)
+        let pipeline = PreparePipeline(count: 300, workers: 4, window: 8) { i in
+            let lead = i - taken.load(ordering: .acquiring)
+            worstLead.max(lead, ordering: .relaxed)
+            if i % 7 == 0 { usleep(200) }
+            throw Marker(index: i)
+        }
+        pipeline.start()
+        for k in 0..<300 {
+            if case .failure(let e as Marker) = pipeline.take(k) { #expect(e.index == k) } else { Issue.record("item \(k): wrong result") }
+            taken.store(k + 1, ordering: .releasing)
+        }
+        #expect(pipeline.stop().isEmpty)
+        // A worker starts item i only once item i - window was taken.
+        #expect(worstLead.load(ordering: .acquiring) <= 8)
+    }
+
+    @Test func stopHandsBackWhatWasPreparedAndNothingRunsAfter() {
+        let started = Atomic<Int>(0)
+        let pipeline = PreparePipeline(count: 1000, workers: 3, window: 12) { i in
+            started.add(1, ordering: .relaxed)
+            usleep(100)
+            throw Marker(index: i)
+        }
+        pipeline.start()
+        for k in 0..<10 { _ = pipeline.take(k) }
+        let rest = pipeline.stop()
+        let ran = started.load(ordering: .acquiring)
+        #expect(ran == 10 + rest.count)   // every prepared item was taken or handed back
+        #expect(ran <= 10 + 12)
+        usleep(20_000)
+        #expect(started.load(ordering: .acquiring) == ran)
+        #expect(pipeline.stop().isEmpty)
     }
 }
 
