@@ -71,21 +71,23 @@ def main():
             if name in v:
                 v[name]["speed_vs_native"] = (sp / s["native"]) if sp and s["native"] else None
 
-    # Interleaved rows: fallback against bindfs round by round (both ran in the same round, so a
-    # slow phase of the machine lands on both). On a noisy disk this says more than two medians.
+    # Interleaved rows: passthrough against native and the fallback against bindfs, round by
+    # round (both ran in the same round, so a slow phase of the machine lands on both). On a
+    # noisy disk this says more than a ratio of two medians.
     for key in order:
         row = rows[key]
-        fb, bf = row["variants"].get("fallback"), row["variants"].get("bindfs")
-        if not (fb and bf and fb.get("paired") and bf.get("paired")):
-            continue
-        a, b = fb.get("samples") or [], bf.get("samples") or []
-        if len(a) != len(b) or len(a) < 3 or any(x <= 0 for x in a + b):
-            continue
-        per = sorted((x / y) if row["better"] == "higher" else (y / x) for x, y in zip(a, b))
-        mid = per[len(per) // 2] if len(per) % 2 else (per[len(per) // 2 - 1] + per[len(per) // 2]) / 2
-        wins = sum(1 for r in per if r >= 1.0)
-        row["fb_bindfs_per_round"] = {"median": mid, "fallback_wins": wins, "rounds": len(per)}
-        row["notes"].append(f"fb/bindfs round by round: median {mid:.2f}, fallback at least as fast in {wins} of {len(per)} rounds")
+        for a_name, b_name, label in (("passthrough", "native", "pt/native"), ("fallback", "bindfs", "fb/bindfs")):
+            a_rec, b_rec = row["variants"].get(a_name), row["variants"].get(b_name)
+            if not (a_rec and b_rec and a_rec.get("paired") and b_rec.get("paired")):
+                continue
+            a, b = a_rec.get("samples") or [], b_rec.get("samples") or []
+            if len(a) != len(b) or len(a) < 3 or any(x <= 0 for x in a + b):
+                continue
+            per = sorted((x / y) if row["better"] == "higher" else (y / x) for x, y in zip(a, b))
+            mid = per[len(per) // 2] if len(per) % 2 else (per[len(per) // 2 - 1] + per[len(per) // 2]) / 2
+            wins = sum(1 for r in per if r >= 1.0)
+            row.setdefault("per_round", {})[label] = {"median": mid, "wins": wins, "rounds": len(per)}
+            row["notes"].append(f"{label} round by round: median {mid:.2f}, {a_name} at least as fast in {wins} of {len(per)} rounds")
 
     widths = [max(len(str(c[i])) for c in [header] + table) for i in range(len(header))]
     lines = ["| " + " | ".join(h.ljust(widths[i]) for i, h in enumerate(header)) + " |",
