@@ -206,13 +206,8 @@ let camera = AppID("org.example.Camera")!
     /// cataloged is whole, and no temp copy is left behind (the workers preparing files ahead
     /// stop, and what they prepared goes).
     @Test func importThatRunsOutOfSpaceKeepsWholeAssetsAndNoTemps() throws {
-        guard getuid() == 0 else {
-            print("importOutOfSpace: SKIPPED — needs root to mount a small tmpfs")
-            return
-        }
-        let base = TestSupport.tempDir("full-import")
-        defer { umount2(base, Int32(MNT_DETACH)); TestSupport.remove(base) }
-        #expect(try TestSupport.run("mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", base]).status == 0)
+        guard let base = try TestSupport.smallTmpfs("importOutOfSpace", size: "8m") else { return }
+        defer { TestSupport.removeTmpfs(base) }
         let library = try Library.create(at: LibraryPaths(root: base + "/library"))
         let src = TestSupport.tempDir("full-import-src")
         defer { TestSupport.remove(src) }

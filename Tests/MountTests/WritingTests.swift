@@ -87,13 +87,8 @@ struct Writing {
     }
 
     @Test func fullDiskGivesENOSPCAndKeepsTheLibraryConsistent() throws {
-        guard getuid() == 0 else {
-            print("fullDisk: SKIPPED — needs root to mount a small tmpfs")
-            return
-        }
-        let base = TestSupport.tempDir("full")
-        defer { umount2(base, Int32(MNT_DETACH)); TestSupport.remove(base) }
-        #expect(try TestSupport.run("mount", ["-t", "tmpfs", "-o", "size=3m", "tmpfs", base]).status == 0)
+        guard let base = try TestSupport.smallTmpfs("fullDisk", size: "3m") else { return }
+        defer { TestSupport.removeTmpfs(base) }
         let lib = base + "/library"
         let env = ["PHOTOGATE_LIBRARY": lib]
         let bin = TestSupport.photogateBinary

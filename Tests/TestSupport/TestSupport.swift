@@ -27,6 +27,26 @@ public enum TestSupport {
 
     public static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
 
+    /// A tmpfs of `size` (mount's syntax, e.g. "3m") on a fresh temp folder, for full-disk tests;
+    /// nil (after printing why the test skips) when not root. Undo with `removeTmpfs`.
+    public static func smallTmpfs(_ label: String, size: String) throws -> String? {
+        guard getuid() == 0 else {
+            print("\(label): SKIPPED — needs root to mount a small tmpfs")
+            return nil
+        }
+        let base = tempDir(label)
+        guard try run("mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", base]).status == 0 else {
+            remove(base)
+            throw NSError(domain: "TestSupport", code: 1, userInfo: [NSLocalizedDescriptionKey: "could not mount a tmpfs on \(base)"])
+        }
+        return base
+    }
+
+    public static func removeTmpfs(_ path: String) {
+        umount2(path, Int32(MNT_DETACH))
+        remove(path)
+    }
+
     public struct Output: Sendable {
         public var status: Int32
         public var stdout: String
