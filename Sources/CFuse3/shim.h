@@ -5,6 +5,7 @@
 #ifndef PHOTOGATE_CFUSE3_SHIM_H
 #define PHOTOGATE_CFUSE3_SHIM_H
 
+#include <sys/vfs.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -69,6 +70,12 @@ static inline int cfuse_capable(const struct fuse_conn_info *conn, uint64_t flag
 #else
     return (conn->capable & (unsigned)flag) ? 1 : 0;
 #endif
+}
+
+/* The filesystem type (statfs f_type) of the filesystem holding `path`, or -1. */
+static inline long cfuse_fs_type(const char *path) {
+    struct statfs s;
+    return statfs(path, &s) == 0 ? (long)s.f_type : -1;
 }
 
 static inline void cfuse_unwant(struct fuse_conn_info *conn, uint64_t flag) {

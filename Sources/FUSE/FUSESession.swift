@@ -125,8 +125,10 @@ public final class FUSESession: @unchecked Sendable {
     /// through a buffer it allocates for each request, which is slower than 128 KiB.
     public func raiseReadahead(toKiB kib: Int) -> Int? {
         guard let mp = core.state.withLock({ $0.mounted ? $0.mountpoint : nil }) else { return nil }
+        // Only this mount's device: the path must still lead to a FUSE root (inode 1), not to
+        // something mounted over it since.
         var st = stat()
-        guard stat(mp, &st) == 0 else { return nil }
+        guard stat(mp, &st) == 0, st.st_ino == 1, cfuse_fs_type(mp) == 0x6573_5546 else { return nil }
         let dev = UInt64(st.st_dev)
         let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
         let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
