@@ -80,4 +80,29 @@ extension Library {
             try Library.record(db, "rename", app: app.rawValue, asset: rowID)
         }
     }
+
+    /// Copies an asset's stored original into `fd` from its start: an add-only app writing again,
+    /// without truncating, a name it wrote before starts from those bytes. Returns the size.
+    public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 {
+        guard let a = try asset(rowID: rowID), let rel = a.storePath else { throw LibraryError.unknownAssets([String(rowID)]) }
+        let src = Glibc.open(paths.store + "/" + rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard src >= 0 else { throw StoreWriter.ioError(errno, "open original") }
+        defer { Glibc.close(src) }
+        let chunk = 1 << 20
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buf.deallocate() }
+        var total: UInt64 = 0
+        while true {
+            let n = Glibc.read(src, buf.baseAddress, chunk)
+            if n < 0 { if errno == EINTR { continue }; throw StoreWriter.ioError(errno, "read original") }
+            if n == 0 { return total }
+            var done = 0
+            while done < n {
+                let w = pwrite(fd, buf.baseAddress! + done, n - done, off_t(total) + off_t(done))
+                if w < 0 { if errno == EINTR { continue }; throw StoreWriter.ioError(errno, "copy original") }
+                done += w
+            }
+            total += UInt64(n)
+        }
+    }
 }

@@ -7,6 +7,21 @@ import Redaction
 import Glibc
 #endif
 
+/// Which existing asset of the same app a committed file may turn out to be.
+public enum ReuseRule: Sendable, Equatable {
+    /// Same content under the same name (read-write mounts: the name is what the app sees).
+    case sameName
+    /// Same content under any name (add-only mounts show no names).
+    case anyName
+    case never
+}
+
+/// The asset an app's file became, and whether it was one the app already had.
+public struct AppFileCommit: Sendable {
+    public var asset: Asset
+    public var reused: Bool
+}
+
 /// Facts about a complete, validated file that is about to become an asset.
 public struct NewAssetFacts: Sendable {
     public var scan: MediaScan
@@ -215,38 +230,58 @@ public final class StoreWriter: @unchecked Sendable {
 
     /// Turns a complete temp file (written by an app through its mount) into an asset owned by the
     /// app. Validates the content first: what is not a photo or video is refused and nothing stays.
+    /// Makes the data durable before the catalog row commits. When the app already owns an asset
+    /// with the same content (and, for `.sameName`, under the same name), that asset is the answer
+    /// and the temp file is deleted: copying the same files again makes no duplicates.
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                              album: String? = nil) throws -> Asset {
-        try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album)
+                              album: String? = nil, reuseSameContent: ReuseRule = .sameName) throws -> AppFileCommit {
+        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
+                                      album: album, reuse: reuseSameContent)
     }
 
     static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                       album: String?) throws -> Asset {
-        // The data is durable already: a file is committed only once marked ready, which fsyncs.
+                       album: String?, reuse: ReuseRule = .sameName) throws -> AppFileCommit {
+        // The data is durable already (fsynced by the caller, or by markReady before a crash).
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
         let hash = try StoreWriter.hash(fd: fd, size: size)
         let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
-        let asset = try library.write { db in
+        let (asset, reused) = try library.write { db -> (Asset, Bool) in
             try Library.ensureApp(db, app)
+            if reuse != .never, let row = try Row.fetchOne(db, sql: """
+                SELECT \(Library.assetColumns) FROM assets
+                WHERE owner_app = ? AND content_hash = ? AND byte_size = ? AND trashed_at IS NULL
+                  AND (? OR owner_name = ?) LIMIT 1
+                """, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name]) {
+                let a = Library.asset(row)
+                if let album, let albumID = try? Library.userAlbumID(db, album) {
+                    _ = try Library.addToAlbum(db, albumID, [a.rowID])
+                }
+                return (a, true)
+            }
             let a = try StoreWriter.insertRow(db, id: id, name: name, owner: app, ownerName: name, facts: facts,
                                               storePath: rel, referencePath: nil, shared: false)
             if let album, let albumID = try? Library.userAlbumID(db, album) {
                 _ = try Library.addToAlbum(db, albumID, [a.rowID])
             }
             try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, [a.rowID]))
-            return a
+            return (a, false)
+        }
+        _ = pg_fremovexattr(fd, ReadyMarker.xattr)
+        if reused {
+            unlink(tempPath)
+            return AppFileCommit(asset: asset, reused: true)
         }
         // The row is durable before the file moves (the database syncs its log lazily otherwise),
         // so a power cut can never leave a file in the store that the catalog lost. The rename
         // needs no sync of its own: if it is lost, recovery finds the row and renames again.
         library.syncLog()
-        _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
-        return asset
+        return AppFileCommit(asset: asset, reused: false)
     }
 
     /// Marks a validated, fsynced temp file as complete: if this process dies before committing

@@ -17,34 +17,6 @@ public protocol Invalidator: AnyObject, Sendable {
 
 extension FUSESession: Invalidator {}
 
-/// A file created through this mount: a temp file until its last close commits it.
-struct SessionFile: Sendable {
-    let id: String
-    var name: String
-    let ino: Inode
-    let tempPath: String
-    var fd: Int32
-    var openCount: Int
-    var dirty: Bool
-    /// Validated, fsynced and marked complete at a successful close; committed at release.
-    var ready: Bool
-    var committedRowID: Int64?
-    var size: UInt64
-    var mtime: Timespec
-    let album: String?
-    /// The errno of a write that failed (a full disk): such a file never becomes an asset, since
-    /// part of what the app wrote is missing. Its close fails with that errno.
-    var failedWrite: Int32 = 0
-    /// Serializes commit with rename of the same file (rsync renames right after close, while
-    /// the release that commits may still be running).
-    let lock: FileLock
-}
-
-final class FileLock: @unchecked Sendable {
-    private let l = NSLock()
-    func run<T>(_ body: () throws -> T) rethrows -> T { l.lock(); defer { l.unlock() }; return try body() }
-}
-
 enum OpenKind: Sendable {
     case asset(rowID: Int64, ino: Inode, fd: Int32, plan: RedactionPlan?)
     case session(ino: Inode)
@@ -62,7 +34,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     public let access: AccessLevel
     let writer: StoreWriter
     let model: Mutex<ViewModel>
+    /// Files this mount is writing (see WriteSession.swift for their lock order).
     let files = Mutex<[Inode: SessionFile]>([:])
+    /// Committed add-only files still known by name, oldest first.
+    let committedOrder = Mutex<[Inode]>([])
     let sessionNames = Mutex<[String: Inode]>([:])
     let handles = Mutex<[UInt64: OpenKind]>([:])
     let nextHandle = Atomic<UInt64>(1)
@@ -271,11 +246,6 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                           atime: m, mtime: m, ctime: c)
     }
 
-    func attributes(_ f: SessionFile) -> Attributes {
-        Attributes(ino: f.ino, mode: FileMode.regular | 0o644, nlink: 1, size: f.size, uid: uid, gid: gid,
-                   atime: f.mtime, mtime: f.mtime, ctime: f.mtime)
-    }
-
     func specialAttributes(_ ino: Inode) -> Attributes {
         let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count) : 0
         let mode: UInt32 = ino == FixedInode.request ? 0o222 : 0o444
@@ -311,7 +281,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }) {
                 return (a, PhotoFS.longTimeout)
             }
-            if let f = files.withLock({ $0[ino] }), f.committedRowID == nil || access == .addOnly { return (attributes(f), 1) }
+            // A file being written: no caching, so that a refused or discarded one is gone at once.
+            if let f = session(ino), let a = f.run({ () -> Attributes? in
+                switch f.state {
+                case .writing: return sessionAttributes(f)
+                case .committed: return access == .addOnly ? sessionAttributes(f) : nil
+                case .discarded: return nil
+                }
+            }) { return (a, 0) }
             throw .noEntry
         }
     }
@@ -389,13 +366,15 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// times or rename it. In a read-write mount a committed file is the view's business alone:
     /// if the app may no longer see its own asset, the name must answer ENOENT like any other.
     func sessionIno(_ name: String) -> Inode? {
-        guard let ino = sessionNames.withLock({ $0[name] }) else { return nil }
-        let committed = files.withLock { $0[ino]?.committedRowID }
-        if let c = committed, access == .readWrite {
-            _ = c
-            return nil
+        guard let ino = sessionNames.withLock({ $0[name] }), let f = session(ino) else { return nil }
+        let shown: Bool = f.run {
+            switch f.state {
+            case .writing: return true
+            case .committed: return access == .addOnly
+            case .discarded: return false
+            }
         }
-        return files.withLock { $0[ino] } == nil ? nil : ino
+        return shown ? ino : nil
     }
 
     public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
@@ -454,11 +433,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             if start + nodes.count < total { return out }
             // Files this mount is writing (not yet assets) are listed in a read-write mount only.
             if access == .readWrite {
-                let pending = files.withLock { fs in
-                    fs.values.filter { $0.committedRowID == nil && $0.album == nil }.sorted { $0.name < $1.name }
-                }
-                let shown = model.withLock { m in Set(pending.map(\.name).filter { m.byName[$0] != nil }) }
-                for f in pending where !shown.contains(f.name) { add(f.name, attributes(f)) }
+                let all = files.withLock { fs in fs.values.filter { $0.album == nil } }
+                let pending = all.compactMap { f in f.run { f.isWriting ? (f.name, sessionAttributes(f)) : nil } }
+                    .sorted { $0.0 < $1.0 }
+                let shown = model.withLock { m in Set(pending.map(\.0).filter { m.byName[$0] != nil }) }
+                for (name, a) in pending where !shown.contains(name) { add(name, a) }
             }
         case FixedInode.albums, FixedInode.shared:
             let list = model.withLock { m in
@@ -545,18 +524,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return OpenReply(handle: h, keepCache: true, passthroughFD: usePassthrough ? fd : nil)
         }
         // A file this mount created.
-        let result: Result<OpenReply, Errno> = files.withLock { fs in
-            guard var f = fs[inode] else { return .failure(.noEntry) }
-            // A committed file is an asset: only the view (checked above) may open it. Add-only:
-            // nothing existing can be opened, even what this app is writing.
-            if f.committedRowID != nil || (access == .addOnly && !wantsWrite) { return .failure(.noEntry) }
-            f.openCount += 1
-            fs[inode] = f
-            return .success(OpenReply(handle: 0, directIO: true))
-        }
-        var reply = try result.get()
-        reply.handle = newHandle(.session(ino: inode))
-        return reply
+        return try openSession(inode, flags: flags)
     }
 
     /// Is this asset (by row id and inode) still visible? Revoked handles fail their next read.
@@ -583,13 +551,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             handles.withLock { $0[handle] = .changes(position: next) }
             return .bytes(bytes)
         case .session(let ino):
-            // Add-only: what an app writes is never read back. Read-write: its own pending bytes.
-            guard access == .readWrite, let f = files.withLock({ $0[ino] }), f.fd >= 0 else { throw .accessDenied }
-            var buf = [UInt8](repeating: 0, count: size)
-            let n = buf.withUnsafeMutableBytes { b in pread(f.fd, b.baseAddress, size, off_t(offset)) }
-            if n < 0 { throw Errno(errno) }
-            buf.removeLast(size - n)
-            return .bytes(buf)
+            return try readSession(ino, offset: offset, size: size)
         case .request:
             throw .badFile
         }
@@ -604,38 +566,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
         switch kind {
         case .session(let ino):
-            guard let f = files.withLock({ $0[ino] }) else { throw .badFile }
-            if f.committedRowID != nil {
-                log("write to \(f.name) after it was committed: refused")
-                throw .accessDenied
-            }
-            if f.ready {
-                writer.clearReady(tempPath: f.tempPath)
-                files.withLock { $0[ino]?.ready = false }
-            }
-            var done = 0
-            while done < data.count {
-                let n = pwrite(f.fd, data.baseAddress! + done, data.count - done, off_t(offset) + done)
-                if n < 0 {
-                    let e = errno
-                    if e == EINTR { continue }
-                    files.withLock { fs in
-                        fs[ino]?.failedWrite = e
-                        fs[ino]?.dirty = true
-                    }
-                    throw Errno(e)   // ENOSPC reaches the writer
-                }
-                done += n
-            }
-            let end = UInt64(offset) + UInt64(done)
-            files.withLock { fs in
-                guard var g = fs[ino] else { return }
-                g.dirty = true
-                g.size = max(g.size, end)
-                g.mtime = .now
-                fs[ino] = g
-            }
-            return done
+            return try writeSession(ino, handle: handle, offset: offset, data: data)
         case .request(var buffer):
             if buffer.count + data.count > 4096 { throw .invalid }
             buffer.append(contentsOf: data)
@@ -651,7 +582,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard let kind = handles.withLock({ $0[handle] }) else { return }
         switch kind {
         case .session(let ino):
-            try markReady(ino)
+            try flushSession(ino, handle: handle)
         case .request(let buffer):
             if !buffer.isEmpty {
                 handles.withLock { $0[handle] = .request(buffer: []) }
@@ -667,30 +598,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         case .asset(_, _, let fd, _):
             Glibc.close(fd)
         case .session(let ino):
-            let last = files.withLock { fs -> SessionFile? in
-                guard var f = fs[ino] else { return nil }
-                f.openCount -= 1
-                fs[ino] = f
-                return f.openCount == 0 ? f : nil
-            }
-            guard let f = last else { return }
-            if f.dirty {
-                do { try markReady(ino) } catch {
-                    log("\(f.name) was not added: \(error)")
-                    discard(ino)   // not a photo or video: nothing stays
-                    return
-                }
-            }
-            if files.withLock({ $0[ino]?.ready }) == true {
-                // On failure the marked file stays in the temp folder and the next mount commits it.
-                do { try commit(ino) } catch { log("\(f.name) could not be committed yet: \(error)") }
-            }
-            if let a = files.withLock({ $0[ino] }), a.committedRowID != nil, a.fd >= 0 {
-                Glibc.close(a.fd)
-                files.withLock { fs in fs[ino]?.fd = -1 }
-            }
-            // A file created and closed without content stays as an empty placeholder for this
-            // mount (tools create, close, then reopen to write); it never becomes an asset.
+            releaseSession(ino, handle: handle)
         case .request(let buffer):
             if !buffer.isEmpty { try? submitRequest(buffer) }
         default: return
@@ -698,83 +606,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     }
 
     public func fsync(_ inode: Inode, handle: UInt64, dataOnly: Bool) throws(Errno) {
-        guard let kind = handles.withLock({ $0[handle] }), case .session(let ino) = kind,
-              let f = files.withLock({ $0[ino] }), f.fd >= 0 else { return }
-        if Glibc.fsync(f.fd) != 0 { throw Errno(errno) }
+        guard let kind = handles.withLock({ $0[handle] }), case .session(let ino) = kind else { return }
+        try fsyncSession(ino)
     }
 
-    /// At close(2): checks that what was written is a photo or video (else EINVAL, and the file
-    /// stays open for more writes), makes it durable and marks it complete. From here on a crash
-    /// cannot lose it: recovery commits marked files.
-    func markReady(_ ino: Inode) throws(Errno) {
-        guard let f = files.withLock({ $0[ino] }), f.dirty, f.committedRowID == nil, f.fd >= 0 else { return }
-        if f.failedWrite != 0 {
-            log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(f.failedWrite)))): not added")
-            throw Errno(f.failedWrite)
-        }
-        do {
-            try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: f.name, album: f.album)
-            files.withLock { fs in
-                fs[ino]?.ready = true
-                fs[ino]?.dirty = false
-            }
-        } catch {
-            throw errnoFor(error, f.name)
-        }
-    }
-
-    func errnoFor(_ error: Error, _ name: String) -> Errno {
-        switch error as? LibraryError {
-        case .badInput(let why)?:
-            log("refused \(name) from \(appID): \(why)")
-            return .invalid
-        case .noSpace?:
-            log("no space to add \(name)")
-            return .noSpace
-        default:
-            log("could not add \(name): \(error)")
-            return .io
-        }
-    }
-
-    /// At the last release: the marked file becomes an asset owned by the app.
-    func commit(_ ino: Inode) throws(Errno) {
-        guard let lock = files.withLock({ $0[ino]?.lock }) else { return }
-        let result: Result<Void, Errno> = lock.run {
-            do throws(Errno) { try commitLocked(ino); return .success(()) } catch { return .failure(error) }
-        }
-        try result.get()
-    }
-
-    private func commitLocked(_ ino: Inode) throws(Errno) {
-        guard let f = files.withLock({ $0[ino] }), f.ready, f.committedRowID == nil, f.fd >= 0 else { return }
-        do {
-            let asset = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name, album: f.album)
-            writer.clearReady(tempPath: f.tempPath)
-            log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
-            // The view learns of the asset before the session entry lets go of the name, so the
-            // name never disappears in between (rsync renames right after close).
-            refresh()
-            files.withLock { fs in
-                fs[ino]?.committedRowID = asset.rowID
-                fs[ino]?.ready = false
-            }
-        } catch {
-            throw errnoFor(error, f.name)
-        }
-    }
-
-    /// Removes an uncommitted session file and its temp data.
-    func discard(_ ino: Inode) {
-        guard let f = files.withLock({ $0.removeValue(forKey: ino) }) else { return }
-        sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
-        if f.fd >= 0 { Glibc.close(f.fd) }
-        if f.committedRowID == nil {
-            Glibc.unlink(f.tempPath)
-            writer.clearReady(tempPath: f.tempPath)
-            // The name leaves the listing without a directory operation: drop cached listings.
-            invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
-        }
+    /// Removes an uncommitted session file and its temp data (unlink of a file being written).
+    func discard(_ f: SessionFile) {
+        let unused: Bool = f.run { discardLocked(f); return f.handles.isEmpty }
+        if unused { files.withLock { fs in if fs[f.ino] === f { fs[f.ino] = nil } } }
     }
 
     // MARK: creating
@@ -804,40 +643,32 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }
         }
         if parent == FixedInode.root, sessionIno(s) != nil { throw .exists }
-        let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTemp() } catch {
-            if case .noSpace = error as? LibraryError { throw .noSpace }
-            throw .io
-        }
-        let key = model.withLock { $0.app.inodeKey }
-        let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
-        let f = SessionFile(id: temp.id, name: s, ino: ino, tempPath: temp.path, fd: temp.fd, openCount: 1, dirty: false,
-                            ready: false, committedRowID: nil, size: 0, mtime: .now, album: album, lock: FileLock())
-        files.withLock { $0[ino] = f }
-        if album == nil { sessionNames.withLock { $0[s] = ino } }
-        let h = newHandle(.session(ino: ino))
-        return (entry(attributes(f), timeout: 1), OpenReply(handle: h, directIO: true))
+        let f = try newSession(name: s, album: album)
+        let h = nextHandle.add(1, ordering: .relaxed).oldValue
+        f.run { f.handles[h] = false }
+        handles.withLock { $0[h] = .session(ino: f.ino) }
+        // Not cached: a file being written may be refused or discarded at its close.
+        return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
     }
 
     public func setattr(_ inode: Inode, _ changes: SetAttributes, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
-        if let f = files.withLock({ $0[inode] }) {
-            if let size = changes.size {
-                guard f.committedRowID == nil, f.fd >= 0 else { throw .accessDenied }
-                if ftruncate(f.fd, off_t(size)) != 0 { throw Errno(errno) }
-                files.withLock { fs in fs[inode]?.size = size; fs[inode]?.dirty = true }
-            }
-            if let m = changes.mtime { files.withLock { $0[inode]?.mtime = m } }
-            // Mode, owner and times of a file the app created are accepted and not stored.
-            let g = files.withLock { $0[inode] }!
-            return (attributes(g), 1)
-        }
+        if let a = try setSessionAttributes(inode, changes, handle: handle) { return (a, 0) }
         let (a, t) = try attributes(of: inode)
         if changes.isEmpty { return (a, t) }
         // `echo read-write > .photogate/request` truncates first: accept that, and nothing else.
         if inode == FixedInode.request, changes.size == 0, changes.mode == nil, changes.uid == nil, changes.gid == nil {
             return (a, t)
         }
-        throw .accessDenied   // originals, folders and control files do not change
+        // Times and modes on folders and on the app's own files are accepted without effect:
+        // `cp -a`, `rsync -a` and `tar x` set them on every folder they write into and on every
+        // file after writing it; refusing would only make them fail. Contents never change here.
+        let sameOwner = (changes.uid == nil || changes.uid == uid) && (changes.gid == nil || changes.gid == gid)
+        if changes.size == nil, sameOwner, inode != FixedInode.control {
+            if a.isDirectory { return (a, t) }
+            let own = session(inode) != nil || model.withLock { m in m.byIno[inode].flatMap { m.nodes[$0] }?.owned ?? false }
+            if own { return (a, t) }
+        }
+        throw .accessDenied   // originals, other apps' and the person's files, and control files do not change
     }
 
     public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {
@@ -871,25 +702,35 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     public func unlink(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
         guard let s = name.string else { throw .noEntry }
-        if parent == FixedInode.root, let ino = sessionIno(s), let f = files.withLock({ $0[ino] }),
-           model.withLock({ $0.byName[s] == nil || $0.byName[s] == f.committedRowID }) {
-            // Wait for a commit in flight, then either drop the pending file or trash the asset.
-            // The drop happens under the file's lock, so a commit cannot start in between.
-            let committed: Int64? = f.lock.run {
-                guard let c = files.withLock({ $0[ino]?.committedRowID }) else {
-                    discard(ino)
-                    return nil
+        if parent == FixedInode.root, let ino = sessionIno(s), let f = session(ino) {
+            // Under the file's lock, so that no commit starts or is half done in between: either
+            // the file being written is dropped, or the asset it became goes to the trash.
+            enum Outcome { case dropped(unused: Bool), committed(Int64), view }
+            let outcome: Outcome = f.run {
+                switch f.state {
+                case .writing:
+                    if model.withLock({ $0.byName[s] != nil }) { return .view }
+                    discardLocked(f)
+                    return .dropped(unused: f.handles.isEmpty)
+                case .committed(let r): return .committed(r)
+                case .discarded: return .view
                 }
-                return c
             }
-            guard let rowID = committed else { return }
-            let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
-            guard canDelete else { throw .accessDenied }
-            do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
-            files.withLock { $0[ino] = nil }
-            sessionNames.withLock { n in if n[s] == ino { n[s] = nil } }
-            refresh(handled: [rowID])
-            return
+            switch outcome {
+            case .dropped(let unused):
+                if unused { files.withLock { fs in if fs[ino] === f { fs[ino] = nil } } }
+                return
+            case .committed(let rowID):
+                let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
+                guard canDelete else { throw .accessDenied }
+                do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
+                forgetCommitted(ino)
+                files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
+                sessionNames.withLock { n in if n[s] == ino { n[s] = nil } }
+                refresh(handled: [rowID])
+                return
+            case .view: break
+            }
         }
         let target: Result<(Int64, String?), Errno> = model.withLock { m in
             switch parent {
@@ -936,19 +777,25 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             throw .accessDenied
         }
         // A file created through this mount (pending or just committed).
-        if let ino = sessionIno(s), let lock = files.withLock({ $0[ino]?.lock }),
-           model.withLock({ $0.byName[s] == nil }) || files.withLock({ $0[ino]?.committedRowID }) == model.withLock({ $0.byName[s] }) {
-            let renamed: Result<Int64?, Errno> = lock.run {
-                if let f = files.withLock({ $0[ino] }), let r = f.committedRowID {
+        if let ino = sessionIno(s), let f = session(ino) {
+            // Under the file's lock, so that a commit in flight finishes first.
+            let renamed: Result<Int64?, Errno>? = f.run {
+                let viewRow = model.withLock { $0.byName[s] }
+                if viewRow != nil && viewRow != f.committedRowID { return nil }   // the name is the view's
+                if let r = f.committedRowID {
                     do { try library.renameOwnAsset(rowID: r, app: appID, to: t) } catch { return .failure(.io) }
+                } else if !f.isWriting {
+                    return .failure(.noEntry)
                 }
-                files.withLock { $0[ino]?.name = t }
-                sessionNames.withLock { n in n[s] = nil; n[t] = ino }
-                return .success(files.withLock { $0[ino]?.committedRowID })
+                f.name = t
+                sessionNames.withLock { n in if n[s] == ino { n[s] = nil }; n[t] = ino }
+                return .success(f.committedRowID)
             }
-            let r = try renamed.get()
-            refresh(handled: r.map { [$0] } ?? [])
-            return
+            if let renamed {
+                let r = try renamed.get()
+                refresh(handled: r.map { [$0] } ?? [])
+                return
+            }
         }
         let row: Int64 = try model.withLock { m throws(Errno) -> Int64 in
             guard let r = m.byName[s], let n = m.nodes[r] else { throw .noEntry }

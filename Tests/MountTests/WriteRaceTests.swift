@@ -1,0 +1,164 @@
+import Foundation
+import GrantStore
+import PhotoLibrary
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every committed asset's stored bytes match the catalog's hash and size. Returns what does not.
+func storeMismatches(_ libraryRoot: String) throws -> [String] {
+    let lib = try Library.open(at: LibraryPaths(root: libraryRoot))
+    var bad: [String] = []
+    for a in try lib.assets() {
+        guard let rel = a.storePath else { continue }
+        guard let bytes = readAll(libraryRoot + "/store/" + rel) else {
+            bad.append("\(a.displayName): store file missing")
+            continue
+        }
+        let hash = "sha256:" + hexString(SHA256.hash(bytes))
+        if hash != a.contentHash || UInt64(bytes.count) != a.byteSize {
+            bad.append("\(a.displayName): \(bytes.count) bytes \(hash.prefix(20)), catalog \(a.byteSize) \(a.contentHash.prefix(20))")
+        }
+    }
+    return bad
+}
+
+/// Writes `bytes` to `path` like `cp` does (open O_WRONLY|O_CREAT|O_TRUNC, write, close).
+/// Returns 0 or the errno of the first failing call.
+func cpWrite(_ bytes: [UInt8], to path: String, flags: Int32 = O_WRONLY | O_CREAT | O_TRUNC) -> Int32 {
+    let fd = open(path, flags, 0o644)
+    if fd < 0 { return errno }
+    var off = 0
+    while off < bytes.count {
+        let n = bytes[off...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n < 0 { let e = errno; close(fd); return e }
+        off += n
+    }
+    return close(fd) == 0 ? 0 : errno
+}
+
+/// Issue 13's data loss: the commit of an app's file raced with the next writer of the same name,
+/// which wrote into the file that had just become the store's original.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct WriteRaces {
+    /// `cp a M/x; cp b M/x` on fresh names: the first close commits a; the second writer gets the
+    /// answer for a committed asset (EACCES in a read-write mount, a new asset in an add-only one)
+    /// and the store keeps exactly what the catalog says.
+    @Test(arguments: ["limited", "add-only"])
+    func secondWriterNeverChangesACommittedOriginal(_ mode: String) throws {
+        let f = try MountFixture()
+        let app = "org.example.Racer"
+        let mp: String
+        if mode == "add-only" {
+            try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
+            mp = try f.mount(app, access: "add-only")
+        } else {
+            try f.pg("authorize", app, "--status", "limited")
+            mp = try f.mount(app)
+        }
+        var firstOK: [String: [UInt8]] = [:]
+        for k in 0..<24 {
+            let a = try TestMedia.jpeg(tag: "a\(k)"), b = try TestMedia.jpeg(tag: "b\(k)-longer-than-a")
+            let name = "x\(k).jpg"
+            let e1 = cpWrite(a, to: mp + "/" + name)
+            #expect(e1 == 0, "first cp of \(name): errno \(e1)")
+            if e1 == 0 { firstOK[name] = a }
+            let e2 = cpWrite(b, to: mp + "/" + name)
+            if mode == "add-only" {
+                #expect(e2 == 0, "second cp of \(name) into add-only: errno \(e2)")
+            } else {
+                #expect(e2 == EACCES, "second cp of \(name): errno \(e2)")
+                // The name still reads back a's bytes, exactly.
+                #expect(readAll(mp + "/" + name) == a ? true : false, "\(name) no longer reads back the first file")
+            }
+            #expect(try storeMismatches(f.library) == [], "after round \(k)")
+        }
+        let hashes = Set(try f.assetsJSON().compactMap { $0["hash"] as? String })
+        for (n, a) in firstOK {
+            #expect(hashes.contains("sha256:" + hexString(SHA256.hash(a))), "\(n): the first file's close succeeded but it is not an asset")
+        }
+        try f.unmount(mp)
+    }
+
+    /// When close(2) returns 0 the file is an asset: stat, open, cmp and ls see it at once.
+    @Test func closeMeansCommitted() throws {
+        let f = try MountFixture()
+        let app = "org.example.Closer"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        for k in 0..<30 {
+            let bytes = try TestMedia.jpeg(tag: "c\(k)")
+            let name = "c\(k).jpg"
+            #expect(cpWrite(bytes, to: mp + "/" + name) == 0)
+            var st = stat()
+            #expect(stat(mp + "/" + name, &st) == 0 && st.st_size == bytes.count, "\(name): stat right after close")
+            #expect(readAll(mp + "/" + name) == bytes ? true : false, "\(name): read right after close")
+            #expect(listing(mp).contains(name), "\(name): ls right after close")
+            // Another writer opening the committed name gets the answer for a committed asset.
+            #expect(openErrno(mp + "/" + name, O_WRONLY) == EACCES)
+            #expect(openErrno(mp + "/" + name, O_CREAT | O_EXCL | O_WRONLY) == EEXIST)
+        }
+        let names = Set(try f.assetsJSON().compactMap { $0["name"] as? String })
+        #expect(names.count == 30)
+        #expect(try storeMismatches(f.library) == [])
+        try f.unmount(mp)
+    }
+
+    /// Many writers on a few names: overwrite right after close, rename over, unlink right after a
+    /// commit. The test's threads take turns per name (one POSIX file with two concurrent writers
+    /// legitimately ends with the last writer's bytes), so what races is the daemon's own work
+    /// after each close. After every round every store file matches its hash, and every file whose
+    /// close returned 0 is an asset (or in the trash, when an unlink came after it).
+    @Test func writersRacingOnFewNamesNeverCorruptTheStore() throws {
+        let f = try MountFixture()
+        let app = "org.example.Stress"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let names = ["p0.jpg", "p1.jpg", "p2.jpg"]
+        let locks = names.map { _ in NSLock() }
+        for round in 0..<6 {
+            let committed = Failures()
+            let group = DispatchGroup()
+            for w in 0..<6 {
+                group.enter()
+                Thread {
+                    defer { group.leave() }
+                    var rng = SplitMix(seed: UInt64(round * 100 + w))
+                    for i in 0..<8 {
+                        let k = Int(rng.next() % UInt64(names.count))
+                        let name = names[k]
+                        let bytes = (try? TestMedia.jpeg(tag: "r\(round)w\(w)i\(i)")) ?? []
+                        switch rng.next() % 4 {
+                        case 0:
+                            // Write to a temp name, then rename it over the shared name.
+                            let tmp = ".\(name).w\(w)i\(i)"
+                            if cpWrite(bytes, to: mp + "/" + tmp) == 0 {
+                                committed.add(hexString(SHA256.hash(bytes)))
+                                locks[k].lock()
+                                _ = rename(mp + "/" + tmp, mp + "/" + name)
+                                locks[k].unlock()
+                            }
+                        case 1:
+                            locks[k].lock()
+                            _ = unlink(mp + "/" + name)
+                            locks[k].unlock()
+                        default:
+                            locks[k].lock()
+                            if cpWrite(bytes, to: mp + "/" + name) == 0 { committed.add(hexString(SHA256.hash(bytes))) }
+                            locks[k].unlock()
+                        }
+                    }
+                }.start()
+            }
+            group.wait()
+            #expect(try storeMismatches(f.library) == [], "round \(round)")
+            let lib = try Library.open(at: LibraryPaths(root: f.library))
+            let hashes = Set(try lib.assets().map(\.contentHash) + (try lib.trash()).map(\.contentHash))
+            let lost = committed.all.filter { !hashes.contains("sha256:" + $0) }
+            #expect(lost.isEmpty, "round \(round): \(lost.count) closed files were lost")
+        }
+        try f.unmount(mp)
+    }
+}
