@@ -38,6 +38,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let files = Mutex<[Inode: SessionFile]>([:])
     /// Committed add-only files still known by name, oldest first.
     let committedOrder = Mutex<[Inode]>([])
+    /// Folders the app made (UploadFolders.swift), and those at the top by name.
+    let folders = Mutex<[Inode: UploadFolder]>([:])
+    let rootFolders = Mutex<[String: Inode]>([:])
+    /// Files being written in `Albums/X/`, by album and name.
+    let albumSessions = Mutex<[String: [String: Inode]]>([:])
     let sessionNames = Mutex<[String: Inode]>([:])
     let handles = Mutex<[UInt64: OpenKind]>([:])
     let nextHandle = Atomic<UInt64>(1)
@@ -196,6 +201,16 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }
         }
         invalidateListings(folders)
+        // An asset joining or leaving an album changes its link count.
+        if new.policy.showsAlbums || oldPolicy.showsAlbums {
+            var moved = Set<Int64>()
+            for (olds, news) in [(oldAlbums, new.albums), (oldShared, new.shared)] {
+                for name in Set(olds.keys).union(news.keys) where olds[name]?.listing != news[name]?.listing {
+                    moved.formUnion(Set(olds[name]?.listing ?? []).symmetricDifference(news[name]?.listing ?? []))
+                }
+            }
+            for r in moved { if let n = new.nodes[r] { inv.invalidateInode(n.ino, offset: 0, length: 0) } }
+        }
         guard oldPolicy.showsAlbums else { return }
         if !new.policy.showsAlbums {
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
@@ -242,7 +257,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     func attributes(_ n: AssetNode) -> Attributes {
         let m = Timespec(seconds: n.mtime), c = Timespec(seconds: n.ctime)
-        return Attributes(ino: n.ino, mode: FileMode.regular | 0o444, nlink: 1, size: n.size, uid: uid, gid: gid,
+        return Attributes(ino: n.ino, mode: FileMode.regular | 0o444, nlink: n.nlink, size: n.size, uid: uid, gid: gid,
                           atime: m, mtime: m, ctime: c)
     }
 
@@ -250,7 +265,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count) : 0
         let mode: UInt32 = ino == FixedInode.request ? 0o222 : 0o444
         return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
-                          atime: .now, mtime: .now, ctime: .now)
+                          atime: started, mtime: started, ctime: started)
     }
 
     func entry(_ a: Attributes, timeout: Double = PhotoFS.longTimeout) -> Entry {
@@ -281,13 +296,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }) {
                 return (a, PhotoFS.longTimeout)
             }
+            if let a = folderAttributes(ino) { return (a, PhotoFS.longTimeout) }
             // A file being written: no caching, so that a refused or discarded one is gone at once.
             if let f = session(ino), let a = f.run({ () -> Attributes? in
-                switch f.state {
-                case .writing: return sessionAttributes(f)
-                case .committed: return access == .addOnly ? sessionAttributes(f) : nil
-                case .discarded: return nil
-                }
+                f.isNamed(addOnly: access == .addOnly) ? sessionAttributes(f) : nil
             }) { return (a, 0) }
             throw .noEntry
         }
@@ -334,7 +346,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 return nil
             }
             if let found { return found }
-            return sessionIno(name)
+            return sessionIno(name) ?? rootFolders.withLock { $0[name] }
         case FixedInode.albums, FixedInode.shared:
             return model.withLock { m -> Inode? in
                 guard m.policy.showsAlbums else { return nil }
@@ -348,14 +360,18 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             default: return nil
             }
         default:
-            let r: Inode?? = model.withLock { m -> Inode?? in
+            let r: (Inode?, String?)? = model.withLock { m -> (Inode?, String?)? in
                 if let al = m.album(ino: parent) {
-                    if let row = al.byName[name] { return .some(m.nodes[row]?.ino) }
-                    return .some(nil)
+                    if let row = al.byName[name] { return (m.nodes[row]?.ino, nil) }
+                    return (nil, al.isShared ? nil : al.name)
                 }
                 return nil
             }
-            if let r { return r }
+            if let (ino, album) = r {
+                if let ino { return ino }
+                return album.flatMap { albumSessionIno($0, name) }
+            }
+            if isFolder(parent) { return folderChild(parent, name) }
             if model.withLock({ $0.byIno[parent] != nil }) || files.withLock({ $0[parent] != nil }) { throw .notDirectory }
             throw .noEntry
         }
@@ -367,14 +383,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// if the app may no longer see its own asset, the name must answer ENOENT like any other.
     func sessionIno(_ name: String) -> Inode? {
         guard let ino = sessionNames.withLock({ $0[name] }), let f = session(ino) else { return nil }
-        let shown: Bool = f.run {
-            switch f.state {
-            case .writing: return true
-            case .committed: return access == .addOnly
-            case .discarded: return false
-            }
-        }
-        return shown ? ino : nil
+        return f.run { f.isNamed(addOnly: access == .addOnly) } ? ino : nil
     }
 
     public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
@@ -410,7 +419,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         switch inode {
         case FixedInode.root:
             let (showsAlbums, canEdit) = model.withLock { m in (m.policy.showsAlbums, m.policy.canEditAlbums) }
-            add(".photogate", dirAttributes(FixedInode.control, writable: false))
+            // `.photogate/` is reachable by path but not listed: backups (`rsync -a M/ b/`,
+            // `cp -a M/. b/`, `tar c -C M .`) copy the photos, not the app's control files.
             if showsAlbums {
                 add("Albums", dirAttributes(FixedInode.albums, writable: canEdit))
                 add("Shared", dirAttributes(FixedInode.shared, writable: false))
@@ -434,10 +444,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             // Files this mount is writing (not yet assets) are listed in a read-write mount only.
             if access == .readWrite {
                 let all = files.withLock { fs in fs.values.filter { $0.album == nil } }
-                let pending = all.compactMap { f in f.run { f.isWriting ? (f.name, sessionAttributes(f)) : nil } }
+                let pending = all.compactMap { f in f.run { f.isWriting && !f.hidden ? (f.name, sessionAttributes(f)) : nil } }
                     .sorted { $0.0 < $1.0 }
                 let shown = model.withLock { m in Set(pending.map(\.0).filter { m.byName[$0] != nil }) }
                 for (name, a) in pending where !shown.contains(name) { add(name, a) }
+                let made = rootFolders.withLock { $0 }.sorted { $0.key < $1.key }
+                for (name, ino) in made where !shown.contains(name) {
+                    if let a = folderAttributes(ino) { add(name, a) }
+                }
             }
         case FixedInode.albums, FixedInode.shared:
             let list = model.withLock { m in
@@ -450,16 +464,29 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             add("changes", specialAttributes(FixedInode.changes))
             add("request", specialAttributes(FixedInode.request))
         default:
+            if let list = folderListing(inode) {
+                for (name, a) in list { add(name, a) }
+                return out
+            }
             // A batch after `offset`, as for the root: members[k] has index 2 + k + 1.
             let fixed = index
-            guard let (members, start) = model.withLock({ m -> ([AssetNode], Int)? in
+            guard let (members, start, total) = model.withLock({ m -> ([AssetNode], Int, Int)? in
                 guard let al = m.album(ino: inode) else { return nil }
                 let start = Int(max(0, offset - fixed))
-                guard start < al.listing.count else { return ([], start) }
-                return (al.listing[start..<min(al.listing.count, start + PhotoFS.readdirBatch)].compactMap { m.nodes[$0] }, start)
+                guard start < al.listing.count else { return ([], start, al.listing.count) }
+                return (al.listing[start..<min(al.listing.count, start + PhotoFS.readdirBatch)].compactMap { m.nodes[$0] }, start, al.listing.count)
             }) else { throw .noEntry }
-            index = fixed + Int64(start)
+            // Offsets: members[k] is fixed + k + 1, then the files being written in the album.
+            index = fixed + Int64(min(start, total))
             for n in members { add(n.name, attributes(n)) }
+            if start + members.count < total { return out }
+            if access == .readWrite,
+               let (album, memberNames) = model.withLock({ m in m.album(ino: inode).map { ($0.name, Set($0.byName.keys)) } }) {
+                let pending = albumSessions.withLock { $0[album] ?? [:] }.sorted { $0.key < $1.key }
+                for (name, ino) in pending where !memberNames.contains(name) {
+                    if let f = session(ino), let a = f.run({ f.isWriting && !f.hidden ? sessionAttributes(f) : nil }) { add(name, a) }
+                }
+            }
         }
         return out
     }
@@ -524,7 +551,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return OpenReply(handle: h, keepCache: true, passthroughFD: usePassthrough ? fd : nil)
         }
         // A file this mount created.
-        return try openSession(inode, flags: flags)
+        return try openSession(inode, flags: flags, context: context)
     }
 
     /// Is this asset (by row id and inode) still visible? Revoked handles fail their next read.
@@ -582,7 +609,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard let kind = handles.withLock({ $0[handle] }) else { return }
         switch kind {
         case .session(let ino):
-            try flushSession(ino, handle: handle)
+            try flushSession(ino, handle: handle, context: context)
         case .request(let buffer):
             if !buffer.isEmpty {
                 handles.withLock { $0[handle] = .request(buffer: []) }
@@ -630,6 +657,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     public func create(parent: Inode, name: FileName, mode: UInt32, flags: Int32, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
         noteAccess()
         let s = try validName(name)
+        if isFolder(parent) {
+            guard canMakeFolders else { throw .accessDenied }
+            if folderChild(parent, s) != nil { throw .exists }
+            return try openNewSession(try newSession(name: s, album: nil, folder: parent), context: context)
+        }
         let album: String? = try model.withLock { m throws(Errno) -> String? in
             guard m.policy.canCreate else { throw .accessDenied }
             switch parent {
@@ -642,12 +674,18 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 return al.name
             }
         }
-        if parent == FixedInode.root, sessionIno(s) != nil { throw .exists }
-        let f = try newSession(name: s, album: album)
+        if parent == FixedInode.root, sessionIno(s) != nil || rootFolders.withLock({ $0[s] != nil }) { throw .exists }
+        if let album, albumSessionIno(album, s) != nil { throw .exists }
+        return try openNewSession(try newSession(name: s, album: album), context: context)
+    }
+
+    /// The reply to create: the new file open for writing, never cached by the kernel (a file
+    /// being written may be refused or discarded at its close).
+    func openNewSession(_ f: SessionFile, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
-        f.run { f.handles[h] = false }
+        let opener = PhotoFS.process(of: context.pid)
+        f.run { f.handles[h] = false; f.openers[h] = opener }
         handles.withLock { $0[h] = .session(ino: f.ino) }
-        // Not cached: a file being written may be refused or discarded at its close.
         return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
     }
 
@@ -672,9 +710,18 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     }
 
     public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {
+        noteAccess()
+        // The top's reserved names: `Albums`/`Shared` where the view shows them, and `.photogate`,
+        // exist; elsewhere no folder may take them (DESIGN: no Albums/ for limited apps, EACCES).
+        if parent == FixedInode.root, let raw = name.string, DisplayName.reserved.contains(raw) {
+            if raw == ".photogate" || model.withLock({ $0.policy.showsAlbums }) { throw .exists }
+            throw .accessDenied
+        }
+        let s = try validName(name)
+        // Outside Albums/: an upload folder (UploadFolders.swift).
+        if parent == FixedInode.root || isFolder(parent) { return try makeFolder(parent: parent, name: s) }
         let allowed = model.withLock { $0.policy.canEditAlbums }
         guard parent == FixedInode.albums, allowed else { throw .accessDenied }
-        let s = try validName(name)
         if model.withLock({ $0.albums[s] }) != nil { throw .exists }
         do { try library.createAlbum(s) } catch {
             if case .albumExists = error as? LibraryError { throw .exists }
@@ -687,12 +734,18 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     public func rmdir(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
         guard let s = name.string else { throw .noEntry }
+        if isFolder(parent) || (parent == FixedInode.root && rootFolders.withLock({ $0[s] != nil })) {
+            return try removeFolder(parent: parent, name: s)
+        }
         let (canEdit, exists) = model.withLock { ($0.policy.canEditAlbums, $0.albums[s] != nil) }
         guard parent == FixedInode.albums, canEdit else {
             if try childInode(parent: parent, name: s) == nil { throw .noEntry }
             throw .accessDenied
         }
         guard exists else { throw .noEntry }
+        // A file being written into the album would lose its membership: not empty yet.
+        let writing = albumSessions.withLock { $0[s]?.values.map { $0 } ?? [] }
+        if writing.contains(where: { ino in session(ino).map { f in f.run { f.isWriting } } ?? false }) { throw .notEmpty }
         do { try library.deleteAlbum(s, onlyIfEmpty: true) } catch {
             if case .conflict = error as? LibraryError { throw .notEmpty }
             throw .io
@@ -702,6 +755,12 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     public func unlink(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
         guard let s = name.string else { throw .noEntry }
+        if isFolder(parent) { return try unlinkInFolder(parent, s) }
+        if let album = model.withLock({ $0.album(ino: parent).map(\.name) }), let ino = albumSessionIno(album, s),
+           model.withLock({ $0.albums[album]?.byName[s] == nil }), let f = session(ino) {
+            discard(f)
+            return
+        }
         if parent == FixedInode.root, let ino = sessionIno(s), let f = session(ino) {
             // Under the file's lock, so that no commit starts or is half done in between: either
             // the file being written is dropped, or the asset it became goes to the trash.
@@ -721,6 +780,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 if unused { files.withLock { fs in if fs[ino] === f { fs[ino] = nil } } }
                 return
             case .committed(let rowID):
+                if forgetCommittedName(ino) { return }
                 let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
                 guard canDelete else { throw .accessDenied }
                 do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
@@ -769,12 +829,13 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard try childInode(parent: parent, name: s) != nil else { throw .noEntry }
         let t = try validName(newName)
         guard parent == newParent else { throw .crossDevice }
+        if isFolder(parent) { return try renameInFolder(parent, s, t, flags: flags) }
         guard parent == FixedInode.root, !flags.contains(.exchange) else { throw .accessDenied }
         // The target must not be a visible asset: originals are never replaced.
         if model.withLock({ $0.byName[t] != nil }) { throw .accessDenied }
         if let other = sessionIno(t), other != sessionIno(s) {
             if flags.contains(.noReplace) { throw .exists }
-            throw .accessDenied
+            if !forgetCommittedName(other) { throw .accessDenied }
         }
         // A file created through this mount (pending or just committed).
         if let ino = sessionIno(s), let f = session(ino) {

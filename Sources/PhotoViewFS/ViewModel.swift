@@ -30,6 +30,9 @@ struct AssetNode: Sendable, Equatable {
     let shared: Bool
     let selected: Bool
     let picked: Bool
+    /// 1 + the albums of the view it is listed in: one inode, listed in several folders, counted
+    /// once by `du`, `tar` and `rsync -H`.
+    var nlink: UInt32 = 1
 }
 
 struct AlbumNode: Sendable {
@@ -282,10 +285,17 @@ struct IndexTable: Sendable {
 /// `nodes[rowID]`, `nodes.count`, `nodes.values` over the compact store.
 struct NodeTable: Sendable, Sequence {
     let store: NodeStore
-    subscript(rowID: Int64) -> AssetNode? { store.index(ofRow: rowID).map(store.node) }
+    /// Album memberships per row id (see `AssetNode.nlink`).
+    let links: [Int64: UInt32]
+    func node(_ i: Int) -> AssetNode {
+        var n = store.node(i)
+        if let l = links[n.rowID] { n.nlink = 1 + l }
+        return n
+    }
+    subscript(rowID: Int64) -> AssetNode? { store.index(ofRow: rowID).map(node) }
     var count: Int { store.count }
     var isEmpty: Bool { store.count == 0 }
-    var values: LazyMapSequence<LazyFilterSequence<Range<Int>>, AssetNode> { store.liveIndices.map(store.node) }
+    var values: LazyMapSequence<LazyFilterSequence<Range<Int>>, AssetNode> { store.liveIndices.map(node) }
     func makeIterator() -> AnyIterator<(key: Int64, value: AssetNode)> {
         var i = 0
         let s = store
@@ -293,7 +303,7 @@ struct NodeTable: Sendable, Sequence {
             while i < s.slotCount && !s.isLive(i) { i += 1 }
             guard i < s.slotCount else { return nil }
             defer { i += 1 }
-            return (s.rowIDs[i], s.node(i))
+            return (s.rowIDs[i], node(i))
         }
     }
 }
@@ -318,7 +328,9 @@ struct ViewModel: Sendable {
     var access: AccessLevel
     var policy: ViewPolicy
     var store: NodeStore = .empty
-    var nodes: NodeTable { NodeTable(store: store) }
+    var nodes: NodeTable { NodeTable(store: store, links: policy.showsAlbums ? links : [:]) }
+    /// How many albums of the view list each asset (set with the albums).
+    var links: [Int64: UInt32] = [:]
     var byName: NameIndex { NameIndex(store: store) }
     var byIno: InodeIndex { InodeIndex(store: store) }
     /// Root listing in a stable order (capture time, then row id).
@@ -458,7 +470,7 @@ struct ViewModel: Sendable {
 
     /// Albums with only their visible members.
     mutating func setAlbums(_ list: [ViewAlbum]) {
-        albums = [:]; shared = [:]; albumByIno = [:]
+        albums = [:]; shared = [:]; albumByIno = [:]; links = [:]
         let key = app.inodeKey
         let st = store
         for album in list {
@@ -469,6 +481,7 @@ struct ViewModel: Sendable {
                 guard let i = st.index(ofRow: m) else { continue }
                 byName[st.string(i, 1)] = m
                 members.append(m)
+                links[m, default: 0] += 1
             }
             let node = AlbumNode(name: album.name, ino: ino, isShared: album.isShared, byName: byName, listing: members)
             if album.isShared { shared[album.name] = node } else { albums[album.name] = node }

@@ -30,6 +30,8 @@ final class SessionFile: @unchecked Sendable {
 
     let ino: Inode
     let album: String?
+    /// The upload folder it is written in (see UploadFolders.swift), if any.
+    let folder: Inode?
     private let lock = NSLock()
 
     var id: String
@@ -39,6 +41,8 @@ final class SessionFile: @unchecked Sendable {
     var state: State = .writing
     /// The handles open on this file: true once the app closed (flushed) it after its last write.
     var handles: [UInt64: Bool] = [:]
+    /// The process (thread group) that opened each handle.
+    var openers: [UInt64: Int32] = [:]
     /// Written (or truncated) since the last commit attempt.
     var dirty = false
     /// Durable and marked complete, but not committed: the database refused the commit at close
@@ -50,9 +54,14 @@ final class SessionFile: @unchecked Sendable {
     /// The errno of a write that failed (a full disk): such a file never becomes an asset, since
     /// part of what the app wrote is missing; its close fails with that errno.
     var failedWrite: Int32 = 0
+    /// Refused at a close (not complete media yet): its name is gone at once, but the file stays
+    /// writable through descriptors still open elsewhere (a child that inherited one and exited
+    /// sends that close too), until its last release discards it or a later close commits it.
+    var hidden = false
 
-    init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?) {
+    init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?) {
         self.id = id
+        self.folder = folder
         self.ino = ino
         self.tempPath = tempPath
         self.fd = fd
@@ -68,6 +77,14 @@ final class SessionFile: @unchecked Sendable {
     }
 
     var isWriting: Bool { state == .writing }
+    /// Reachable by name: being written and not refused, or (add-only) committed.
+    func isNamed(addOnly: Bool) -> Bool {
+        switch state {
+        case .writing: return !hidden
+        case .committed: return addOnly
+        case .discarded: return false
+        }
+    }
     var committedRowID: Int64? {
         if case .committed(let r) = state { return r }
         return nil
@@ -80,7 +97,7 @@ extension PhotoFS {
     static let keptCommittedNames = 1024
 
     /// A new, empty file being written under `name`.
-    func newSession(name: String, album: String?) throws(Errno) -> SessionFile {
+    func newSession(name: String, album: String?, folder: Inode? = nil) throws(Errno) -> SessionFile {
         let temp: (id: String, path: String, fd: Int32)
         do { temp = try writer.makeTemp() } catch {
             if case .noSpace = error as? LibraryError { throw .noSpace }
@@ -89,16 +106,36 @@ extension PhotoFS {
         }
         let key = model.withLock { $0.app.inodeKey }
         let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
-        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, fd: temp.fd, name: name, album: album)
+        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, fd: temp.fd, name: name, album: album, folder: folder)
         files.withLock { $0[ino] = f }
-        if album == nil { sessionNames.withLock { $0[name] = ino } }
+        if let folder {
+            setFolderChild(folder, name, .session(ino))
+        } else if let album {
+            albumSessions.withLock { $0[album, default: [:]][name] = ino }
+        } else {
+            sessionNames.withLock { $0[name] = ino }
+        }
         return f
     }
 
     func session(_ ino: Inode) -> SessionFile? { files.withLock { $0[ino] } }
 
+    /// A file being written under `name` in `Albums/<album>/`.
+    func albumSessionIno(_ album: String, _ name: String) -> Inode? {
+        guard let ino = albumSessions.withLock({ $0[album]?[name] }), let f = session(ino), f.run({ f.isWriting && !f.hidden }) else { return nil }
+        return ino
+    }
+
+    func forgetAlbumSession(_ f: SessionFile) {
+        guard let album = f.album else { return }
+        albumSessions.withLock { a in
+            if a[album]?[f.name] == f.ino { a[album]?[f.name] = nil }
+            if a[album]?.isEmpty == true { a[album] = nil }
+        }
+    }
+
     /// Opens a file this mount created. Throws ENOENT for what the app may not open.
-    func openSession(_ ino: Inode, flags: Int32) throws(Errno) -> OpenReply {
+    func openSession(_ ino: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         guard let f = session(ino) else { throw .noEntry }
         let accmode = flags & O_ACCMODE
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
@@ -117,6 +154,7 @@ extension PhotoFS {
                 if access == .addOnly && !wantsWrite { throw .noEntry }
             }
             f.handles[h] = false
+            f.openers[h] = PhotoFS.process(of: context.pid)
         }
         handles.withLock { $0[h] = .session(ino: ino) }
         return OpenReply(handle: h, directIO: true)
@@ -152,7 +190,7 @@ extension PhotoFS {
         f.size = size
         f.failedWrite = 0
         f.mtime = .now
-        sessionNames.withLock { $0[f.name] = f.ino }
+        if f.folder == nil { sessionNames.withLock { $0[f.name] = f.ino } }
     }
 
     func writeSession(_ ino: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
@@ -193,7 +231,16 @@ extension PhotoFS {
     func setSessionAttributes(_ ino: Inode, _ changes: SetAttributes, handle: UInt64?) throws(Errno) -> Attributes? {
         guard let f = session(ino) else { return nil }
         return try f.run { () throws(Errno) -> Attributes? in
-            if case .committed = f.state { return nil }   // an asset: the view answers
+            if case .committed = f.state {
+                // Read-write: an asset, the view answers. Add-only: the file is the library's now;
+                // times and mode set after close (`rsync -a`, `tar x`) are kept for this mount
+                // only, so a second run finds it unchanged.
+                guard access == .addOnly else { return nil }
+                guard changes.size == nil else { throw .accessDenied }
+                if let mode = changes.mode { f.mode = mode & 0o7777 }
+                if changes.mtimeNow { f.mtime = .now } else if let m = changes.mtime { f.mtime = m }
+                return sessionAttributes(f)
+            }
             guard f.isWriting, f.fd >= 0 else { throw .noEntry }
             if let size = changes.size {
                 if ftruncate(f.fd, off_t(size)) != 0 { throw Errno(errno) }
@@ -244,15 +291,31 @@ extension PhotoFS {
     /// At each close(2) of a descriptor: when no other handle of the file has unflushed writes,
     /// the file is validated and committed now, so that a close returning 0 means an asset. A
     /// file not written yet is left alone (`cmd > file` closes the shell's descriptor first).
-    func flushSession(_ ino: Inode, handle: UInt64) throws(Errno) {
+    ///
+    /// Only a close by the process that opened the handle commits: the kernel sends FLUSH for the
+    /// close of every copy of a descriptor, and a child that inherited one and exits (a shell
+    /// running a command, any fork) must not commit a file its parent is still writing. Such a
+    /// file is committed at its last release, when the last copy is gone.
+    func flushSession(_ ino: Inode, handle: UInt64, context: RequestContext) throws(Errno) {
         guard let f = session(ino) else { return }
+        let closer = PhotoFS.process(of: context.pid)
         try f.run { () throws(Errno) in
             guard f.isWriting else { return }
             f.handles[handle] = true
             guard !f.handles.values.contains(false) else { return }   // another writer has it open
             guard f.dirty || f.ready else { return }
-            try commitLocked(f)
+            guard f.openers[handle] == closer else { return }        // a copy elsewhere: at the release
+            try commitLocked(f, last: false)
         }
+    }
+
+    /// The thread group (process) of a task id, as FUSE requests name the calling thread.
+    static func process(of tid: Int32) -> Int32 {
+        guard tid > 0, let text = try? String(contentsOfFile: "/proc/\(tid)/status", encoding: .utf8) else { return tid }
+        for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
+            return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) ?? tid
+        }
+        return tid
     }
 
     /// The last release of a handle. An empty or uncommitted file is discarded at the last one; a
@@ -262,15 +325,16 @@ extension PhotoFS {
         guard let f = session(ino) else { return }
         let drop: Bool = f.run {
             f.handles[handle] = nil
+            f.openers[handle] = nil
             guard f.handles.isEmpty else { return false }
             if f.isWriting && (f.dirty || f.ready) {
                 // Its last close did not commit it (the database was unavailable then): try again.
-                do throws(Errno) { try commitLocked(f) } catch { log("\(f.name) was not added: \(error)") }
+                do throws(Errno) { try commitLocked(f, last: true) } catch { log("\(f.name) was not added: \(error)") }
             }
             switch f.state {
             case .writing:
                 if f.ready { return false }   // durable and marked: the next mount's recovery commits it
-                discardLocked(f)              // created and never written: nothing stays
+                discardLocked(f)              // empty, or refused at its close: nothing stays
                 return true
             case .discarded:
                 return true
@@ -288,7 +352,7 @@ extension PhotoFS {
 
     /// Validates, makes durable and catalogs the file; refuses (and discards) what is not complete
     /// media. On success the view shows the asset before the caller's close returns.
-    func commitLocked(_ f: SessionFile) throws(Errno) {
+    func commitLocked(_ f: SessionFile, last: Bool) throws(Errno) {
         if f.failedWrite != 0 {
             let e = f.failedWrite
             log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not added")
@@ -303,7 +367,11 @@ extension PhotoFS {
             switch error as? LibraryError {
             case .badInput(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
-                discardLocked(f)
+                if last {
+                    discardLocked(f)
+                } else {
+                    hideLocked(f)
+                }
                 throw .invalid
             case .noSpace?:
                 log("no space to add \(f.name)")
@@ -339,6 +407,20 @@ extension PhotoFS {
         // disappears in between (rsync renames right after close).
         refresh()
         f.state = .committed(rowID: asset.rowID)
+        forgetAlbumSession(f)
+        if let folder = f.folder, access == .readWrite {
+            setFolderChild(folder, f.name, .asset(rowID: asset.rowID), ifCurrently: .session(f.ino))
+        }
+    }
+
+    /// A file refused at a close: its name goes now; the file waits for its last release.
+    func hideLocked(_ f: SessionFile) {
+        f.hidden = true
+        f.dirty = false
+        sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
+        if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(f.ino)) }
+        forgetAlbumSession(f)
+        invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
     }
 
     /// Drops a file being written and its temp data.
@@ -355,6 +437,8 @@ extension PhotoFS {
         f.dirty = false
         f.ready = false
         sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
+        if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(f.ino)) }
+        forgetAlbumSession(f)
         if wasWriting {
             // The name leaves the listing without a directory operation: drop cached listings.
             invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
@@ -377,11 +461,30 @@ extension PhotoFS {
             if gone {
                 files.withLock { $0[e] = nil }
                 sessionNames.withLock { n in if n[f.name] == e { n[f.name] = nil } }
+                if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(e)) }
             }
         }
     }
 
     func forgetCommitted(_ ino: Inode) {
         committedOrder.withLock { $0.removeAll { $0 == ino } }
+    }
+
+    /// An add-only app removes or replaces the name of a file it wrote: the photo stays in the
+    /// library (an add-only app deletes nothing) and this mount forgets the name. Returns false
+    /// when `ino` is not such a file.
+    func forgetCommittedName(_ ino: Inode) -> Bool {
+        guard access == .addOnly, let f = session(ino) else { return false }
+        let forgotten: Bool = f.run {
+            guard f.committedRowID != nil, f.handles.isEmpty else { return false }
+            f.state = .discarded
+            sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
+            if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(ino)) }
+            return true
+        }
+        guard forgotten else { return false }
+        forgetCommitted(ino)
+        files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
+        return true
     }
 }

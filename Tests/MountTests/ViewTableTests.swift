@@ -35,9 +35,12 @@ struct ViewTable {
         #expect(rmdir(mp + "/Albums/New") == 0)
         #expect(!(try f.pg("albums").stdout.contains("New")))
         #expect(errnoOf { rmdir(mp + "/Albums/Trip") } == ENOTEMPTY)
-        // mkdir anywhere else is refused
+        // mkdir in Shared/ is refused; at the top it makes an upload folder (issue 13: `cp -r DCIM/`),
+        // which is not an album.
         #expect(errnoOf { mkdir(mp + "/Shared/X", 0o755) } == EACCES)
-        #expect(errnoOf { mkdir(mp + "/folder", 0o755) } == EACCES)
+        #expect(errnoOf { mkdir(mp + "/folder", 0o755) } == 0)
+        #expect(!(try f.pg("albums").stdout.contains("folder")))
+        #expect(errnoOf { rmdir(mp + "/folder") } == 0)
         // New files become assets owned by the app; files created in an album join it.
         try TestMedia.write(TestMedia.jpeg(tag: "made-here"), to: mp + "/Albums/Trip/made.jpg")
         #expect(eventually { listing(mp).contains("made.jpg") })

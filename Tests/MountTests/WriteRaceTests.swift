@@ -162,3 +162,123 @@ struct WriteRaces {
         try f.unmount(mp)
     }
 }
+
+/// Issue 13, "a file being written": what an app leaves behind never grows the daemon.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct FilesBeingWritten {
+    func daemonPID(_ f: MountFixture, _ mp: String) throws -> Int32 {
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        return Int32(try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int))
+    }
+
+    func openFDs(_ pid: Int32) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count
+    }
+
+    func tempFiles(_ f: MountFixture) -> [String] {
+        ((try? FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp")) ?? []).filter { $0.hasSuffix(".part") }
+    }
+
+    @Test func emptyAndRefusedFilesAreDiscardedAtTheirLastClose() throws {
+        let f = try MountFixture()
+        let app = "org.example.Empty"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let pid = try daemonPID(f, mp)
+        let before = openFDs(pid)
+        for i in 0..<2000 {
+            let fd = open(mp + "/e\(i).jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+            #expect(fd >= 0, "create \(i): errno \(errno)")
+            if fd < 0 { break }
+            close(fd)
+        }
+        // The releases arrive after close(2): wait for them, then nothing may be left.
+        #expect(eventually(10) { openFDs(pid) <= before + 2 && tempFiles(f).isEmpty }, "fds \(before) -> \(openFDs(pid)), temp files \(tempFiles(f).count)")
+        #expect(listing(mp).isEmpty, "\(listing(mp).prefix(5))")
+        // A refused close: the name is gone at once (no cached size, no phantom EEXIST).
+        let fd = open(mp + "/bad.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        let text = Array("not a photo".utf8)
+        #expect(write(fd, text, text.count) == text.count)
+        #expect(errnoOf { close(fd) } == EINVAL)
+        #expect(statErrno(mp + "/bad.jpg") == ENOENT)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "good"), to: mp + "/bad.jpg", flags: O_CREAT | O_WRONLY | O_EXCL) == 0)
+        try f.unmount(mp)
+    }
+
+    /// A child that inherited the descriptor of a file being written and exits sends a close too:
+    /// that close must not commit what the parent has written so far.
+    @Test func aChildClosingAnInheritedDescriptorCommitsNothing() throws {
+        let f = try MountFixture()
+        let app = "org.example.Forker"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let bytes = try TestMedia.jpeg(tag: "fork") + [UInt8](repeating: 0x20, count: 4096)
+        let fd = open(mp + "/f.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)   // no O_CLOEXEC: children inherit it
+        #expect(fd >= 0)
+        let half = bytes.count / 2
+        #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, half) } == half)
+        var pid = pid_t()
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+        defer { argv.forEach { free($0) } }
+        #expect(posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0)
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        // The child's exit closed its copy: nothing is committed, and the parent goes on writing.
+        #expect(!(try f.assetsJSON().contains { $0["name"] as? String == "f.jpg" }), "the child's close committed half a file")
+        let rest = bytes.count - half
+        #expect(bytes[half...].withUnsafeBytes { write(fd, $0.baseAddress, rest) } == rest, "write after the child's exit: errno \(errno)")
+        #expect(close(fd) == 0)
+        let a = try #require(try f.assetsJSON().first { $0["name"] as? String == "f.jpg" })
+        #expect(a["size"] as? Int == bytes.count)
+        #expect(readAll(mp + "/f.jpg") == bytes ? true : false)
+        try f.unmount(mp)
+    }
+
+    /// A file being written in Albums/X/ is found by name there; O_EXCL does not duplicate it;
+    /// rmdir of the album waits for it (ENOTEMPTY).
+    @Test func aFileBeingWrittenInAnAlbumIsThere() throws {
+        let f = try MountFixture()
+        let app = "org.example.Albums"
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("album", "create", "Trip")
+        let mp = try f.mount(app)
+        let fd = open(mp + "/Albums/Trip/new.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        #expect(fd >= 0)
+        var st = stat()
+        #expect(stat(mp + "/Albums/Trip/new.jpg", &st) == 0)
+        #expect(listing(mp + "/Albums/Trip") == ["new.jpg"])
+        #expect(openErrno(mp + "/Albums/Trip/new.jpg", O_CREAT | O_WRONLY | O_EXCL) == EEXIST)
+        #expect(errnoOf { rmdir(mp + "/Albums/Trip") } == ENOTEMPTY)
+        let bytes = try TestMedia.jpeg(tag: "album")
+        #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
+        #expect(close(fd) == 0)
+        #expect(readAll(mp + "/Albums/Trip/new.jpg") == bytes ? true : false)
+        let members = try f.pg("assets", "--album", "Trip", "--json").stdout
+        #expect(members.contains("new.jpg"))
+        try f.unmount(mp)
+    }
+
+    /// Times an app sets on a file it is writing are kept, and without a capture date in the
+    /// media the modification time the writer set is the capture date (`cp -a`, `touch -d`).
+    @Test func timesSetWhileWritingAreKept() throws {
+        let f = try MountFixture()
+        let app = "org.example.Times"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let src = f.dir + "/p.png"
+        try TestMedia.write(try TestMedia.png(), to: src)
+        #expect(try TestSupport.run("touch", ["-d", "2001-02-03 04:05:06Z", src]).status == 0)
+        let o = try TestSupport.run("cp", ["-a", src, mp + "/p.png"])
+        #expect(o.status == 0, "\(o.stderr)")
+        let a = try #require(try f.assetsJSON().first { $0["name"] as? String == "p.png" })
+        #expect((a["captureDate"] as? String ?? "").hasPrefix("2001-02-03T04:05:06"), "\(a["captureDate"] ?? "nil")")
+        // touch (UTIME_NOW) of a file being written, and of the mount root and a folder.
+        let fd = open(mp + "/t.png", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        #expect(fd >= 0)
+        #expect(errnoOf { utimensat(AT_FDCWD, mp + "/t.png", nil, 0) } == 0)
+        #expect(errnoOf { utimensat(AT_FDCWD, mp, nil, 0) } == 0)
+        #expect(errnoOf { chmod(mp, 0o700) } == 0)
+        close(fd)
+        try f.unmount(mp)
+    }
+}

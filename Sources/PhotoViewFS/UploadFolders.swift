@@ -1,0 +1,224 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A folder an app makes in its mount (outside `Albums/`): `cp -r DCIM/ M/`, `mv 100CANON M/`,
+/// `rsync -a`, `tar x`. The library has no folders: every file written into one is flattened into
+/// the library as an asset of the app under its own file name (the library makes display names
+/// unique), exactly as if written at the top. The folder itself lives in this mount's memory for
+/// the life of the mount, so the tool can go on writing into it, set its times and list what it
+/// wrote there; it is gone after a remount (the files stay, at the top level).
+///
+/// What a folder lists: the files being written in it and, in a read-write mount, the files it
+/// became that the app can still see; in an add-only mount nothing but its subfolders.
+struct UploadFolder: Sendable {
+    enum Child: Sendable, Equatable {
+        case folder(Inode)
+        /// A file being written (or, add-only, committed and still known by name).
+        case session(Inode)
+        /// A committed file of a read-write mount: the view's asset.
+        case asset(rowID: Int64)
+    }
+
+    let ino: Inode
+    var parent: Inode
+    var name: String
+    var children: [String: Child] = [:]
+    var mtime: Timespec
+}
+
+extension PhotoFS {
+    func folder(_ ino: Inode) -> UploadFolder? { folders.withLock { $0[ino] } }
+    func isFolder(_ ino: Inode) -> Bool { folders.withLock { $0[ino] != nil } }
+
+    /// May the app make folders (and write files into them)? Where it may create files.
+    var canMakeFolders: Bool { model.withLock { $0.policy.canCreate } }
+
+    func makeFolder(parent: Inode, name: String) throws(Errno) -> Entry {
+        guard canMakeFolders else { throw .accessDenied }
+        let key = model.withLock { $0.app.inodeKey }
+        let ino = ViewModel.inode(key: key, "folder/" + UUID().uuidString)
+        if parent == FixedInode.root {
+            // A visible name, a file being written or another folder answers EEXIST; a hidden
+            // asset's name is free (the folder leaks nothing).
+            let taken = model.withLock { m in m.byName[name] != nil || ((name == "Albums" || name == "Shared") && m.policy.showsAlbums) }
+            if taken || sessionIno(name) != nil || rootFolders.withLock({ $0[name] != nil }) { throw .exists }
+            let f = UploadFolder(ino: ino, parent: parent, name: name, mtime: .now)
+            let clash: Bool = rootFolders.withLock { r in
+                if r[name] != nil { return true }
+                r[name] = ino
+                return false
+            }
+            if clash { throw .exists }
+            folders.withLock { $0[ino] = f }
+        } else {
+            let result: Result<Void, Errno> = folders.withLock { fs in
+                guard var p = fs[parent] else { return .failure(.noEntry) }
+                if p.children[name] != nil { return .failure(.exists) }
+                p.children[name] = .folder(ino)
+                p.mtime = .now
+                fs[parent] = p
+                fs[ino] = UploadFolder(ino: ino, parent: parent, name: name, mtime: .now)
+                return .success(())
+            }
+            try result.get()
+        }
+        return entry(folderAttributes(ino)!)
+    }
+
+    func folderAttributes(_ ino: Inode) -> Attributes? {
+        guard let f = folder(ino) else { return nil }
+        return Attributes(ino: ino, mode: FileMode.directory | 0o755, nlink: 2, size: 4096, uid: uid, gid: gid,
+                          atime: f.mtime, mtime: f.mtime, ctime: f.mtime)
+    }
+
+    /// The inode of `name` in an upload folder, or nil.
+    func folderChild(_ parent: Inode, _ name: String) -> Inode? {
+        guard let child = folders.withLock({ $0[parent]?.children[name] }) else { return nil }
+        switch child {
+        case .folder(let ino): return ino
+        case .session(let ino):
+            guard let f = session(ino) else { return nil }
+            return f.run { f.isNamed(addOnly: access == .addOnly) } ? ino : nil
+        case .asset(let rowID):
+            return model.withLock { $0.nodes[rowID]?.ino }
+        }
+    }
+
+    func folderListing(_ ino: Inode) -> [(String, Attributes)]? {
+        guard let f = folder(ino) else { return nil }
+        var out: [(String, Attributes)] = []
+        for (name, child) in f.children.sorted(by: { $0.key < $1.key }) {
+            switch child {
+            case .folder(let c):
+                if let a = folderAttributes(c) { out.append((name, a)) }
+            case .session(let s):
+                guard access == .readWrite, let sf = session(s) else { continue }
+                if let a = sf.run({ sf.isWriting && !sf.hidden ? sessionAttributes(sf) : nil }) { out.append((name, a)) }
+            case .asset(let rowID):
+                guard access == .readWrite, let n = model.withLock({ $0.nodes[rowID] }) else { continue }
+                out.append((name, attributes(n)))
+            }
+        }
+        return out
+    }
+
+    func setFolderChild(_ parent: Inode, _ name: String, _ child: UploadFolder.Child?, ifCurrently current: UploadFolder.Child? = nil) {
+        folders.withLock { fs in
+            guard var p = fs[parent] else { return }
+            if let current, p.children[name] != current { return }
+            p.children[name] = child
+            p.mtime = .now
+            fs[parent] = p
+        }
+    }
+
+    /// rmdir of an upload folder: refused while it holds subfolders or files being written.
+    func removeFolder(parent: Inode, name: String) throws(Errno) {
+        let ino: Inode
+        if parent == FixedInode.root {
+            guard let i = rootFolders.withLock({ $0[name] }) else { throw .noEntry }
+            ino = i
+        } else {
+            guard case .folder(let i)? = folders.withLock({ $0[parent]?.children[name] }) else { throw .noEntry }
+            ino = i
+        }
+        guard let f = folder(ino) else { throw .noEntry }
+        for (_, child) in f.children {
+            switch child {
+            case .folder: throw .notEmpty
+            case .session(let s):
+                if let sf = session(s), sf.run({ sf.isWriting }) { throw .notEmpty }
+            case .asset: continue
+            }
+        }
+        folders.withLock { $0[ino] = nil }
+        if parent == FixedInode.root {
+            rootFolders.withLock { r in if r[name] == ino { r[name] = nil } }
+        } else {
+            setFolderChild(parent, name, nil, ifCurrently: .folder(ino))
+        }
+    }
+}
+
+extension PhotoFS {
+    /// rm in an upload folder: a file being written is dropped; a file it became (read-write) goes
+    /// to Recently Deleted where the app may delete its own assets.
+    func unlinkInFolder(_ parent: Inode, _ name: String) throws(Errno) {
+        guard let child = folders.withLock({ $0[parent]?.children[name] }) else { throw .noEntry }
+        switch child {
+        case .folder:
+            throw .isDirectory
+        case .session(let ino):
+            guard let f = session(ino) else { throw .noEntry }
+            if forgetCommittedName(ino) { return }
+            let dropped: Bool = f.run {
+                guard f.isWriting else { return false }
+                discardLocked(f)
+                return true
+            }
+            guard dropped else { throw .accessDenied }
+            if f.run({ f.handles.isEmpty }) { files.withLock { fs in if fs[ino] === f { fs[ino] = nil } } }
+        case .asset(let rowID):
+            guard let n = model.withLock({ $0.nodes[rowID] }) else {
+                setFolderChild(parent, name, nil, ifCurrently: child)
+                throw .noEntry
+            }
+            guard model.withLock({ $0.policy.canDelete($0.facts(n)) }) else { throw .accessDenied }
+            do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
+            setFolderChild(parent, name, nil, ifCurrently: child)
+            refresh()
+        }
+    }
+
+    /// rename within one upload folder (rsync's temp name, then the real one).
+    func renameInFolder(_ parent: Inode, _ from: String, _ to: String, flags: RenameFlags) throws(Errno) {
+        guard !flags.contains(.exchange) else { throw .accessDenied }
+        guard let child = folders.withLock({ $0[parent]?.children[from] }) else { throw .noEntry }
+        if let existing = folderChild(parent, to), existing != folderChild(parent, from) {
+            if flags.contains(.noReplace) { throw .exists }
+            // Replacing a file the app wrote here: a file being written is dropped; an add-only
+            // app's committed one keeps its asset and loses the name.
+            guard case .session(let old)? = folders.withLock({ $0[parent]?.children[to] }), let of = session(old),
+                  of.run({ () -> Bool in
+                      guard of.isWriting else { return false }
+                      discardLocked(of)
+                      return true
+                  }) || forgetCommittedName(old) else { throw .accessDenied }
+        }
+        switch child {
+        case .folder(let ino):
+            folders.withLock { fs in
+                guard var p = fs[parent] else { return }
+                p.children[from] = nil
+                p.children[to] = child
+                p.mtime = .now
+                fs[parent] = p
+                fs[ino]?.name = to
+            }
+        case .session(let ino):
+            guard let f = session(ino) else { throw .noEntry }
+            let result: Result<Int64?, Errno> = f.run {
+                if let r = f.committedRowID {
+                    do { try library.renameOwnAsset(rowID: r, app: appID, to: to) } catch { return .failure(.io) }
+                } else if !f.isWriting {
+                    return .failure(.noEntry)
+                }
+                f.name = to
+                return .success(f.committedRowID)
+            }
+            let r = try result.get()
+            setFolderChild(parent, from, nil, ifCurrently: child)
+            setFolderChild(parent, to, child)
+            if r != nil { refresh() }
+        case .asset(let rowID):
+            do { try library.renameOwnAsset(rowID: rowID, app: appID, to: to) } catch { throw .accessDenied }
+            setFolderChild(parent, from, nil, ifCurrently: child)
+            setFolderChild(parent, to, child)
+            refresh()
+        }
+    }
+}
