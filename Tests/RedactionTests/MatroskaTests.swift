@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import Redaction
+
+/// Matroska/WebM made by ffmpeg from an MP4 with a location, checked with exiftool and the decoder.
+@Suite("Matroska and WebM")
+struct MatroskaTests {
+    /// An MP4 with `location` (ffmpeg writes ©xyz), remuxed or re-encoded to `name`.
+    static func movie(_ s: Scratch, _ name: String, _ codec: [String], extra: [String] = []) throws -> String {
+        let mp4 = try Fixture.movie(s, "src-\(UUID().uuidString).mp4", ["-metadata", "location=+48.8566+002.3522/"])
+        let p = s.path(name)
+        try Tools.must("ffmpeg", ["-v", "error", "-y", "-i", mp4] + extra + codec + [p])
+        return p
+    }
+
+    /// The CRC-32 elements of the Tags element (found by its ID, parsed here by hand) hold the
+    /// IEEE CRC-32 of the rest of their parent: checks ffmpeg's original and the served bytes alike.
+    static func tagsCRCsHold(_ b: [UInt8]) -> Bool? {
+        // The ID also appears in the SeekHead (as a SeekID): the element is the occurrence whose
+        // payload starts with a CRC-32 element.
+        var from = 0
+        while let at = b.firstIndex(of: [0x12, 0x54, 0xC3, 0x67], from: from) {
+            from = at + 1
+            let s0 = b[at + 4]
+            guard s0 != 0 else { continue }
+            let n = s0.leadingZeroBitCount + 1
+            var size = Int(s0) & ((1 << (8 - n)) - 1)
+            for k in 1..<n { size = size << 8 | Int(b[at + 4 + k]) }
+            let data = at + 4 + n
+            guard data + size <= b.count, size >= 6, b[data] == 0xBF, b[data + 1] == 0x84 else { continue }
+            let stored = UInt32(b[data + 2]) | UInt32(b[data + 3]) << 8 | UInt32(b[data + 4]) << 16 | UInt32(b[data + 5]) << 24
+            return CRC32.checksum(b[(data + 6)..<(data + size)]) == stored
+        }
+        return nil
+    }
+
+    @Test func mkvFromMP4IsRedacted() throws {
+        let s = try Scratch()
+        let p = try Self.movie(s, "a.mkv", ["-c", "copy"])
+        let original = try readBytes(p)
+        #expect(Self.tagsCRCsHold(original) == true, "fixture: ffmpeg writes a CRC-32 in Tags")
+        let (scan, _) = try verifyRedaction(p, Expectation(kind: .mkv, width: 64, height: 48, mustHaveBefore: ["Location"]),
+                                            decode: .video)
+        #expect(scan.kind.isVideo)
+        guard case .plan(let plan) = scan.redaction else { return }
+        #expect(Self.tagsCRCsHold(plan.applied(to: original)) == true, "Tags CRC-32 recomputed")
+    }
+
+    @Test func webmIsRedacted() throws {
+        let s = try Scratch()
+        let p = try Self.movie(s, "a.webm", ["-c:v", "libvpx", "-b:v", "200k"])
+        try verifyRedaction(p, Expectation(kind: .webm, mustHaveBefore: ["Location"]), decode: .video)
+    }
+
+    @Test func mkvWithoutLocationIsUntouched() throws {
+        let s = try Scratch()
+        let p = s.path("plain.mkv")
+        try Tools.must("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=0.3:size=32x32:rate=10",
+                                  "-c:v", "mpeg4", p])
+        let scan = try scanFile(p)
+        #expect(scan.kind == .mkv)
+        #expect(!scan.hasLocation)
+        #expect(scan.redaction == .plan(.empty))
+    }
+
+    /// Subtitle frames can carry GPS text: refused, never served.
+    @Test func subtitleTrackIsRefused() throws {
+        let s = try Scratch()
+        let srt = s.path("a.srt")
+        try Data("1\n00:00:00,000 --> 00:00:00,400\nGPS 48.8566 2.3522\n".utf8).write(to: URL(fileURLWithPath: srt))
+        let mp4 = try Fixture.movie(s, "src.mp4", [])
+        let p = s.path("sub.mkv")
+        try Tools.must("ffmpeg", ["-v", "error", "-y", "-i", mp4, "-i", srt, "-map", "0", "-map", "1", "-c", "copy", "-c:s", "srt", p])
+        let scan = try scanFile(p)
+        #expect(scan.kind == .mkv)
+        #expect(isRefused(scan), "got \(scan.redaction)")
+    }
+
+    /// Audio-only Matroska is not a video.
+    @Test func audioOnlyIsNotMedia() throws {
+        let s = try Scratch()
+        let p = s.path("a.mka")
+        try Tools.must("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=duration=0.3", "-c:a", "pcm_s16le", "-f", "matroska", p])
+        #expect(throws: ScanError.notMedia) { try scanFile(p) }
+    }
+
+    @Test(arguments: ["mkv", "webm"])
+    func cutAnywhereIsTruncated(ext: String) throws {
+        let s = try Scratch()
+        let p = try Self.movie(s, "a.\(ext)", ext == "webm" ? ["-c:v", "libvpx"] : ["-c", "copy"])
+        let bytes = try readBytes(p)
+        CompletenessTests.expectComplete(bytes, ext == "webm" ? .webm : .mkv, ext)
+        try CompletenessTests.expectTruncatedEverywhere(bytes, ext)
+    }
+
+    /// A live recording's Segment of unknown size: complete with its Clusters; without any, truncated.
+    @Test func unknownSizeSegment() throws {
+        let s = try Scratch()
+        let p = try Self.movie(s, "a.mkv", ["-c", "copy"])
+        var bytes = try readBytes(p)
+        let at = try #require(bytes.firstIndex(of: [0x18, 0x53, 0x80, 0x67]))
+        #expect(bytes[at + 4] == 0x01, "fixture: 8-byte Segment size")
+        bytes.replaceSubrange((at + 4)..<(at + 12), with: [0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        guard case .success(let scan) = survive(bytes) else { Issue.record("unknown size: \(survive(bytes))"); return }
+        #expect(scan.hasLocation)
+        let cluster = try #require(bytes.firstIndex(of: [0x1F, 0x43, 0xB6, 0x75]))
+        guard case .failure(.truncated) = survive(Array(bytes[..<cluster])) else {
+            Issue.record("no Cluster must be truncated: \(survive(Array(bytes[..<cluster])))"); return
+        }
+    }
+}
