@@ -8,12 +8,20 @@ extension ISOBMFFScanner {
     static func sampleDataExtent(_ f: inout Findings, _ trak: Box, walk: inout Walk) throws(ScanError) {
         let source = f.source
         var stbl: Box?
+        var external = false
         for b in try children(source, of: trak, walk: &walk) where b.type == FourCC("mdia") {
             for m in try children(source, of: b, walk: &walk) where m.type == FourCC("minf") {
-                for n in try children(source, of: m, walk: &walk) where n.type == FourCC("stbl") { stbl = n }
+                for n in try children(source, of: m, walk: &walk) {
+                    if n.type == FourCC("stbl") { stbl = n }
+                    // Data in another file (a reference movie): its offsets are not this file's.
+                    if n.type == FourCC("dinf"), n.payloadSize >= 28 {
+                        let d = try source.read(n.payload, 28)
+                        if d.fourCC(4) == FourCC("dref"), d.be32(12) >= 1, d[8 + 8 + 8 + 3] & 1 == 0 { external = true }
+                    }
+                }
             }
         }
-        guard let stbl else { return }
+        guard let stbl, !external else { return }
         var tables: [FourCC: [UInt8]] = [:]
         for b in try children(source, of: stbl, walk: &walk)
         where [FourCC("stsc"), FourCC("stsz"), FourCC("stz2"), FourCC("stco"), FourCC("co64")].contains(b.type) {
