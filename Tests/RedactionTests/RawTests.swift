@@ -193,3 +193,41 @@ struct RawTests {
         try CompletenessTests.expectTruncatedEverywhere(cr3, "CR3", cuts: Array(64..<cr3.count))
     }
 }
+
+@Suite("Hostile input: raw and Matroska")
+struct NewFormatHostileTests {
+    /// Random mutations and every prefix of small raw and Matroska files: no crash, plans inside
+    /// the file; each kind's scanner is also forced onto the others' bytes.
+    @Test func mutationsAndPrefixesSurvive() throws {
+        let s = try Scratch()
+        var seeds: [[UInt8]] = []
+        seeds.append(RawBuilder.file(extra: [0x43, 0x52, 0x02, 0x00, 0, 0, 0, 0], make: "Canon").bytes)
+        seeds.append(RawBuilder.file(little: false, make: "NIKON", subIFD: [.init(tag: 0x0106, type: 3, count: 1, data: [0x80, 0x23])]).bytes)
+        let preview = try JPEGTrailerTests.jpegWithGPS(s, size: "8x8")
+        seeds.append(RawBuilder.file(magic: [0x55, 0x00], make: "Panasonic",
+                                     ifd0Extra: [.init(tag: 0x002E, type: 7, count: UInt32(preview.count), data: preview)]).bytes)
+        seeds.append(RawTests.cr3())
+        let mkv = try readBytes(try MatroskaTests.movie(s, "a.mkv", ["-c", "copy"], extra: ["-t", "0.1"]))
+        seeds.append(mkv)
+        var rng = SplitMix(seed: 4242)
+        for seed in seeds {
+            for n in stride(from: 0, to: seed.count, by: max(1, seed.count / 400)) { _ = survive(Array(seed[..<n])) }
+            for _ in 0..<300 {
+                var m = seed
+                for _ in 0..<(1 + Int(rng.next() % 8)) {
+                    let at = Int(rng.next() % UInt64(m.count))
+                    switch rng.next() % 3 {
+                    case 0: m[at] = UInt8(truncatingIfNeeded: rng.next())
+                    case 1: m[at] = [0, 0xFF, 0x7F, 0x80, 0x01][Int(rng.next() % 5)]
+                    default: m.removeSubrange(at..<min(m.count, at + Int(rng.next() % 16)))
+                    }
+                    if m.isEmpty { break }
+                }
+                _ = survive(m)
+            }
+            for kind in [MediaKind.mkv, .webm, .dng, .cr2, .orf, .rw2, .cr3] {
+                _ = try? MediaScanner.scan(ByteSource(bytes: seed), forcing: kind)
+            }
+        }
+    }
+}
