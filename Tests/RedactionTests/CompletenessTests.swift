@@ -174,6 +174,20 @@ struct CompletenessTests {
         guard case .failure(.truncated) = survive(bad) else { Issue.record("stco past the end: \(survive(bad))"); return }
     }
 
+    /// A track whose data is in another file (dref `url ` without the self-contained flag): its
+    /// offsets are not this file's, so they prove nothing about this file's end.
+    @Test func externalDataReferenceIsNotTruncation() throws {
+        var (bytes, _) = MovieBuilder.file(TimedMetadataTrackTests.track) { tables, _ in
+            tables.stco = MovieBuilder.full("stco", be32(2) + be32(40) + be32(0x0100_0000))
+        }
+        guard case .failure(.truncated) = survive(bytes) else { Issue.record("self-contained: truncated"); return }
+        let at = try #require(bytes.firstIndex(of: Array("url ".utf8) + [0, 0, 0, 1]))
+        bytes[at + 7] = 0
+        guard case .success(let scan) = survive(bytes) else { Issue.record("external data: \(survive(bytes))"); return }
+        // The timed metadata track's samples cannot be located: refused, not served.
+        #expect(isRefused(scan))
+    }
+
     /// HEIF: `meta` complete but the item data (iloc extents) missing.
     @Test func heifItemsPastTheEnd() throws {
         let s = try Scratch()

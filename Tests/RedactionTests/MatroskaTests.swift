@@ -94,6 +94,33 @@ struct MatroskaTests {
         try CompletenessTests.expectTruncatedEverywhere(bytes, ext)
     }
 
+    /// A browser recording (MediaRecorder): Segment and Clusters of unknown size. A Cluster ends
+    /// at the next top-level element.
+    @Test func unknownSizeClusters() throws {
+        let s = try Scratch()
+        let p = try Self.movie(s, "a.webm", ["-c:v", "libvpx"])
+        var bytes = try readBytes(p)
+        let segment = try #require(bytes.firstIndex(of: [0x18, 0x53, 0x80, 0x67]))
+        #expect(bytes[segment + 4] == 0x01, "fixture: 8-byte Segment size")
+        bytes.replaceSubrange((segment + 4)..<(segment + 12), with: [0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        var clusters = 0
+        var from = 0
+        while let at = bytes.firstIndex(of: [0x1F, 0x43, 0xB6, 0x75], from: from) {
+            from = at + 4
+            guard bytes[at + 4] & 0xC0 == 0x40 else { continue }   // 2-byte sizes, as ffmpeg writes them
+            bytes.replaceSubrange((at + 4)..<(at + 6), with: [0x7F, 0xFF])
+            clusters += 1
+        }
+        #expect(clusters > 0)
+        guard case .success(let scan) = survive(bytes) else { Issue.record("unknown sizes: \(survive(bytes))"); return }
+        #expect(scan.kind == .webm)
+        #expect(scan.hasLocation)
+        guard let plan = plan(scan) else { return }
+        try writeBytes(plan.applied(to: bytes), s.path("served.webm"))
+        let after = locationTags(try exiftoolTags(s.path("served.webm"))).filter { isNonzero($0.value) }
+        #expect(after.isEmpty, "exiftool still shows \(after)")
+    }
+
     /// A live recording's Segment of unknown size: complete with its Clusters; without any, truncated.
     @Test func unknownSizeSegment() throws {
         let s = try Scratch()
