@@ -178,8 +178,12 @@ enum ISOBMFFScanner {
                 walk.mdats.append((b.payload, b.end))
             case FourCC("moof"):
                 walk.sawFragments = true
-                try guarded(&f, "moof") { (f: inout Findings) throws(ScanError) in
+                do {
                     try fragmentData(&f, b, walk: &walk)
+                } catch {
+                    // A fragment this cannot follow proves nothing about the file's end (and its
+                    // metadata, if any, is refused by TimedMetadata).
+                    if case .io = error { throw error }
                 }
             default:
                 break

@@ -255,6 +255,10 @@ enum MatroskaScanner {
                 guard first.end - first.data == 4 else { throw .malformed("CRC-32 element of \(first.end - first.data) bytes") }
                 crcs.append((first.data, first.end, to))
             }
+            // Void elements: stale bytes of tags an editor replaced may remain in them; readers skip them.
+            for c in list where c.id == voidID && b[c.data..<c.end].contains(where: { $0 != 0 }) {
+                zeros.append((c.data, c.end))
+            }
             for c in list where c.id == 0x7373 || c.id == 0x63C0 {   // Tag, Targets
                 try master(c.data, c.end, depth: depth + 1, location: location)
             }

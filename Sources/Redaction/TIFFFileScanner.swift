@@ -22,6 +22,11 @@ enum TIFFFileScanner {
         let little = header[0] == 0x49
         let ifd0 = UInt64(little ? header.le32(4) : header.be32(4))
         guard ifd0 >= 8, ifd0 + 2 <= source.size else { throw .truncated("TIFF IFD0 offset \(ifd0) past the end") }
+        if sniffed == .cr2, source.size >= 16 {
+            // CR2: the raw IFD's offset follows "CR" and the version.
+            let raw = UInt64(try source.read(12, 4).le32(0))
+            guard raw < source.size else { throw .truncated("CR2 raw IFD offset \(raw) past the end") }
+        }
         var walker = TIFFWalker(FileBlock(source: source, base: 0, length: source.size), isFile: true)
         try walker.run()
         if let why = walker.truncation { throw .truncated(why) }

@@ -94,6 +94,48 @@ struct MatroskaTests {
         try CompletenessTests.expectTruncatedEverywhere(bytes, ext)
     }
 
+    /// An element with an 8-byte size.
+    static func el(_ id: [UInt8], _ payload: [UInt8]) -> [UInt8] { id + [0x01] + be64(UInt64(payload.count)).dropFirst() + payload }
+    static func crc(_ rest: [UInt8]) -> [UInt8] {
+        let v = CRC32.checksum(rest)
+        return [0xBF, 0x84, UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)] + rest
+    }
+
+    /// Hand-built: nested CRC-32s (Tags and Tag), a nested SimpleTag under LOCATION, a Void
+    /// holding stale tag text. Checks the exact served bytes.
+    @Test func nestedTagsCRCsAndVoid() throws {
+        let header = Self.el([0x1A, 0x45, 0xDF, 0xA3], Self.el([0x42, 0x82], Array("matroska".utf8)))
+        let tracks = Self.el([0x16, 0x54, 0xAE, 0x6B], Self.el([0xAE], Self.el([0x83], [1])))
+        let nested = Self.el([0x67, 0xC8], Self.el([0x45, 0xA3], Array("LATITUDE".utf8)) + Self.el([0x44, 0x87], Array("48.8566".utf8)))
+        let location = Self.el([0x67, 0xC8], Self.el([0x45, 0xA3], Array("LOCATION".utf8))
+                               + Self.el([0x44, 0x87], Array("+48.8566+002.3522/".utf8)) + nested)
+        let title = Self.el([0x67, 0xC8], Self.el([0x45, 0xA3], Array("TITLE".utf8)) + Self.el([0x44, 0x87], Array("Keep me".utf8)))
+        let void = Self.el([0xEC], Array("old LOCATION +48.8566".utf8))
+        let tag = Self.el([0x73, 0x73], Self.crc(title + location))
+        let tags = Self.el([0x12, 0x54, 0xC3, 0x67], Self.crc(tag + void))
+        let cluster = Self.el([0x1F, 0x43, 0xB6, 0x75], Self.el([0xE7], [0]))
+        let segment = Self.el([0x18, 0x53, 0x80, 0x67], tracks + tags + cluster)
+        let file = header + segment
+        let scan = try MediaScanner.scan(bytes: file)
+        #expect(scan.kind == .mkv)
+        #expect(scan.hasLocation)
+        guard let plan = plan(scan) else { return }
+        let served = plan.applied(to: file)
+        for text in ["+48.8566+002.3522/", "48.8566", "old LOCATION"] {
+            #expect(served.firstIndex(of: Array(text.utf8)) == nil, "\(text) still served")
+        }
+        #expect(served.firstIndex(of: Array("Keep me".utf8)) != nil)
+        #expect(Self.tagsCRCsHold(served) == true, "outer CRC-32")
+        // The inner CRC-32 (Tag's) covers the rest of the Tag.
+        let tagAt = try #require(served.firstIndex(of: [0x73, 0x73, 0x01]))
+        let tagData = tagAt + 2 + 8
+        let tagEnd = tagData + tag.count - 10
+        let stored = UInt32(served[tagData + 2]) | UInt32(served[tagData + 3]) << 8 | UInt32(served[tagData + 4]) << 16
+            | UInt32(served[tagData + 5]) << 24
+        #expect(CRC32.checksum(served[(tagData + 6)..<tagEnd]) == stored, "inner CRC-32")
+        #expect(try MediaScanner.scan(bytes: served).hasLocation == false)
+    }
+
     /// A browser recording (MediaRecorder): Segment and Clusters of unknown size. A Cluster ends
     /// at the next top-level element.
     @Test func unknownSizeClusters() throws {

@@ -186,6 +186,9 @@ struct RawTests {
     @Test func rawFilesCutAnywhereAreTruncated() throws {
         let (cr2, _) = RawBuilder.file(extra: [0x43, 0x52, 0x02, 0x00, 0, 0, 0, 0], make: "Canon")
         try CompletenessTests.expectTruncatedEverywhere(cr2, "CR2", cuts: Array(64..<cr2.count))
+        var rawPastEnd = cr2
+        rawPastEnd.replaceSubrange(12..<16, with: [0, 0, 1, 0])   // the raw IFD at 65536
+        guard case .failure(.truncated) = survive(rawPastEnd) else { Issue.record("CR2 raw IFD past the end"); return }
         let (dng, _) = RawBuilder.file(make: "Canon", ifd0Extra: [.init(tag: 0xC612, type: 1, count: 4, data: [1, 4, 0, 0])],
                                        subIFD: [RawBuilder.cfa])
         try CompletenessTests.expectTruncatedEverywhere(dng, "DNG", cuts: Array(64..<dng.count))
