@@ -9,9 +9,10 @@ import Foundation
 ///   location, ISO6709, GPS), and of the SimpleTags nested in it, are zeroed in place (Matroska
 ///   strings may be zero padded). A `CRC-32` element of an enclosing master is recomputed (a
 ///   replacement patch), innermost first.
+/// - Attached photos (cover art) are redacted as files of their own, CRC-32s recomputed.
 /// - Refused (fail closed): subtitle, metadata or other non audio/video tracks (their frames can
-///   carry GPS text, as in MP4 subtitle tracks), attachments that are photos or videos (their own
-///   metadata), a `Tags` element too large to read, structure that cannot be walked.
+///   carry GPS text, as in MP4 subtitle tracks), attached videos or photos that are refused, a
+///   `Tags` element too large to read, structure that cannot be walked.
 /// - Complete files only (`.truncated` otherwise): the EBML header, a Segment whose size fits the
 ///   file (or is unknown), every top-level element inside the file, at least one Cluster, and
 ///   SeekHead entries pointing inside the file.
@@ -294,10 +295,13 @@ enum MatroskaScanner {
         }
     }
 
-    /// Refuses attachments that are photos or videos (they carry their own metadata).
+    /// Attachments that are photos (cover art...) carry their own metadata: each is scanned as a
+    /// file of its own and its plan applied in place, with the CRC-32 of the AttachedFile and of
+    /// Attachments recomputed. One that is refused, cannot be scanned, or is a movie, refuses the file.
     static func attachments(_ f: inout Findings, _ e: Element) throws(ScanError) {
         guard let end = e.end else { return }
         let source = f.source
+        var patches: [RedactionPlan.Patch] = []
         var pos = e.data
         var count = 0
         while pos < end {
@@ -310,14 +314,67 @@ enum MatroskaScanner {
                 while p < fileEnd {
                     let c = try element(source, at: p)
                     guard let cEnd = c.end, cEnd <= fileEnd else { throw .malformed("bad AttachedFile child") }
-                    if c.id == 0x465C, sniffMediaKind(try source.readAvailable(c.data, Int(min(64, cEnd - c.data)))) != nil {
-                        f.refuse("Matroska attachment at \(c.data) is a photo or video (its own metadata is not redacted)")
-                        return
+                    if c.id == 0x465C, let kind = sniffMediaKind(try source.readAvailable(c.data, Int(min(64, cEnd - c.data)))) {
+                        // Movies (and Matroska inside Matroska) are not followed: bounded work, no recursion.
+                        guard !kind.isVideo, let window = source.window(c.data, cEnd - c.data) else {
+                            f.refuse("Matroska attachment at \(c.data) is a video")
+                            return
+                        }
+                        let scan: MediaScan
+                        do {
+                            scan = try MediaScanner.scan(window)
+                        } catch {
+                            if case .io = error { throw error }
+                            f.refuse("Matroska attachment at \(c.data): \(error)")
+                            return
+                        }
+                        guard case .plan(let plan) = scan.redaction else {
+                            f.refuse("Matroska attachment at \(c.data) is refused")
+                            return
+                        }
+                        patches += plan.patches.map { .init(offset: $0.offset + c.data, length: $0.length, replacement: $0.replacement) }
+                        if scan.hasLocation { f.hasLocation = true }
                     }
                     p = cEnd
                 }
             }
             pos = fileEnd
+        }
+        guard !patches.isEmpty else { return }
+        for p in patches {
+            if let r = p.replacement { f.replace(p.offset, r) } else { f.zero(p.offset, UInt64(p.length)) }
+        }
+        // CRC-32 elements of the AttachedFiles and of Attachments, over the served bytes.
+        let head = try source.readAvailable(e.data, 2)
+        var b: [UInt8]?
+        func served() throws(ScanError) -> [UInt8] {
+            if let b { return b }
+            var bytes = try payload(f, e)   // bounded: too large refuses (through guarded)
+            let plan = RedactionPlan(patches: patches.map { .init(offset: $0.offset - e.data, length: $0.length, replacement: $0.replacement) })
+            bytes.withUnsafeMutableBytes { plan.apply(to: $0, fileOffset: 0) }
+            b = bytes
+            return bytes
+        }
+        var masters: [(value: Int, from: Int, to: Int)] = []
+        if end - e.data <= UInt64(Limits.maxBlock) || head == [0xBF, 0x84] {
+            let bytes = try served()
+            guard let files = children(bytes, 0, bytes.count) else { throw .malformed("bad Attachments") }
+            for file in files where file.id == 0x61A7 {
+                if let first = children(bytes, file.data, file.end)?.first, first.id == crcID, first.end - first.data == 4 {
+                    masters.append((first.data, first.end, file.end))
+                }
+            }
+            if let first = files.first, first.id == crcID, first.end - first.data == 4 {
+                masters.append((first.data, first.end, bytes.count))   // last: covers the others
+            }
+        }
+        guard !masters.isEmpty else { return }
+        var bytes = try served()
+        for m in masters where patches.contains(where: { $0.offset - e.data < UInt64(m.to) && $0.end - e.data > UInt64(m.from) }) {
+            let v = CRC32.checksum(bytes[m.from..<m.to])
+            let crc = [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)]
+            bytes.replaceSubrange(m.value..<(m.value + 4), with: crc)
+            f.replace(e.data + UInt64(m.value), crc)
         }
     }
 }

@@ -16,11 +16,13 @@ struct MatroskaTests {
 
     /// The CRC-32 elements of the Tags element (found by its ID, parsed here by hand) hold the
     /// IEEE CRC-32 of the rest of their parent: checks ffmpeg's original and the served bytes alike.
-    static func tagsCRCsHold(_ b: [UInt8]) -> Bool? {
+    static func tagsCRCsHold(_ b: [UInt8]) -> Bool? { crcHolds(b, id: [0x12, 0x54, 0xC3, 0x67]) }
+
+    static func crcHolds(_ b: [UInt8], id: [UInt8]) -> Bool? {
         // The ID also appears in the SeekHead (as a SeekID): the element is the occurrence whose
         // payload starts with a CRC-32 element.
         var from = 0
-        while let at = b.firstIndex(of: [0x12, 0x54, 0xC3, 0x67], from: from) {
+        while let at = b.firstIndex(of: id, from: from) {
             from = at + 1
             let s0 = b[at + 4]
             guard s0 != 0 else { continue }
@@ -62,6 +64,35 @@ struct MatroskaTests {
         #expect(scan.kind == .mkv)
         #expect(!scan.hasLocation)
         #expect(scan.redaction == .plan(.empty))
+    }
+
+    /// Cover art with its own EXIF GPS: redacted in place (CRC-32s kept valid); a movie attached: refused.
+    @Test func attachedPhotoIsRedacted() throws {
+        let s = try Scratch()
+        let cover = try JPEGTrailerTests.jpegWithGPS(s, size: "16x16")
+        try writeBytes(cover, s.path("cover.jpg"))
+        let mp4 = try Fixture.movie(s, "src.mp4", [])
+        let p = s.path("cover.mkv")
+        try Tools.must("ffmpeg", ["-v", "error", "-y", "-i", mp4, "-attach", s.path("cover.jpg"),
+                                  "-metadata:s:t", "mimetype=image/jpeg", "-c", "copy", p])
+        let bytes = try readBytes(p)
+        let at = try #require(bytes.firstIndex(of: cover), "fixture: the cover is stored as is")
+        let scan = try scanFile(p)
+        #expect(scan.kind == .mkv)
+        #expect(scan.hasLocation)
+        guard let plan = plan(scan) else { return }
+        let served = plan.applied(to: bytes)
+        try writeBytes(Array(served[at..<(at + cover.count)]), s.path("served-cover.jpg"))
+        #expect(!locationTags(try exiftoolTags(s.path("cover.jpg"))).filter { isNonzero($0.value) }.isEmpty, "fixture: cover has GPS")
+        let leaks = locationTags(try exiftoolTags(s.path("served-cover.jpg"))).filter { isNonzero($0.value) }
+        #expect(leaks.isEmpty, "cover still has \(leaks)")
+        #expect(try decoded(s.path("served-cover.jpg"), .image) == decoded(s.path("cover.jpg"), .image))
+        #expect(Self.crcHolds(served, id: [0x19, 0x41, 0xA4, 0x69]) == true, "Attachments CRC-32 recomputed")
+        #expect(Self.crcHolds(bytes, id: [0x19, 0x41, 0xA4, 0x69]) == true, "fixture: ffmpeg writes a CRC-32 in Attachments")
+        // A movie as an attachment: not followed, refused.
+        let q = s.path("movie-attached.mkv")
+        try Tools.must("ffmpeg", ["-v", "error", "-y", "-i", mp4, "-attach", mp4, "-metadata:s:t", "mimetype=video/mp4", "-c", "copy", q])
+        #expect(isRefused(try scanFile(q)))
     }
 
     /// Subtitle frames can carry GPS text: refused, never served.
