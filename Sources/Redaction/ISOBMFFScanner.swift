@@ -60,7 +60,21 @@ struct Cursor {
 /// location (`com.apple.quicktime.location.ISO6709`, `…location.*`, `location`) or whose item type
 /// is `©xyz` are zeroed; XMP (`XMP_`, XMP `uuid`) is blanked. The samples of timed metadata
 /// tracks (GPS per frame: `mebx`, `gpmd`, `camm`, text...) are zeroed (see `TimedMetadata`).
+/// Canon CR3: the TIFF structures in the Canon `uuid` box of `moov` (`CMT1` IFD0, `CMT2` EXIF,
+/// `CMT4` the GPS IFD itself) are walked like EXIF; the GPS IFD is zeroed.
+///
+/// Complete files only (`.truncated` otherwise): top-level boxes must end inside the file; a movie
+/// (or CR3) needs its `moov`, a HEIF its `meta`; every track's chunks (stco/co64 with stsc and
+/// stsz/stz2), every movie fragment's sample data (`trun`) and every HEIF item extent (`iloc`) in
+/// this file must lie inside it.
 enum ISOBMFFScanner {
+    static let canonUUID: [UInt8] = [0x85, 0xC0, 0xB6, 0x87, 0x82, 0x0F, 0x11, 0xE0, 0x81, 0x11, 0xF4, 0xCE, 0x46, 0x2B, 0x6A, 0x48]
+    /// Box types that appear at the top level of ISO-BMFF / QuickTime files.
+    static let topLevelTypes: Set<FourCC> = [
+        FourCC("ftyp"), FourCC("moov"), FourCC("mdat"), FourCC("meta"), FourCC("free"), FourCC("skip"), FourCC("wide"),
+        FourCC("uuid"), FourCC("moof"), FourCC("mfra"), FourCC("sidx"), FourCC("styp"), FourCC("udta"), FourCC("pnot"),
+        FourCC("idat"), FourCC("emsg"), FourCC("prft"),
+    ]
     static let xmpUUID: [UInt8] = [0xBE, 0x7A, 0xCF, 0xCB, 0x97, 0xA9, 0x42, 0xE8, 0x9C, 0x71, 0x99, 0x94, 0x91, 0xE3, 0xAF, 0xAC]
     static let xyz = FourCC(0xA9, UInt8(ascii: "x"), UInt8(ascii: "y"), UInt8(ascii: "z"))
 
@@ -73,6 +87,14 @@ enum ISOBMFFScanner {
         /// Payload ranges of the top-level `mdat` boxes, and whether there are movie fragments.
         var mdats: [(UInt64, UInt64)] = []
         var sawFragments = false
+        /// Why the file is incomplete (sample data or an item past its end), if it is.
+        var incomplete: String?
+        /// Default sample sizes of fragmented tracks (`trex`), by track id.
+        var trexSizes: [UInt32: UInt32] = [:]
+
+        mutating func cut(_ why: @autoclosure () -> String) {
+            if incomplete == nil { incomplete = why() }
+        }
     }
 
     /// The box at `pos`, which must end by `limit`; nil if fewer than 8 bytes remain.
@@ -156,17 +178,26 @@ enum ISOBMFFScanner {
                 walk.mdats.append((b.payload, b.end))
             case FourCC("moof"):
                 walk.sawFragments = true
+                do {
+                    try fragmentData(&f, b, walk: &walk)
+                } catch {
+                    // A fragment this cannot follow proves nothing about the file's end (and its
+                    // metadata, if any, is refused by TimedMetadata).
+                    if case .io = error { throw error }
+                }
             default:
                 break
             }
             pos = b.end
         }
-        try TimedMetadata.finish(&f, walk)
-        if kind.isVideo {
-            guard sawMoov else { throw .malformed("movie without a moov box") }
+        if let why = walk.incomplete { throw .truncated(why) }
+        // A writer stopped before it wrote the index leaves a file without it.
+        if kind.isVideo || kind == .cr3 {
+            guard sawMoov else { throw .truncated("movie without a moov box") }
         } else {
-            guard sawMeta || sawMoov else { throw .malformed("HEIF without a meta box") }
+            guard sawMeta || sawMoov else { throw .truncated("HEIF without a meta box") }
         }
+        try TimedMetadata.finish(&f, walk)
         if let t = walk.movieCreation, t > DateParsing.quickTimeEpochOffset {
             f.dates.movieHeader = Date(timeIntervalSince1970: Double(t - DateParsing.quickTimeEpochOffset))
         }
@@ -197,9 +228,16 @@ enum ISOBMFFScanner {
         switch b.type {
         case FourCC("trak"):
             try movieContainer(&f, b, depth: depth + 1, walk: &walk)
+            try sampleDataExtent(&f, b, walk: &walk)   // first: completeness is not a question of metadata
             try TimedMetadata.track(&f, b, walk: &walk)
-        case FourCC("moov"), FourCC("mdia"), FourCC("minf"), FourCC("udta"):
+        case FourCC("moov"), FourCC("mdia"), FourCC("minf"), FourCC("udta"), FourCC("mvex"):
             try movieContainer(&f, b, depth: depth + 1, walk: &walk)
+        case FourCC("trex"):
+            guard b.payloadSize >= 24 else { break }
+            let p = try source.read(b.payload, 24)
+            walk.trexSizes[p.be32(4)] = p.be32(16)
+        case FourCC("uuid") where b.userType == canonUUID:
+            try canonMetadata(&f, b, walk: &walk)
         case FourCC("meta"):
             try movieMeta(&f, b, depth: depth + 1, walk: &walk)
         case FourCC("mvhd"):
@@ -333,6 +371,17 @@ enum ISOBMFFScanner {
         }
         var items: [UInt32: Item] = [:]
         var locations: [UInt32: Location] = [:]
+        defer {
+            // Every item stored in this file (construction method 0) must be inside it.
+            for (id, loc) in locations where loc.method == 0 && loc.dataReference == 0 {
+                for e in loc.extents {
+                    let start = loc.base &+ e.offset
+                    if start < loc.base || start > source.size || e.length > source.size - start {
+                        walk.cut("item \(id) extent at \(start) (\(e.length) bytes) runs past the end (\(source.size))")
+                    }
+                }
+            }
+        }
         var idat: Box?
         var primary: UInt32?
         for b in list {

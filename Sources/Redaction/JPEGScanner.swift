@@ -16,8 +16,12 @@ import Darwin
 /// the trailer: an image the MPF index lists is kept, with its own metadata redacted like the
 /// primary's; a movie (an `ftyp` box first) is redacted with the ISO-BMFF scanner in its own
 /// coordinates, so a Motion Photo stays playable, and zeroed whole if that scan is not clean;
-/// every other trailer byte is zeroed. A primary image whose end cannot be found (no EOI, broken
+/// every other trailer byte is zeroed. A primary image whose end cannot be found (broken
 /// structure after the first scan) is refused: image data and appended data cannot be told apart.
+///
+/// Complete files only (`.truncated` otherwise): the primary image must reach its EOI (a file that
+/// ends inside entropy-coded data or a segment was cut), the images the MPF index lists must lie
+/// inside the file, and an appended movie's top-level boxes must not run past the end of the file.
 enum JPEGScanner {
     static let exifHeader: [UInt8] = Array("Exif\0".utf8)
     static let xmpHeader: [UInt8] = Array("http://ns.adobe.com/xap/1.0/\0".utf8)
@@ -37,17 +41,24 @@ enum JPEGScanner {
     static func scan(_ f: inout Findings) throws(ScanError) {
         var extended: [[UInt8]: (fullLength: UInt64, chunks: [ExtendedChunk])] = [:]
         var mpfTargets: [UInt64] = []
+        var mpfExtents: [(start: UInt64, size: UInt64)] = []
         var reachedScan = false
         var primaryEnd: UInt64?
         do {
             primaryEnd = try scanImage(&f, at: 0, primary: true, extended: &extended, mpfTargets: &mpfTargets,
-                                       reachedScan: &reachedScan)
+                                       mpfExtents: &mpfExtents, reachedScan: &reachedScan)
         } catch {
-            // Errors in the header segments fail the scan as before; past the first scan, the
-            // metadata was read but where the image ends is unknown: fail closed.
+            // Errors in the header segments fail the scan as before, and so does a file that ends
+            // before its end of image (a writer was stopped); past the first scan, other broken
+            // structure means the metadata was read but where the image ends is unknown: fail closed.
             if case .io = error { throw error }
+            if case .truncated = error { throw error }
             guard reachedScan else { throw error }
             f.refuse("JPEG image data: \(error) (cannot tell where the image ends)")
+        }
+        // The images MPF lists must all be in the file (offset 0 is the primary image itself).
+        for e in mpfExtents where e.start > f.source.size || e.size > f.source.size - e.start {
+            throw .truncated("MPF image at \(e.start) (\(e.size) bytes) runs past the end (\(f.source.size))")
         }
         // Images listed by MPF (secondary images, depth maps...) carry their own metadata.
         var seen = Set<UInt64>([0])
@@ -55,9 +66,10 @@ enum JPEGScanner {
         for target in mpfTargets.prefix(64) where seen.insert(target).inserted {
             do {
                 var ignored: [UInt64] = []
+                var ignoredExtents: [(start: UInt64, size: UInt64)] = []
                 var reached = false
                 let end = try scanImage(&f, at: target, primary: false, extended: &extended, mpfTargets: &ignored,
-                                        reachedScan: &reached)
+                                        mpfExtents: &ignoredExtents, reachedScan: &reached)
                 images.append((target, end))
             } catch {
                 if case .io = error { throw error }
@@ -99,8 +111,19 @@ enum JPEGScanner {
         var walk = ISOBMFFScanner.Walk()
         var end: UInt64 = 0
         while end < whole.size {
-            guard let box = try? ISOBMFFScanner.box(whole, at: end, limit: whole.size, walk: &walk),
-                  box.type.bytes.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0xA9 }) else { break }
+            let box: Box?
+            do {
+                box = try ISOBMFFScanner.box(whole, at: end, limit: whole.size, walk: &walk)
+            } catch {
+                // A movie box of a known type that runs past the end of the file: the file was cut
+                // while the movie was being written.
+                if case .truncated = error, b == f.source.size, let h = try? whole.read(end, 8),
+                   ISOBMFFScanner.topLevelTypes.contains(h.fourCC(4)) {
+                    throw .truncated("movie after the JPEG image: box \(h.fourCC(4)) at \(a + end) runs past the end")
+                }
+                break
+            }
+            guard let box, box.type.bytes.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0xA9 }) else { break }
             end = box.end
         }
         guard end > 0, let movie = whole.window(0, end) else { return a }
@@ -126,7 +149,8 @@ enum JPEGScanner {
 
     private static func scanImage(_ f: inout Findings, at start: UInt64, primary: Bool,
                                   extended: inout [[UInt8]: (fullLength: UInt64, chunks: [ExtendedChunk])],
-                                  mpfTargets: inout [UInt64], reachedScan: inout Bool) throws(ScanError) -> UInt64 {
+                                  mpfTargets: inout [UInt64], mpfExtents: inout [(start: UInt64, size: UInt64)],
+                                  reachedScan: inout Bool) throws(ScanError) -> UInt64 {
         let source = f.source
         guard try source.readAvailable(start, 2) == [0xFF, 0xD8] else {
             throw .malformed("no JPEG start of image at \(start)")
@@ -202,7 +226,9 @@ enum JPEGScanner {
             case 0xE2 where primary:
                 let payload = try source.read(payloadStart, payloadLength)
                 if payload.has(mpfHeader) {
-                    mpfTargets += mpfImageOffsets(Array(payload[4...]), base: payloadStart + 4)
+                    let images = mpfImages(Array(payload[4...]))
+                    mpfTargets += images.filter { $0.offset != 0 }.map { payloadStart + 4 + $0.offset }
+                    mpfExtents += images.map { ($0.offset == 0 ? start : payloadStart + 4 + $0.offset, $0.size) }
                 }
             case 0xC0...0xCF where marker != 0xC4 && marker != 0xC8 && marker != 0xCC:
                 if primary && !reachedScan && payloadLength >= 5 {
@@ -250,8 +276,9 @@ enum JPEGScanner {
         throw .truncated("JPEG scan data runs to the end of the file without an end of image")
     }
 
-    /// Absolute offsets of the images an MPF index lists (MP Entry tag 0xB002).
-    private static func mpfImageOffsets(_ tiff: [UInt8], base: UInt64) -> [UInt64] {
+    /// The images an MPF index lists (MP Entry tag 0xB002): offset from the MPF header (0 for the
+    /// first, primary image) and size.
+    private static func mpfImages(_ tiff: [UInt8]) -> [(offset: UInt64, size: UInt64)] {
         guard tiff.count >= 8 else { return [] }
         let little: Bool
         if tiff.has([0x49, 0x49, 0x2A, 0x00]) { little = true }
@@ -262,7 +289,7 @@ enum JPEGScanner {
         let ifd = u32(4)
         guard ifd + 2 <= tiff.count else { return [] }
         let n = min(u16(ifd), (tiff.count - ifd - 2) / 12)
-        var out: [UInt64] = []
+        var out: [(offset: UInt64, size: UInt64)] = []
         for e in 0..<n {
             let p = ifd + 2 + e * 12
             guard u16(p) == 0xB002, u16(p + 2) == 7 else { continue }
@@ -270,8 +297,7 @@ enum JPEGScanner {
             let at = u32(p + 8)
             guard count % 16 == 0, count <= 16 * 64, at <= tiff.count, count <= tiff.count - at else { continue }
             for k in 0..<(count / 16) {
-                let offset = u32(at + k * 16 + 8)
-                if offset != 0 { out.append(base + UInt64(offset)) }
+                out.append((UInt64(u32(at + k * 16 + 8)), UInt64(u32(at + k * 16 + 4))))
             }
         }
         return out

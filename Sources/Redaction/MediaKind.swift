@@ -1,13 +1,18 @@
 /// The media formats photogate imports and serves.
 public enum MediaKind: String, Sendable, Codable, CaseIterable {
     case jpeg, heif, png, gif, webp, tiff, mp4, mov
+    /// Matroska and WebM movies.
+    case mkv, webm
+    /// Camera raw photos: Adobe DNG and the TIFF-based Canon CR2, Nikon NEF, Sony ARW, Olympus
+    /// ORF, Panasonic RW2; Canon CR3 (ISO-BMFF, brand `crx `).
+    case dng, cr2, nef, arw, orf, rw2, cr3
 }
 
 extension MediaKind {
-    /// Movies (`mp4`, `mov`); everything else is a still image.
+    /// Movies (`mp4`, `mov`, `mkv`, `webm`); everything else is a still image.
     public var isVideo: Bool {
         switch self {
-        case .mp4, .mov: return true
+        case .mp4, .mov, .mkv, .webm: return true
         default: return false
         }
     }
@@ -23,6 +28,15 @@ extension MediaKind {
         case .tiff: return "tif"
         case .mp4: return "mp4"
         case .mov: return "mov"
+        case .mkv: return "mkv"
+        case .webm: return "webm"
+        case .dng: return "dng"
+        case .cr2: return "cr2"
+        case .nef: return "nef"
+        case .arw: return "arw"
+        case .orf: return "orf"
+        case .rw2: return "rw2"
+        case .cr3: return "cr3"
         }
     }
 
@@ -36,6 +50,15 @@ extension MediaKind {
         case .tiff: return "image/tiff"
         case .mp4: return "video/mp4"
         case .mov: return "video/quicktime"
+        case .mkv: return "video/x-matroska"
+        case .webm: return "video/webm"
+        case .dng: return "image/x-adobe-dng"
+        case .cr2: return "image/x-canon-cr2"
+        case .nef: return "image/x-nikon-nef"
+        case .arw: return "image/x-sony-arw"
+        case .orf: return "image/x-olympus-orf"
+        case .rw2: return "image/x-panasonic-rw2"
+        case .cr3: return "image/x-canon-cr3"
         }
     }
 }
@@ -45,6 +68,10 @@ extension MediaKind {
 /// - `heif`: an ISO-BMFF `ftyp` whose major (or else a compatible) brand is a HEIF/MIAF/AVIF brand.
 /// - `mp4`: `ftyp` with an ISO/MP4/3GPP video brand (`isom`, `iso2`…`iso9`, `mp41`, `mp42`, `avc1`, `M4V `, `dash`…).
 /// - `mov`: `ftyp` with brand `qt  `, or a file that starts with a `moov`/`mdat`/`wide`/`free`/`skip`/`pnot` atom.
+/// - `cr3`: `ftyp` with major brand `crx ` (Canon).
+/// - `mkv`/`webm`: an EBML header whose DocType (in the first bytes) is `matroska` / `webm`.
+/// - `cr2` (`II*\0` with `CR` at 8), `orf` (`IIRO`, `IIRS`, `MMOR`), `rw2` (`IIU\0`); other TIFF
+///   raws (DNG, NEF, ARW) sniff as `tiff` and the TIFF scanner names them from their tags.
 public func sniffMediaKind(_ header: [UInt8]) -> MediaKind? {
     let n = header.count
     func has(_ prefix: [UInt8], at offset: Int = 0) -> Bool {
@@ -53,6 +80,15 @@ public func sniffMediaKind(_ header: [UInt8]) -> MediaKind? {
         return true
     }
     if has([0xFF, 0xD8, 0xFF]) { return .jpeg }
+    if has([0x49, 0x49, 0x2A, 0x00]) && has([0x43, 0x52], at: 8) { return .cr2 }
+    if has([0x49, 0x49, 0x52, 0x4F]) || has([0x49, 0x49, 0x52, 0x53]) || has([0x4D, 0x4D, 0x4F, 0x52]) { return .orf }
+    if has([0x49, 0x49, 0x55, 0x00]) { return .rw2 }
+    if has([0x1A, 0x45, 0xDF, 0xA3]) {
+        // EBML: the DocType string sits in the header, a few bytes in.
+        if header.firstIndex(of: Array("webm".utf8)) != nil { return .webm }
+        if header.firstIndex(of: Array("matroska".utf8)) != nil { return .mkv }
+        return nil
+    }
     if has([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return .png }
     if has(Array("GIF87a".utf8)) || has(Array("GIF89a".utf8)) { return .gif }
     if has(Array("RIFF".utf8)) && has(Array("WEBP".utf8), at: 8) { return .webp }
@@ -74,6 +110,7 @@ public func sniffMediaKind(_ header: [UInt8]) -> MediaKind? {
         }
         // Audio-only brands: not a photo or a video, whatever they are compatible with.
         if ["M4A ", "M4B ", "M4P ", "F4A ", "F4B "].contains(brands[0].string) { return nil }
+        if brands[0] == FourCC("crx ") { return .cr3 }
         for brand in brands {
             if let kind = brandKind(brand) { return kind }
         }

@@ -63,8 +63,9 @@ public enum ScanError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum MediaScanner {
     /// The version of what the scanners find. Plans stored by an older version are recomputed
     /// before they are used: 1 had EXIF/XMP/box locations; 2 added data after a JPEG's end of
-    /// image (Motion Photo movies, trailers, MPF images) and timed metadata tracks.
-    public static let version = 2
+    /// image (Motion Photo movies, trailers, MPF images) and timed metadata tracks; 3 camera raw
+    /// files (DNG, CR2, NEF, ARW, ORF, RW2, CR3), Matroska/WebM tags, and refuses incomplete files.
+    public static let version = 3
 
     /// Scan by reading with `pread` from `fd` (file size `size`).
     public static func scan(fd: Int32, size: UInt64) throws(ScanError) -> MediaScan {
@@ -85,11 +86,12 @@ public enum MediaScanner {
         case .png: try PNGScanner.scan(&findings)
         case .gif: try GIFScanner.scan(&findings)
         case .webp: try WebPScanner.scan(&findings)
-        case .tiff: try TIFFFileScanner.scan(&findings)
-        case .heif: try ISOBMFFScanner.scan(&findings, kind: .heif)
+        case .tiff, .dng, .cr2, .nef, .arw, .orf, .rw2: try TIFFFileScanner.scan(&findings, sniffed: kind)
+        case .heif, .cr3: try ISOBMFFScanner.scan(&findings, kind: kind)
         case .mp4, .mov: try ISOBMFFScanner.scan(&findings, kind: kind)
+        case .mkv, .webm: try MatroskaScanner.scan(&findings, sniffed: kind)
         }
-        return findings.result(kind: kind)
+        return findings.result(kind: findings.kind ?? kind)
     }
 }
 
@@ -102,6 +104,8 @@ struct Findings {
     var dates = DateCandidates()
     var width: Int?
     var height: Int?
+    /// The kind the content turned out to be when the sniff could not tell (a TIFF that is a DNG...).
+    var kind: MediaKind?
 
     init(source: ByteSource) { self.source = source }
 

@@ -33,6 +33,15 @@ struct TIFFInfo {
     var exifWidth: Int?
     var exifHeight: Int?
     var xmpDates = DateCandidates()
+    /// Files only: IFD0's Make, whether IFD0 has a DNGVersion, and the Compression and
+    /// PhotometricInterpretation values of the image IFDs (to tell a camera raw from a TIFF).
+    var make = ""
+    var dngVersion = false
+    var compressions = Set<Int>()
+    var photometrics = Set<Int>()
+    /// Files only: embedded JPEG images (IFD JPEGInterchangeFormat, Panasonic JpgFromRaw), which
+    /// carry their own metadata.
+    var embeddedJPEGs: [(offset: UInt64, length: UInt64)] = []
 }
 
 /// Walks a TIFF structure (the body of an EXIF block, or a whole TIFF file) and finds the bytes
@@ -42,8 +51,12 @@ struct TIFFInfo {
 /// number of IFDs is capped.
 struct TIFFWalker<R: BlockReader> {
     enum Role { case chain(Int), exif, sub }
+    /// What the first IFD is: IFD0 (EXIF blocks, TIFF files), or, in Canon CR3's separate
+    /// structures, an EXIF IFD (`CMT2`) or a GPS IFD (`CMT4`).
+    enum Root { case ifd0, exif, gps }
 
     let r: R
+    let root: Root
     /// A TIFF file (follow the whole IFD chain and SubIFDs; image size from IFD0) or an EXIF block.
     let isFile: Bool
     private(set) var little = false
@@ -55,10 +68,13 @@ struct TIFFWalker<R: BlockReader> {
     private var enqueued = 0
     private var entriesLeft = Limits.maxIFDEntries
     private var embeddedDone = Set<[UInt64]>()
+    /// Files only: why the file is incomplete (an IFD, value, strip or tile past its end), if it is.
+    private(set) var truncation: String?
 
-    init(_ r: R, isFile: Bool) {
+    init(_ r: R, isFile: Bool, root: Root = .ifd0) {
         self.r = r
         self.isFile = isFile
+        self.root = root
     }
 
     static func typeSize(_ type: UInt16) -> UInt64? {
@@ -81,6 +97,9 @@ struct TIFFWalker<R: BlockReader> {
         let header = try r.read(0, 8)
         if header.has([0x49, 0x49, 0x2A, 0x00]) { little = true }
         else if header.has([0x4D, 0x4D, 0x00, 0x2A]) { little = false }
+        else if isFile && (header.has([0x49, 0x49, 0x52, 0x4F]) || header.has([0x49, 0x49, 0x52, 0x53])
+                           || header.has([0x49, 0x49, 0x55, 0x00])) { little = true }   // ORF, RW2
+        else if isFile && header.has([0x4D, 0x4D, 0x4F, 0x52]) { little = false }   // ORF
         else if header.has([0x49, 0x49, 0x2B, 0x00]) || header.has([0x4D, 0x4D, 0x00, 0x2B]) {
             changes.refuse("BigTIFF is not supported")
             return
@@ -88,7 +107,12 @@ struct TIFFWalker<R: BlockReader> {
             changes.refuse("bad TIFF header")
             return
         }
-        var queue: [(UInt64, Role)] = [(UInt64(u32(header, 4)), .chain(0))]
+        let first = UInt64(u32(header, 4))
+        if root == .gps {
+            try zeroGPS(first)
+            return
+        }
+        var queue: [(UInt64, Role)] = [(first, root == .exif ? .exif : .chain(0))]
         while let (offset, role) = queue.popLast() {
             try walkIFD(offset, role, &queue)
             if changes.refusal != nil { return }
@@ -105,7 +129,36 @@ struct TIFFWalker<R: BlockReader> {
         queue.append(item)
     }
 
+    /// Files only: records that the structure points past the end of the file (the first reason is kept).
+    private mutating func cut(_ why: String) {
+        if isFile && truncation == nil { truncation = why }
+    }
+
+    /// Files only: whether `offset ..< offset + size` is inside the file; records a truncation if not.
+    @discardableResult
+    private mutating func within(_ offset: UInt64, _ size: UInt64, _ what: String, _ tag: UInt16 = 0) -> Bool {
+        if offset <= r.length, size <= r.length - offset { return true }
+        let length = r.length
+        cut("\(what)\(tag == 0 ? "" : " 0x" + String(tag, radix: 16)) at \(offset) (\(size) bytes) runs past the end (\(length))")
+        return false
+    }
+
+    /// A table of `count` SHORT or LONG values (strip/tile offsets or byte counts).
+    private func values(_ entries: [UInt8], _ p: Int, type: UInt16, count: UInt64, at valueOffset: UInt64) throws(ScanError) -> [UInt64]? {
+        guard type == 3 || type == 4 || type == 13, count >= 1, count <= UInt64(Limits.maxBlock / 4) else { return nil }
+        let unit: UInt64 = type == 3 ? 2 : 4
+        let bytes: [UInt8]
+        if unit * count <= 4 {
+            bytes = Array(entries[(p + 8)..<(p + 12)])
+        } else {
+            guard valueOffset <= r.length, unit * count <= r.length - valueOffset else { return nil }
+            bytes = try r.read(valueOffset, Int(unit * count))
+        }
+        return (0..<Int(count)).map { k in unit == 2 ? UInt64(u16(bytes, 2 * k)) : UInt64(u32(bytes, 4 * k)) }
+    }
+
     private mutating func walkIFD(_ offset: UInt64, _ role: Role, _ queue: inout [(UInt64, Role)]) throws(ScanError) {
+        if offset >= 8, offset > r.length || r.length - offset < 2 { cut("IFD at \(offset) past the end (\(r.length))") }
         guard offset >= 8, offset < r.length, r.length - offset >= 2 else { return }
         guard visited.insert(offset).inserted else { return }
         ifds += 1
@@ -116,6 +169,7 @@ struct TIFFWalker<R: BlockReader> {
         let declared = Int(u16(try r.read(offset, 2), 0))
         let available = Int((r.length - offset - 2) / 12)
         let n = min(declared, available)
+        if n < declared { cut("IFD at \(offset) declares \(declared) entries, the file ends after \(n)") }
         entriesLeft -= n
         guard entriesLeft >= 0 else {
             changes.refuse("more than \(Limits.maxIFDEntries) IFD entries")
@@ -124,6 +178,9 @@ struct TIFFWalker<R: BlockReader> {
         let entries = try r.read(offset + 2, n * 12)
         var index = 0
         if case .chain(let i) = role { index = i }
+        // Image data this IFD points to (files: must lie inside the file).
+        var dataOffsets: [UInt16: [UInt64]] = [:]
+        var dataCounts: [UInt16: [UInt64]] = [:]
 
         for e in 0..<n {
             let p = e * 12
@@ -133,6 +190,27 @@ struct TIFFWalker<R: BlockReader> {
             guard let unit = TIFFWalker.typeSize(type) else { continue }
             let size = unit * count
             let valueOffset = size <= 4 ? offset + 2 + UInt64(p) + 8 : UInt64(u32(entries, p + 8))
+            if isFile && size > 4 { within(valueOffset, size, "value of tag", tag) }
+            if isFile {
+                switch (tag, role) {
+                case (0x0111, .chain), (0x0111, .sub), (0x0144, .chain), (0x0144, .sub), (0x0201, .chain), (0x0201, .sub):
+                    dataOffsets[tag] = try values(entries, p, type: type, count: count, at: valueOffset)
+                case (0x0117, .chain), (0x0117, .sub), (0x0145, .chain), (0x0145, .sub), (0x0202, .chain), (0x0202, .sub):
+                    dataCounts[tag] = try values(entries, p, type: type, count: count, at: valueOffset)
+                case (0x0103, .chain), (0x0103, .sub):
+                    if let v = number(entries, p, type) { info.compressions.insert(v) }
+                case (0x0106, .chain), (0x0106, .sub):
+                    if let v = number(entries, p, type) { info.photometrics.insert(v) }
+                case (0x010F, .chain(0)):
+                    info.make = try string(valueOffset, size) ?? ""
+                case (0xC612, .chain(0)):
+                    info.dngVersion = true
+                case (0x002E, .chain(0)) where size > 4 && valueOffset <= r.length && size <= r.length - valueOffset:
+                    info.embeddedJPEGs.append((valueOffset, size))   // Panasonic JpgFromRaw
+                default:
+                    break
+                }
+            }
             func pointers() -> [UInt64] {
                 guard count >= 1, type == 4 || type == 13 || type == 3 else { return [] }
                 if size <= 4 {
@@ -176,9 +254,19 @@ struct TIFFWalker<R: BlockReader> {
             default: break
             }
         }
+        // Strips, tiles and a JPEG thumbnail: offsets with byte counts, inside the file.
+        for (offsetsTag, countsTag, what) in [(UInt16(0x0111), UInt16(0x0117), "strip"), (0x0144, 0x0145, "tile"),
+                                              (0x0201, 0x0202, "JPEG thumbnail")] {
+            guard let starts = dataOffsets[offsetsTag], let counts = dataCounts[countsTag] else { continue }
+            for (k, (start, length)) in zip(starts, counts).enumerated() where length > 0 {
+                guard within(start, length, what) else { break }
+                if offsetsTag == 0x0201 { info.embeddedJPEGs.append((start, length)) }
+            }
+        }
         // Next IFD of the main chain (IFD1 = thumbnail in EXIF; more pages in TIFF files).
         if case .chain = role, n == declared {
             let at = offset + 2 + UInt64(n) * 12
+            if at > r.length || r.length - at < 4 { cut("next-IFD pointer of the IFD at \(offset) past the end") }
             if at <= r.length, r.length - at >= 4 {
                 let next = UInt64(u32(try r.read(at, 4), 0))
                 if next != 0 { push(&queue, (next, .chain(index + 1))) }
@@ -218,6 +306,7 @@ struct TIFFWalker<R: BlockReader> {
 
     /// Zeroes the GPS IFD at `offset`: count, entries, next pointer and out-of-line values.
     private mutating func zeroGPS(_ offset: UInt64) throws(ScanError) {
+        if offset >= 8, offset > r.length || r.length - offset < 2 { cut("GPS IFD at \(offset) past the end (\(r.length))") }
         guard offset < r.length, r.length - offset >= 2 else { return }
         guard gpsDone.insert(offset).inserted else { return }
         guard gpsDone.count <= Limits.maxGPSIFDs else {
@@ -227,6 +316,7 @@ struct TIFFWalker<R: BlockReader> {
         let declared = UInt64(u16(try r.read(offset, 2), 0))
         let available = (r.length - offset - 2) / 12
         let n = min(declared, available)
+        if n < declared { cut("GPS IFD at \(offset) declares \(declared) entries, the file ends after \(n)") }
         entriesLeft -= Int(n)
         guard entriesLeft >= 0 else {
             changes.refuse("more than \(Limits.maxIFDEntries) IFD entries")
@@ -244,6 +334,7 @@ struct TIFFWalker<R: BlockReader> {
             let size = unit * count
             if size > 4 {
                 let v = UInt64(u32(entries, p + 8))
+                within(v, size, "GPS value")
                 if v < r.length { changes.zero(v, min(size, r.length - v)) }
             }
         }

@@ -200,7 +200,15 @@ struct SniffTests {
         (.mov, [0, 0, 0, 8] + Array("wide".utf8) + [0, 0, 0, 8] + Array("mdat".utf8)),
         (.mov, [0, 0, 0, 100] + Array("moov".utf8)),
         (nil, ftyp("M4A ", ["M4A ", "mp42"])),
-        (nil, ftyp("crx ", ["crx "])),
+        (.cr3, ftyp("crx ", ["crx "])),
+        (.cr2, [0x49, 0x49, 0x2A, 0x00, 0x10, 0, 0, 0, 0x43, 0x52, 0x02, 0x00]),
+        (.orf, [0x49, 0x49, 0x52, 0x4F, 0x08, 0, 0, 0]),
+        (.orf, [0x4D, 0x4D, 0x4F, 0x52, 0, 0, 0, 0x08]),
+        (.rw2, [0x49, 0x49, 0x55, 0x00, 0x18, 0, 0, 0]),
+        (.tiff, [0x49, 0x49, 0x2A, 0x00, 0x08, 0, 0, 0, 0x10, 0x00]),   // DNG, NEF, ARW: named by the TIFF scanner
+        (.mkv, [0x1A, 0x45, 0xDF, 0xA3, 0xA3, 0x42, 0x86, 0x81, 0x01, 0x42, 0x82, 0x88] + Array("matroska".utf8)),
+        (.webm, [0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x86, 0x81, 0x01, 0x42, 0x82, 0x84] + Array("webm".utf8)),
+        (nil, [0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42, 0x86, 0x81, 0x01, 0x42, 0x82, 0x84] + Array("mka?".utf8)),
         (nil, Array("hello world, this is text".utf8)),
         (nil, Array("RIFF".utf8) + [0, 0, 0, 0] + Array("WAVEfmt ".utf8)),
         (nil, []),
@@ -229,8 +237,10 @@ struct SniffTests {
     }
 
     @Test func kindProperties() {
-        #expect(MediaKind.allCases.filter(\.isVideo) == [.mp4, .mov])
-        #expect(MediaKind.allCases.map(\.preferredExtension) == ["jpg", "heic", "png", "gif", "webp", "tif", "mp4", "mov"])
+        #expect(MediaKind.allCases.filter(\.isVideo) == [.mp4, .mov, .mkv, .webm])
+        #expect(MediaKind.allCases.map(\.preferredExtension) == ["jpg", "heic", "png", "gif", "webp", "tif", "mp4", "mov",
+                                                                 "mkv", "webm", "dng", "cr2", "nef", "arw", "orf", "rw2", "cr3"])
+        #expect(MediaKind.webm.mimeType == "video/webm")
         #expect(MediaKind.mov.mimeType == "video/quicktime")
         #expect(MediaKind.heif.mimeType == "image/heic")
     }

@@ -296,16 +296,25 @@ struct TimedMetadataTrackTests {
         #expect(isRefused(scan), "\(what) must refuse, got \(scan.redaction)", sourceLocation: sourceLocation)
     }
 
+    /// Chunks past the end of the file: the file is incomplete (see CompletenessTests), not just refused.
+    func truncated(_ what: String, _ tamper: @escaping (inout MovieBuilder.Tables, Int) -> Void,
+                   sourceLocation: SourceLocation = #_sourceLocation) {
+        let (bytes, _) = MovieBuilder.file(Self.track, tamper: tamper)
+        guard case .failure(.truncated) = survive(bytes, sourceLocation: sourceLocation) else {
+            Issue.record("\(what) must be truncated, got \(survive(bytes))", sourceLocation: sourceLocation); return
+        }
+    }
+
     @Test func hostileTablesRefuse() {
         typealias B = MovieBuilder
-        refuses("chunk offset past the end") { t, _ in t.stco = B.full("stco", be32(2) + be32(0xFFFF_FF00) + be32(100)) }
-        refuses("co64 offset near 2^64") { t, _ in t.stco = B.full("co64", be32(2) + be64(UInt64.max - 4) + be64(100)) }
+        truncated("chunk offset past the end") { t, _ in t.stco = B.full("stco", be32(2) + be32(0xFFFF_FF00) + be32(100)) }
+        truncated("co64 offset near 2^64") { t, _ in t.stco = B.full("co64", be32(2) + be64(UInt64.max - 4) + be64(100)) }
         refuses("chunk outside every mdat") { t, base in
             t.stco = B.full("stco", be32(2) + be32(UInt32(base)) + be32(8))
         }
         refuses("huge chunk count") { t, base in t.stco = B.full("stco", be32(0xFFFF_FFFF) + be32(UInt32(base))) }
         refuses("huge sample count") { t, _ in t.stsz = B.full("stsz", be32(0) + be32(0xFFFF_FFFF) + be32(34)) }
-        refuses("constant size times huge count") { t, base in
+        truncated("constant size times huge count") { t, base in
             t.stsz = B.full("stsz", be32(0xFFFF_FFFF) + be32(0xFFFF_FFFF))
             t.stsc = B.full("stsc", be32(1) + be32(1) + be32(0xFFFF_FFFF) + be32(1))
             t.stco = B.full("stco", be32(1) + be32(UInt32(base)))
@@ -483,22 +492,24 @@ struct JPEGTrailerTests {
 
     // MARK: Hostile
 
-    @Test func jpegWithoutEOIIsRefused() throws {
+    /// Scan data that runs to the end of the file without an EOI: a file cut while being written.
+    @Test func jpegWithoutEOIIsTruncated() throws {
         let s = try Scratch()
         let jpeg = try Self.jpegWithGPS(s)
         let cut = Array(jpeg.dropLast(2)) + Array("appended GPS 48.8566 with no FF at all".utf8)
-        guard case .success(let scan) = survive(cut) else { Issue.record("scan failed"); return }
-        #expect(isRefused(scan), "no EOI: the image's end is unknown, got \(scan.redaction)")
-        #expect(scan.kind == .jpeg)
+        guard case .failure(.truncated) = survive(cut) else { Issue.record("no EOI must be truncated, got \(survive(cut))"); return }
     }
 
     @Test func brokenMarkerAfterScanIsRefused() throws {
         let s = try Scratch()
         let jpeg = try Self.jpegWithGPS(s)
-        // Replace EOI with a reserved marker whose "length" runs past the end.
-        let bad = Array(jpeg.dropLast(2)) + [0xFF, 0x02, 0xFF, 0xFF]
-        guard case .success(let scan) = survive(bad) else { Issue.record("scan failed"); return }
+        // Replace EOI with a segment whose length (1) is impossible: where the image ends is unknown.
+        let bad = Array(jpeg.dropLast(2)) + [0xFF, 0xC4, 0x00, 0x01] + Array("GPS 48.8566".utf8) + [0xFF, 0xD9]
+        guard case .success(let scan) = survive(bad) else { Issue.record("scan failed: \(survive(bad))"); return }
         #expect(isRefused(scan), "got \(scan.redaction)")
+        // A segment after the scan whose length runs past the end: cut while being written.
+        let cut = Array(jpeg.dropLast(2)) + [0xFF, 0x02, 0xFF, 0xFF]
+        guard case .failure(.truncated) = survive(cut) else { Issue.record("must be truncated: \(survive(cut))"); return }
         // A header problem before the scan still fails the scan as before.
         guard case .failure = survive(Array(jpeg[..<30])) else { Issue.record("cut header must fail"); return }
     }
@@ -522,11 +533,9 @@ struct JPEGTrailerTests {
             let served = p.applied(to: file)
             #expect(served[jpeg.count...].allSatisfy { $0 == 0 }, "\(name): the movie must be zeroed whole")
         }
-        // (c) A movie cut short: what is left of its boxes is redacted or zeroed, no location left.
+        // (c) A movie cut short at the end of the file: the file was cut while being written.
         let truncated = jpeg + Array(try Self.movie(s).dropLast(10))
-        guard case .success(let scan) = survive(truncated), let p0 = plan(scan) else { Issue.record("truncated"); return }
-        try writeBytes(Array(p0.applied(to: truncated)[jpeg.count...]), s.path("cut.mp4"))
-        #expect(locationTags(try exiftoolEmbedded(s.path("cut.mp4"))).filter { isNonzero($0.value) }.isEmpty)
+        guard case .failure(.truncated) = survive(truncated) else { Issue.record("cut movie: \(survive(truncated))"); return }
         // A well-formed metadata track movie as a trailer is redacted in place.
         let (good, samples) = MovieBuilder.file(t)
         guard let p = plan(try MediaScanner.scan(bytes: jpeg + good)) else { return }
