@@ -115,7 +115,8 @@ public final class StoreWriter: @unchecked Sendable {
                     // A committed version of an asset (an edit): roll it forward like a new asset.
                     let dest = library.paths.store + "/" + rel
                     if Glibc.access(dest, F_OK) != 0 {
-                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
                         if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
                     }
                 } else if let marker = ReadyMarker.find(temp: path) {

@@ -228,7 +228,8 @@ extension Library {
         syncLog()
         let dest = paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
-        if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
+        // Owner-only, as the library on disk is private to its owner.
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(temp, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
         return (asset, true)
     }
