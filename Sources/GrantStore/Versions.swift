@@ -172,7 +172,9 @@ extension Library {
     ///   (`<file id>.<ext>`, the file id being the temp's 16-hex-digit name, so that
     ///   `StoreWriter.recover` finds a committed version's temp after a crash and rolls it forward).
     /// Same id, name, albums and grants. If the content's hash is the current one, nothing changes,
-    /// `changed` is false and the temp is removed. No stored file is ever modified or deleted.
+    /// `changed` is false and the temp is removed (unless it is the current version's own file,
+    /// committed by an earlier call whose rename failed: then it moves into the store). No stored
+    /// file is ever modified or deleted. On a throw the temp stays the caller's.
     /// Permission is the caller's to check (`editDecision`) when the file is opened.
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
@@ -220,7 +222,15 @@ extension Library {
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         unlink(temp + ".ready")
         guard changed else {
-            unlink(temp)
+            // Same content as the current version. If that version is this very file (a retry
+            // after its row committed but its rename failed), it still has to move into the store.
+            let dest = paths.store + "/" + rel
+            if asset.storePath == rel && Glibc.access(dest, F_OK) != 0 {
+                syncLog()
+                guard rename(temp, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
+            } else {
+                unlink(temp)
+            }
             return (asset, false)
         }
         // As for new files: the row is durable before the file moves; a lost rename is redone by

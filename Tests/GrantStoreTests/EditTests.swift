@@ -365,6 +365,25 @@ let viewer = AppID("org.example.Viewer")!
         #expect(try lib.asset(rowID: a.rowID) == e)
     }
 
+    /// A retry of a commit whose row committed but whose rename failed moves the file, rather
+    /// than dropping it as "same content".
+    @Test func retryAfterAFailedRenameMovesTheFile() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        let a = try t.importJPEGs(["a.jpg"])[0]
+        let writer = try StoreWriter(library: lib, purpose: "edit-test")
+        let (_, path, fd) = try writer.makeTemp()
+        defer { close(fd) }
+        try EditHelp.put(fd, try TestMedia.jpeg(tag: "retry"))
+        let e = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd).asset
+        // As if the rename had failed: the file is back where it was.
+        #expect(rename(lib.originalPath(e), path) == 0)
+        let again = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd)
+        #expect(!again.changed)
+        #expect(try EditHelp.sha(lib.originalPath(e)) == e.contentHash)
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
     /// A save whose close succeeded but whose commit never ran (the daemon died): marked ready as an
     /// edit, recovery commits it as the asset's new version, not as a new asset.
     @Test func readyMarkedEditOfADeadMountBecomesAVersion() throws {
