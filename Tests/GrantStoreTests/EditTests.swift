@@ -241,6 +241,18 @@ let viewer = AppID("org.example.Viewer")!
             Issue.record("a version change should patch the view"); return
         }
         #expect(p.affected == [a.rowID])
+        // The patched row is what a full recomputation shows (the new version's size and path).
+        let full = try lib.view(for: viewer, access: .readWrite, lean: true).rows
+        let pi = try #require(p.rows.index(ofRowID: a.rowID)), fi = try #require(full.index(ofRowID: a.rowID))
+        #expect(p.rows.asset(pi) == full.asset(fi))
+        #expect(try p.rows.asset(pi).storePath == lib.asset(rowID: a.rowID)?.storePath)
+        // A revert patches too.
+        let before2 = try lib.lastChange()
+        try lib.revert(a.id)
+        guard case .patch(let p2) = try lib.viewUpdate(for: viewer, access: .readWrite, since: before2, app: snap.app) else {
+            Issue.record("a revert should patch the view"); return
+        }
+        #expect(p2.rows.asset(try #require(p2.rows.index(ofRowID: a.rowID))).storePath == a.storePath)
     }
 
     @Test func sameContentIsANoOpAndInvalidMediaIsRefused() throws {
