@@ -196,29 +196,15 @@ extension Library {
         case .plan(let p): blob = Data(p.serialized())
         case .refuse(let why): refusal = why
         }
-        let (asset, changed) = try write { db -> (Asset, Bool) in
-            guard let current = try Row.fetchOne(db, sql: "SELECT content_hash, byte_size FROM assets WHERE rowid = ?", arguments: [rowID]) else {
-                throw LibraryError.unknownAssets([String(rowID)])
-            }
-            if (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
-                return (try Library.assetRow(db, rowID), false)
-            }
-            try Library.ensureApp(db, app)
-            try Library.ensureOriginalVersion(db, rowID)
-            let next = (try Int.fetchOne(db, sql: "SELECT max(version) FROM versions WHERE asset_rowid = ?", arguments: [rowID]) ?? 0) + 1
-            let originalCapture = try Double.fetchOne(db, sql: "SELECT capture_date FROM versions WHERE asset_rowid = ? AND version = 0",
-                                                      arguments: [rowID]) ?? 0
-            let capture = scan.captureDate?.timeIntervalSince1970 ?? originalCapture
-            try db.execute(sql: """
-                INSERT INTO versions (asset_rowid, version, app_id, created_at, file_id, media_kind, media_class, byte_size,
-                    content_hash, capture_date, has_location, store_path, reference_path, redaction, redaction_refusal, redaction_version)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
-                """, arguments: [rowID, next, app.rawValue, Library.now(), fileID, scan.kind.rawValue,
-                                 scan.kind.isVideo ? "video" : "photo", Int64(size), hash, capture, scan.hasLocation, rel,
-                                 blob, refusal, MediaScanner.version])
-            try Library.makeCurrent(db, rowID, version: next, by: app.rawValue)
-            return (try Library.assetRow(db, rowID), true)
+        let committed: (Asset, Bool)
+        do {
+            committed = try commitVersionRow(rowID: rowID, app: app, fileID: fileID, rel: rel, scan: scan, size: size, hash: hash,
+                                             redaction: blob, refusal: refusal)
+        } catch {
+            if temp != tempPath { rename(temp, tempPath) }   // the temp stays the caller's, where it was
+            throw error
         }
+        let (asset, changed) = committed
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         unlink(temp + ".ready")
         guard changed else {
@@ -242,6 +228,35 @@ extension Library {
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(temp, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
         return (asset, true)
+    }
+
+    /// The transaction of `commitVersion`: the version row (and the original's, at the first edit)
+    /// and the asset's new facts, or nothing when the content is the current version's.
+    private func commitVersionRow(rowID: Int64, app: AppID, fileID: String, rel: String, scan: MediaScan, size: UInt64,
+                                  hash: String, redaction blob: Data?, refusal: String?) throws -> (Asset, Bool) {
+        try write { db -> (Asset, Bool) in
+            guard let current = try Row.fetchOne(db, sql: "SELECT content_hash, byte_size FROM assets WHERE rowid = ?", arguments: [rowID]) else {
+                throw LibraryError.unknownAssets([String(rowID)])
+            }
+            if (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
+                return (try Library.assetRow(db, rowID), false)
+            }
+            try Library.ensureApp(db, app)
+            try Library.ensureOriginalVersion(db, rowID)
+            let next = (try Int.fetchOne(db, sql: "SELECT max(version) FROM versions WHERE asset_rowid = ?", arguments: [rowID]) ?? 0) + 1
+            let originalCapture = try Double.fetchOne(db, sql: "SELECT capture_date FROM versions WHERE asset_rowid = ? AND version = 0",
+                                                      arguments: [rowID]) ?? 0
+            let capture = scan.captureDate?.timeIntervalSince1970 ?? originalCapture
+            try db.execute(sql: """
+                INSERT INTO versions (asset_rowid, version, app_id, created_at, file_id, media_kind, media_class, byte_size,
+                    content_hash, capture_date, has_location, store_path, reference_path, redaction, redaction_refusal, redaction_version)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
+                """, arguments: [rowID, next, app.rawValue, Library.now(), fileID, scan.kind.rawValue,
+                                 scan.kind.isVideo ? "video" : "photo", Int64(size), hash, capture, scan.hasLocation, rel,
+                                 blob, refusal, MediaScanner.version])
+            try Library.makeCurrent(db, rowID, version: next, by: app.rawValue)
+            return (try Library.assetRow(db, rowID), true)
+        }
     }
 
     /// The versions of an asset, original first, and the asset.

@@ -396,6 +396,29 @@ let viewer = AppID("org.example.Viewer")!
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
+    /// A temp whose name is not a file id gets one before its row commits (recovery finds temps by
+    /// name); a commit that fails leaves it where the caller put it.
+    @Test func tempsWithOtherNamesAreRenamedFirstAndGivenBackOnFailure() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        let a = try t.importJPEGs(["a.jpg"])[0]
+        let writer = try StoreWriter(library: lib, purpose: "edit-test")
+        let scratch = writer.tmpDir + "/scratch.jpg"
+        let fd = open(scratch, O_RDWR | O_CREAT | O_EXCL, 0o600)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        try EditHelp.put(fd, try TestMedia.jpeg(tag: "scratch"))
+        #expect(throws: LibraryError.self) { try lib.commitVersion(rowID: 987654, app: editor, tempPath: scratch, fd: fd) }
+        #expect(FileManager.default.fileExists(atPath: scratch))
+        let e = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: scratch, fd: fd)
+        #expect(e.changed)
+        #expect(!FileManager.default.fileExists(atPath: scratch))
+        #expect(try EditHelp.sha(lib.originalPath(e.asset)) == e.asset.contentHash)
+        let fileID = try lib.read { db in try String.fetchOne(db, sql: "SELECT file_id FROM versions WHERE asset_rowid = ? AND version = 1", arguments: [a.rowID]) }
+        #expect(fileID.map(Library.isFileID) == true)
+        #expect(e.asset.storePath?.contains(fileID ?? "-") == true)
+    }
+
     /// A save whose close succeeded but whose commit never ran (the daemon died): marked ready as an
     /// edit, recovery commits it as the asset's new version, not as a new asset.
     @Test func readyMarkedEditOfADeadMountBecomesAVersion() throws {
