@@ -27,7 +27,8 @@ public struct AppRecord: Equatable, Sendable {
         self.id = id
         readWrite = AuthorizationStatus(rawValue: row["rw_status"]) ?? .notDetermined
         addOnly = AuthorizationStatus(rawValue: row["ao_status"]) ?? .notDetermined
-        options = AppOptions(stripLocation: row["strip_location"], preventPrompt: row["prevent_prompt"])
+        options = AppOptions(stripLocation: row["strip_location"], preventPrompt: row["prevent_prompt"],
+                             editAny: (row["edit_any"] as Bool?) ?? false)
         secret = [UInt8]((row["secret"] as Data?) ?? Data(count: 16))
         createdAt = Date(timeIntervalSince1970: row["created_at"])
     }
@@ -39,6 +40,8 @@ public struct RequestRecord: Equatable, Sendable {
     public var kind: RequestKind
     public var reason: String
     public var createdAt: Date
+    /// The asset an `edit` request names (nil for the other kinds).
+    public var asset: Asset? = nil
 }
 
 extension Library {
@@ -110,7 +113,7 @@ extension Library {
     }
 
     @discardableResult
-    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil) throws -> AppRecord {
+    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil, editAny: Bool? = nil) throws -> AppRecord {
         try write { db in
             let before = try Library.ensureApp(db, id)
             if let s = stripLocation {
@@ -119,11 +122,16 @@ extension Library {
             if let p = preventPrompt {
                 try db.execute(sql: "UPDATE apps SET prevent_prompt = ? WHERE id = ?", arguments: [p, id.rawValue])
             }
+            if let e = editAny {
+                try db.execute(sql: "UPDATE apps SET edit_any = ? WHERE id = ?", arguments: [e, id.rawValue])
+                // Consent to every asset answers the app's pending edit requests.
+                if e { try db.execute(sql: "DELETE FROM requests WHERE app_id = ? AND kind = 'edit'", arguments: [id.rawValue]) }
+            }
             let after = try Library.fetchApp(db, id)!
             if after.options != before.options {
                 try Library.record(db, "options", app: id.rawValue)
                 try ViewDelta.recordStatus(db, app: id.rawValue,
-                                           detail: "strip-location=\(after.options.stripLocation ? "on" : "off") prevent-prompt=\(after.options.preventPrompt ? "on" : "off")")
+                                           detail: "strip-location=\(after.options.stripLocation ? "on" : "off") prevent-prompt=\(after.options.preventPrompt ? "on" : "off") edit-any=\(after.options.editAny ? "on" : "off")")
             }
             return after
         }
@@ -135,6 +143,8 @@ extension Library {
     /// whether it is new.
     @discardableResult
     public func recordRequest(_ id: AppID, kind: RequestKind, reason: String = "") throws -> (RequestRecord, Bool) {
+        // An edit request names an asset: only the library records one (`recordEditRequest`).
+        if kind == .edit { throw LibraryError.invalid("an edit request names an asset: the mount records it when the app opens one for writing") }
         let reason = String(reason.prefix(1024))
         return try write { db in
             try Library.ensureApp(db, id)
@@ -155,8 +165,17 @@ extension Library {
                       reason: row["reason"], createdAt: Date(timeIntervalSince1970: row["created_at"]))
     }
 
+    /// A request with the asset an `edit` request names.
+    static func request(_ db: Database, _ row: Row) throws -> RequestRecord {
+        var r = request(row)
+        if let rowID: Int64 = row["asset_rowid"] {
+            r.asset = try Row.fetchOne(db, sql: "SELECT \(assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID]).map(asset)
+        }
+        return r
+    }
+
     public func requests() throws -> [RequestRecord] {
-        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM requests ORDER BY id").map(Library.request) }
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM requests ORDER BY id").map { try Library.request(db, $0) } }
     }
 
     public func request(id: Int64) throws -> RequestRecord {
@@ -164,7 +183,7 @@ extension Library {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM requests WHERE id = ?", arguments: [id]) else {
                 throw LibraryError.unknownRequest(String(id))
             }
-            return Library.request(row)
+            return try Library.request(db, row)
         }
     }
 

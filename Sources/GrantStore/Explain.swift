@@ -15,6 +15,11 @@ public struct Explanation: Sendable {
     public var stripReason: String?
     /// nil when location is not stripped for this app.
     public var redaction: RedactionResult?
+    /// Whether the app may change the asset's content, and why (`ViewPolicy.editDecision`).
+    public var edit: EditDecision
+    /// The version the asset shows (0: the original) and how many edits it has.
+    public var currentVersion: Int
+    public var edits: Int
 }
 
 extension Library {
@@ -59,9 +64,13 @@ extension Library {
                     else { redaction = .refuse(reason: "no redaction facts recorded") }
                 }
             }
+            let edit = try Library.editDecision(db, app: id, rowID: asset.rowID, access: access)
+            let current = try Int.fetchOne(db, sql: "SELECT current_version FROM assets WHERE rowid = ?", arguments: [asset.rowID]) ?? 0
+            let edits = try Int.fetchOne(db, sql: "SELECT count(*) FROM versions WHERE asset_rowid = ? AND version > 0", arguments: [asset.rowID]) ?? 0
             return Explanation(asset: asset, app: app, access: access, facts: facts, visible: visible,
                                reason: why.joined(separator: "; "), stripLocation: strip,
-                               stripReason: stripWhy.isEmpty ? nil : stripWhy.joined(separator: "; "), redaction: redaction)
+                               stripReason: stripWhy.isEmpty ? nil : stripWhy.joined(separator: "; "), redaction: redaction,
+                               edit: edit, currentVersion: current, edits: edits)
         }
     }
 }

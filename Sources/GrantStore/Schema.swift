@@ -93,6 +93,7 @@ enum Schema {
         registerV2(&m)
         registerV3(&m)
         registerV4(&m)
+        registerV5(&m)
         return m
     }
 }
@@ -152,6 +153,82 @@ extension Schema {
     static func registerV4(_ m: inout DatabaseMigrator) {
         m.registerMigration("v4-redaction-version") { db in
             try db.execute(sql: "ALTER TABLE assets ADD COLUMN redaction_version INTEGER NOT NULL DEFAULT 1")
+        }
+    }
+}
+
+extension Schema {
+    /// v5: edits (issue 15).
+    /// - `versions`: every version of an asset's content. The original is version 0; its row is
+    ///   written by the first edit (until then the asset row alone describes it, so the migration
+    ///   and a million never-edited assets cost nothing). Edits are 1, 2, 3..., each a file of its
+    ///   own in the store (`file_id` names it, so crash recovery can find a committed version's
+    ///   temp file); no file of an older version is ever modified or deleted by an edit or a
+    ///   revert. `assets.current_version` says which version the asset row describes (its hash,
+    ///   size, kind, dates, location, redaction plan and path are that version's).
+    /// - `edit_consents`: the person's consent, per app and asset, to edits (`grant --edit`);
+    ///   `apps.edit_any`: consent for every asset the app can see.
+    /// - `requests`: `edit` requests name their asset. SQLite cannot change a CHECK constraint in
+    ///   place, so the table is rebuilt (new table, copy, drop, rename; foreign keys are checked
+    ///   at the end of the migration); ids and dates are kept.
+    static func registerV5(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v5-versions") { db in
+            try db.execute(sql: """
+                CREATE TABLE versions (
+                    asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,
+                    version INTEGER NOT NULL CHECK (version >= 0),
+                    app_id TEXT REFERENCES apps(id),
+                    created_at REAL NOT NULL,
+                    file_id TEXT CHECK (file_id IS NULL OR length(file_id) = 16),
+                    media_kind TEXT NOT NULL,
+                    media_class TEXT NOT NULL CHECK (media_class IN ('photo','video')),
+                    byte_size INTEGER NOT NULL CHECK (byte_size >= 0),
+                    content_hash TEXT NOT NULL,
+                    capture_date REAL NOT NULL,
+                    has_location INTEGER NOT NULL CHECK (has_location IN (0,1)),
+                    store_path TEXT,
+                    reference_path TEXT,
+                    redaction BLOB,
+                    redaction_refusal TEXT,
+                    redaction_version INTEGER NOT NULL DEFAULT 1,
+                    CHECK ((store_path IS NULL) <> (reference_path IS NULL)),
+                    CHECK ((version = 0) = (file_id IS NULL)),
+                    PRIMARY KEY (asset_rowid, version)
+                ) WITHOUT ROWID;
+                CREATE UNIQUE INDEX versions_by_file ON versions(file_id) WHERE file_id IS NOT NULL;
+                ALTER TABLE assets ADD COLUMN current_version INTEGER NOT NULL DEFAULT 0 CHECK (current_version >= 0);
+                CREATE TRIGGER assets_current_version_exists BEFORE UPDATE OF current_version ON assets
+                WHEN NEW.current_version <> 0
+                     AND NOT EXISTS (SELECT 1 FROM versions WHERE asset_rowid = NEW.rowid AND version = NEW.current_version)
+                BEGIN
+                    SELECT RAISE(ABORT, 'current_version names no version of the asset');
+                END;
+
+                CREATE TABLE edit_consents (
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,
+                    granted_at REAL NOT NULL,
+                    PRIMARY KEY (app_id, asset_rowid)
+                ) WITHOUT ROWID;
+                CREATE INDEX edit_consents_by_asset ON edit_consents(asset_rowid);
+                ALTER TABLE apps ADD COLUMN edit_any INTEGER NOT NULL DEFAULT 0 CHECK (edit_any IN (0,1));
+
+                CREATE TABLE requests_v5 (
+                    id INTEGER PRIMARY KEY,
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    kind TEXT NOT NULL CHECK (kind IN ('read-write','add-only','picker','edit')),
+                    reason TEXT NOT NULL DEFAULT '' CHECK (length(reason) <= 1024),
+                    created_at REAL NOT NULL,
+                    asset_rowid INTEGER REFERENCES assets(rowid) ON DELETE CASCADE,
+                    CHECK ((kind = 'edit') = (asset_rowid IS NOT NULL))
+                );
+                INSERT INTO requests_v5 (id, app_id, kind, reason, created_at)
+                    SELECT id, app_id, kind, reason, created_at FROM requests;
+                DROP TABLE requests;
+                ALTER TABLE requests_v5 RENAME TO requests;
+                CREATE UNIQUE INDEX requests_unique ON requests(app_id, kind, reason, IFNULL(asset_rowid, 0));
+                CREATE INDEX requests_by_asset ON requests(asset_rowid) WHERE asset_rowid IS NOT NULL;
+                """)
         }
     }
 }

@@ -109,11 +109,29 @@ public final class StoreWriter: @unchecked Sendable {
                         try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                         if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
                     }
+                } else if id.count == 16, let rel = (try? library.read({ db in
+                    try String.fetchOne(db, sql: "SELECT store_path FROM versions WHERE file_id = ?", arguments: [id])
+                })) ?? nil {
+                    // A committed version of an asset (an edit): roll it forward like a new asset.
+                    let dest = library.paths.store + "/" + rel
+                    if Glibc.access(dest, F_OK) != 0 {
+                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+                        if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
+                    }
                 } else if let marker = ReadyMarker.find(temp: path) {
                     let tfd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
                     if tfd >= 0 {
                         defer { Glibc.close(tfd) }
-                        if (try? commit(library: library, tempPath: path, fd: tfd, id: id, app: marker.app,
+                        if let edited = marker.edit {
+                            // An edit whose close succeeded: it becomes the asset's new version.
+                            if let rowID = (try? library.resolve([edited]).first?.rowID) ?? nil,
+                               (try? library.commitVersion(rowID: rowID, app: marker.app, tempPath: path, fd: tfd)) != nil {
+                                kept += 1
+                                unlink(path + ".ready")
+                                continue
+                            }
+                        } else if (try? commit(library: library, tempPath: path, fd: tfd, id: id, app: marker.app,
                                         name: marker.name, album: marker.album)) != nil {
                             kept += 1
                             unlink(path + ".ready")
@@ -299,6 +317,19 @@ public final class StoreWriter: @unchecked Sendable {
         if !tagged { try marker.write(tempPath + ".ready") }
     }
 
+    /// `markReady` for an edit of asset `rowID`: if this process dies before committing it,
+    /// recovery commits the file as the asset's new version (`Library.commitVersion`).
+    public func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {
+        _ = try StoreWriter.scan(fd: fd)
+        guard let asset = try library.asset(rowID: rowID) else { throw LibraryError.unknownAssets([String(rowID)]) }
+        let marker = ReadyMarker(app: app, name: asset.displayName, album: nil, edit: asset.id)
+        let data = try JSONEncoder().encode(marker)
+        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
+        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
+        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        if !tagged { try marker.write(tempPath + ".ready") }
+    }
+
     public func clearReady(tempPath: String) {
         _ = pg_removexattr(tempPath, ReadyMarker.xattr)
         unlink(tempPath + ".ready")
@@ -310,6 +341,8 @@ struct ReadyMarker: Codable {
     var app: AppID
     var name: String
     var album: String?
+    /// Set for an edit: the id of the asset the file is a new version of.
+    var edit: String? = nil
 
     func write(_ path: String) throws {
         let data = try JSONEncoder().encode(self)

@@ -53,7 +53,13 @@ extension Library {
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case "insert", "rename", "trash", "restore":
+                case "edit-grant", "edit-revoke":
+                    // Edit consent changes no visibility; a patch of the row lets a mount
+                    // recompute what it shows about editing.
+                    guard mine else { continue }
+                    guard let asset else { return try full() }
+                    affected.insert(asset)
+                case "insert", "rename", "trash", "restore", "version":
                     guard let asset else { return try full() }
                     affected.insert(asset)
                 case "album-add", "album-remove", "album":

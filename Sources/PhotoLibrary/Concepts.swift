@@ -54,13 +54,26 @@ public enum AuthorizationStatus: String, CaseIterable, Sendable, Codable {
     }
 }
 
-/// Per-app options (the picker's Options menu and PhotoKit's prevent-automatic-alert key).
+/// Per-app options (the picker's Options menu and PhotoKit's prevent-automatic-alert key), and
+/// `editAny`: the app may edit every asset it can see without asking (a trusted editor).
 public struct AppOptions: Equatable, Sendable, Codable {
     public var stripLocation: Bool
     public var preventPrompt: Bool
-    public init(stripLocation: Bool = false, preventPrompt: Bool = false) {
+    public var editAny: Bool
+    public init(stripLocation: Bool = false, preventPrompt: Bool = false, editAny: Bool = false) {
         self.stripLocation = stripLocation
         self.preventPrompt = preventPrompt
+        self.editAny = editAny
+    }
+
+    enum CodingKeys: String, CodingKey { case stripLocation, preventPrompt, editAny }
+
+    /// Options written before `editAny` existed decode with it off.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        stripLocation = try c.decode(Bool.self, forKey: .stripLocation)
+        preventPrompt = try c.decode(Bool.self, forKey: .preventPrompt)
+        editAny = try c.decodeIfPresent(Bool.self, forKey: .editAny) ?? false
     }
 }
 
@@ -69,6 +82,10 @@ public enum RequestKind: String, CaseIterable, Sendable, Codable {
     case readWrite = "read-write"
     case addOnly = "add-only"
     case picker
+    /// The app opened a visible asset for writing without the person's consent to edit it: the
+    /// request names the asset, and `photogate grant APP --edit ASSET` answers it. Only the
+    /// library records these (never `.photogate/request`).
+    case edit
 }
 
 /// Whether an asset is a still image or a movie (picker filters, listings).

@@ -84,3 +84,51 @@ public struct ViewPolicy: Equatable, Sendable {
     /// Touching the mount while `not-determined` records a prompt (unless prevent-prompt).
     public var recordsRequestOnAccess: Bool { status == .notDetermined }
 }
+
+/// Whether an app may change an asset's content (save a new version of it), and why: the answer
+/// the mount acts on when a visible asset is opened for writing, and what `explain` prints.
+public enum EditDecision: Sendable, Equatable {
+    /// The save makes a new version.
+    case allowed(reason: String)
+    /// Opening for writing fails with EACCES and records an `edit` request naming the asset.
+    case needsConsent(reason: String)
+    /// Opening for writing fails (EACCES, or ENOENT where the asset is hidden); no request.
+    case never(reason: String)
+
+    public var isAllowed: Bool { if case .allowed = self { return true }; return false }
+
+    public var reason: String {
+        switch self {
+        case .allowed(let r), .needsConsent(let r), .never(let r): return r
+        }
+    }
+
+    /// `allowed`, `needs-consent` or `never` (the `edit` field of `explain --json`).
+    public var label: String {
+        switch self {
+        case .allowed: return "allowed"
+        case .needsConsent: return "needs-consent"
+        case .never: return "never"
+        }
+    }
+}
+
+extension ViewPolicy {
+    /// Who may edit what (issue 15): an app may always edit the assets it created; any other
+    /// asset it can see needs the person's consent, given per asset (`grant APP --edit ASSET`,
+    /// `consented`) or for every asset it can see (the app's `edit-any` option). An add-only view
+    /// edits nothing, a hidden asset cannot be edited (the mount answers ENOENT for it anyway), and
+    /// nobody edits a cloud-shared asset: it belongs to the person who shared it (a limited app
+    /// never sees one; an authorized app reads it, as it may not delete it either). The only rule:
+    /// the mount, `explain` and the library all ask this function.
+    public func editDecision(_ f: AssetFacts, consented: Bool, editAny: Bool) -> EditDecision {
+        if access == .addOnly { return .never(reason: "an add-only app edits nothing") }
+        if f.isTrashed { return .never(reason: "it is in Recently Deleted") }
+        if !isVisible(f) { return .never(reason: "the app cannot see it") }
+        if f.isShared { return .never(reason: "it is a cloud-shared asset, which belongs to the person who shared it: no app edits it") }
+        if f.isOwned { return .allowed(reason: "the app created it") }
+        if consented { return .allowed(reason: "the person allowed this app to edit it (grant --edit)") }
+        if editAny { return .allowed(reason: "the app's edit-any option is on") }
+        return .needsConsent(reason: "the app did not create it and has no consent to edit it (photogate grant APP --edit ASSET, or options APP --edit-any on)")
+    }
+}

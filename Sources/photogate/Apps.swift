@@ -6,7 +6,7 @@ func statusJSON(_ a: AppRecord) -> [String: Any] {
         "app": a.id.rawValue,
         "readWrite": a.readWrite.rawValue,
         "addOnly": a.addOnly.rawValue,
-        "options": ["stripLocation": a.options.stripLocation, "preventPrompt": a.options.preventPrompt],
+        "options": ["stripLocation": a.options.stripLocation, "preventPrompt": a.options.preventPrompt, "editAny": a.options.editAny],
     ]
 }
 
@@ -34,5 +34,6 @@ func optionsText(_ a: AppRecord) -> String {
     var o: [String] = []
     if a.options.stripLocation { o.append("strip-location") }
     if a.options.preventPrompt { o.append("prevent-prompt") }
+    if a.options.editAny { o.append("edit-any") }
     return o.isEmpty ? "-" : o.joined(separator: ",")
 }

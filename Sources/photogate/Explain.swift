@@ -45,12 +45,17 @@ struct Explain: ParsableCommand {
                 ]
                 if let s = e.stripReason { d["stripReason"] = s }
                 if let r = refused { d["refusal"] = r }
+                d["edit"] = ["decision": e.edit.label, "reason": e.edit.reason] as [String: Any]
+                d["version"] = e.currentVersion
+                d["edits"] = e.edits
                 printJSON(d)
             } else {
                 say("\(e.asset.displayName) for \(e.app.id) (\(e.access.rawValue), status \(e.app.status(for: e.access).rawValue)): \(verdict)")
                 say("  why: \(e.reason)")
                 if let s = e.stripReason { say("  strip-location: \(s)") }
                 if let r = refused { say("  refusal: \(r)") }
+                say("  edit: \(e.edit.label) (\(e.edit.reason))")
+                if e.edits > 0 { say("  version: \(e.currentVersion == 0 ? "the original" : "edit \(e.currentVersion)") of \(e.edits) edit\(e.edits == 1 ? "" : "s")") }
                 if !ranges.isEmpty {
                     say("  redacted ranges (\(ranges.count)):")
                     for r in ranges { say("    offset \(r["offset"]!)  length \(r["length"]!)  \(r["kind"]!)") }

@@ -9,19 +9,26 @@ struct Grant: ParsableCommand {
             naming any unknown asset changes nothing and names the unknown ones (exit 66). Granting
             is idempotent. Shared-album assets cannot be put in a limited selection (exit 68).
 
+            --edit gives the person's consent to edits instead: the app may save new versions of these
+            assets whenever it can see them (it may always edit what it created). It answers the app's
+            pending edit requests for them. Shared-album assets cannot be edited (exit 68).
+
             Examples:
               photogate grant org.example.Editor IMG_0001.jpg IMG_0002.jpg
               photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' | photogate grant org.example.Editor -
+              photogate grant org.example.Editor --edit IMG_0001.jpg
             """)
 
     @Argument(help: "The app id.") var app: String
     @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
     @Flag(help: "Hand the assets over as picked (PHPicker): visible whatever the app's library status.") var picked = false
     @Flag(help: "Strip location from these assets when this app reads them.") var stripLocation = false
+    @Flag(help: "Consent to the app editing these assets (saving new versions); answers its edit requests.") var edit = false
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
         if assets.isEmpty { throw ValidationError("name at least one asset (or - to read them from standard input)") }
+        if edit && (picked || stripLocation) { throw ValidationError("--edit gives edit consent only: grant --picked or --strip-location separately") }
     }
 
     func run() throws {
@@ -29,6 +36,11 @@ struct Grant: ParsableCommand {
             let id = try parseApp(app)
             let refs = expandRefs(assets)
             if refs.isEmpty { throw CommandFailure("no assets given", .usage) }
+            if edit {
+                let r = try lib.open().grantEdit(id, refs)
+                say("may edit \(r.changed) more (\(r.unchanged) already) for \(id)")
+                return
+            }
             let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation)
             say("granted \(r.changed) (\(r.unchanged) already granted) to \(id)")
         }

@@ -8,10 +8,12 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
 
 struct Options: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show or set an app's options: strip-location and prevent-prompt.",
+        abstract: "Show or set an app's options: strip-location, prevent-prompt and edit-any.",
         discussion: """
             strip-location: every file the app reads carries no location (the picker's Options menu).
-            prevent-prompt: touching the mount while not-determined records no request.
+            prevent-prompt: touching the mount while not-determined records no request (nor an edit request).
+            edit-any: the app may edit every asset it can see without asking (a trusted editor); turning
+            it on answers the app's pending edit requests.
 
             Example: photogate options org.example.Editor --strip-location on
             """)
@@ -19,6 +21,7 @@ struct Options: ParsableCommand {
     @Argument(help: "The app id.") var app: String
     @Option(help: "on or off.") var stripLocation: Toggle?
     @Option(help: "on or off.") var preventPrompt: Toggle?
+    @Option(help: "on or off.") var editAny: Toggle?
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
 
@@ -27,16 +30,19 @@ struct Options: ParsableCommand {
             let id = try parseApp(app)
             let library = try lib.open()
             let record: AppRecord
-            if stripLocation == nil && preventPrompt == nil {
+            if stripLocation == nil && preventPrompt == nil && editAny == nil {
                 record = try library.requireApp(id)
             } else {
-                record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool)
+                record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool,
+                                                editAny: editAny?.bool)
             }
             if output.json {
-                printJSON(["app": id.rawValue, "stripLocation": record.options.stripLocation, "preventPrompt": record.options.preventPrompt] as [String: Any])
+                printJSON(["app": id.rawValue, "stripLocation": record.options.stripLocation, "preventPrompt": record.options.preventPrompt,
+                           "editAny": record.options.editAny] as [String: Any])
             } else {
                 say("strip-location: \(record.options.stripLocation ? "on" : "off")")
                 say("prevent-prompt: \(record.options.preventPrompt ? "on" : "off")")
+                say("edit-any: \(record.options.editAny ? "on" : "off")")
             }
         }
     }

@@ -10,24 +10,30 @@ struct Revoke: ParsableCommand {
             Examples:
               photogate revoke org.example.Editor IMG_0001.jpg
               photogate revoke org.example.Editor --all
+              photogate revoke org.example.Editor --edit IMG_0001.jpg   # takes edit consent back
             """)
 
     @Argument(help: "The app id.") var app: String
     @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
     @Flag(help: "Revoke the whole selection (with --picked, the picked assets too).") var all = false
     @Flag(help: "Revoke picked assets instead of the selection.") var picked = false
+    @Flag(help: "Take back edit consent for these assets (the versions already saved stay).") var edit = false
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
         if all && !assets.isEmpty { throw ValidationError("use either --all or a list of assets") }
         if !all && assets.isEmpty { throw ValidationError("name assets to revoke, or --all") }
+        if edit && (all || picked) { throw ValidationError("--edit takes back edit consent for named assets: not with --all or --picked") }
     }
 
     func run() throws {
         try photogate.run {
             let id = try parseApp(app)
             let library = try lib.open()
-            if all {
+            if edit {
+                let r = try library.revokeEdit(id, expandRefs(assets))
+                say("may no longer edit \(r.changed) (\(r.unchanged) had no edit consent) for \(id)")
+            } else if all {
                 let n = try library.revokeAll(id, includePicked: picked)
                 say("revoked \(n) from \(id)")
             } else {

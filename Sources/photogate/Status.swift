@@ -19,6 +19,7 @@ struct Status: ParsableCommand {
                 say("add-only:        \(a.addOnly.rawValue)")
                 say("strip-location:  \(a.options.stripLocation ? "on" : "off")")
                 say("prevent-prompt:  \(a.options.preventPrompt ? "on" : "off")")
+                say("edit-any:        \(a.options.editAny ? "on" : "off")")
             }
         }
     }
