@@ -135,6 +135,11 @@ extension Library {
     /// whether it is new.
     @discardableResult
     public func recordRequest(_ id: AppID, kind: RequestKind, reason: String = "") throws -> (RequestRecord, Bool) {
+        // A reason reaches the person's terminal (`photogate requests`, the picker's header): it
+        // may not carry anything that steers a terminal or splits a line (issue 14).
+        if DisplayName.containsUnsafe(reason) {
+            throw LibraryError.invalid("a request reason may not hold control characters (newline, tab, ESC, C1) or bidirectional formatting characters")
+        }
         let reason = String(reason.prefix(1024))
         return try write { db in
             try Library.ensureApp(db, id)
