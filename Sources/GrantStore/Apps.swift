@@ -109,10 +109,12 @@ extension Library {
         }
     }
 
+    /// Sets an app's options. An unknown app is refused (`unknownApp`) unless `registering`.
     @discardableResult
-    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil) throws -> AppRecord {
+    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil,
+                           registering: Bool = false) throws -> AppRecord {
         try write { db in
-            let before = try Library.ensureApp(db, id)
+            let before = registering ? try Library.ensureApp(db, id) : try Library.requireApp(db, id)
             if let s = stripLocation {
                 try db.execute(sql: "UPDATE apps SET strip_location = ? WHERE id = ?", arguments: [s, id.rawValue])
             }

@@ -99,10 +99,13 @@ extension Library {
 
     /// Adds assets to an app's limited selection (or, with `picked`, hands them over as picked).
     /// Idempotent; all or nothing.
+    /// An app that is not known yet (never authorized, mounted or granted before) is refused
+    /// (`unknownApp`: a typo must not grant) unless `registering` says to create it.
     @discardableResult
-    public func grant(_ app: AppID, _ refs: [String], picked: Bool = false, stripLocation: Bool = false) throws -> GrantOutcome {
+    public func grant(_ app: AppID, _ refs: [String], picked: Bool = false, stripLocation: Bool = false,
+                      registering: Bool = false) throws -> GrantOutcome {
         try write { db in
-            try Library.ensureApp(db, app)
+            if registering { try Library.ensureApp(db, app) } else { _ = try Library.requireApp(db, app) }
             let assets = try Library.resolve(db, refs)
             if !picked {
                 let shared = assets.filter(\.isShared)

@@ -8,16 +8,20 @@ struct Grant: ParsableCommand {
             ASSET is an id or a display name; - reads more from standard input, one per line. A call
             naming any unknown asset changes nothing and names the unknown ones (exit 66). Granting
             is idempotent. Shared-album assets cannot be put in a limited selection (exit 68).
+            The app must be known (authorized, mounted or granted before): an unknown app id is
+            refused (exit 66), so that a typo grants nothing; --new-app registers it.
 
             Examples:
               photogate grant org.example.Editor IMG_0001.jpg IMG_0002.jpg
               photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' | photogate grant org.example.Editor -
+              photogate grant org.example.NewApp --new-app 3f2a9c0d1e4b5a6c
             """)
 
     @Argument(help: "The app id.") var app: String
     @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
     @Flag(help: "Hand the assets over as picked (PHPicker): visible whatever the app's library status.") var picked = false
     @Flag(help: "Strip location from these assets when this app reads them.") var stripLocation = false
+    @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
@@ -29,7 +33,7 @@ struct Grant: ParsableCommand {
             let id = try parseApp(app)
             let refs = expandRefs(assets)
             if refs.isEmpty { throw CommandFailure("no assets given", .usage) }
-            let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation)
+            let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation, registering: newApp)
             say("granted \(r.changed) (\(r.unchanged) already granted) to \(id)")
         }
     }

@@ -12,6 +12,8 @@ struct Options: ParsableCommand {
         discussion: """
             strip-location: every file the app reads carries no location (the picker's Options menu).
             prevent-prompt: touching the mount while not-determined records no request.
+            Setting options of an app that is not known yet is refused (exit 66) unless --new-app
+            registers it (e.g. to set strip-location before its first mount).
 
             Example: photogate options org.example.Editor --strip-location on
             """)
@@ -19,6 +21,7 @@ struct Options: ParsableCommand {
     @Argument(help: "The app id.") var app: String
     @Option(help: "on or off.") var stripLocation: Toggle?
     @Option(help: "on or off.") var preventPrompt: Toggle?
+    @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
 
@@ -30,7 +33,8 @@ struct Options: ParsableCommand {
             if stripLocation == nil && preventPrompt == nil {
                 record = try library.requireApp(id)
             } else {
-                record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool)
+                record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool,
+                                              registering: newApp)
             }
             if output.json {
                 printJSON(["app": id.rawValue, "stripLocation": record.options.stripLocation, "preventPrompt": record.options.preventPrompt] as [String: Any])

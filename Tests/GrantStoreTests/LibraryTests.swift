@@ -396,7 +396,7 @@ let camera = AppID("org.example.Camera")!
         let t = try TempLibrary()
         try t.importJPEGs(["a.jpg", "b.jpg", "c.jpg"])
         try t.importJPEGs(["s.jpg"], shared: "Family")
-        try t.library.grant(editor, ["a.jpg"])
+        try t.library.grant(editor, ["a.jpg"], registering: true)
         try t.library.grant(editor, ["b.jpg"], picked: true)
         func names(_ access: AccessLevel = .readWrite) throws -> [String] {
             try t.library.view(for: editor, access: access).entries.map(\.name).sorted()
@@ -439,7 +439,7 @@ let camera = AppID("org.example.Camera")!
         let t = try TempLibrary()
         let before = try t.library.lastChange()
         try t.importJPEGs(["a.jpg"])
-        try t.library.grant(editor, ["a.jpg"])
+        try t.library.grant(editor, ["a.jpg"], registering: true)
         #expect(try t.library.lastChange() > before)
     }
 }
@@ -451,6 +451,7 @@ let camera = AppID("org.example.Camera")!
         let names = (0..<20).map { "p\($0).jpg" }
         try t.importJPEGs(names)
         let paths = t.library.paths
+        try t.library.registerApp(editor)
         DispatchQueue.concurrentPerform(iterations: 20) { i in
             let lib = try! Library.open(at: paths)
             try! lib.grant(editor, [names[i]])
@@ -479,5 +480,17 @@ let camera = AppID("org.example.Camera")!
         #expect(list.map(\.token) == [start + 1])
         #expect(latest == start + 1)
         #expect(list.first?.name == "c.jpg")
+    }
+}
+
+/// Issue 14: what the library itself refuses or does, whatever the surface (mount or CLI).
+@Suite(.serialized) struct HostileApps {
+    @Test func anUnknownAppIsNotGrantedUnlessRegistering() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg"])
+        #expect(throws: LibraryError.unknownApp(editor.rawValue)) { try t.library.grant(editor, ["a.jpg"]) }
+        #expect(throws: LibraryError.unknownApp(editor.rawValue)) { try t.library.setOptions(editor, stripLocation: true) }
+        #expect(try t.library.apps().isEmpty)
+        #expect(try t.library.grant(editor, ["a.jpg"], registering: true).changed == 1)
     }
 }
