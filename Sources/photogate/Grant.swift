@@ -5,9 +5,12 @@ struct Grant: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add assets to an app's limited selection (or hand them over as picked).",
         discussion: """
-            ASSET is an id or a display name; - reads more from standard input, one per line. A call
-            naming any unknown asset changes nothing and names the unknown ones (exit 66). Granting
-            is idempotent. Shared-album assets cannot be put in a limited selection (exit 68).
+            ASSET is an id or a name; - reads more from standard input, one per line. A name is read
+            first as the app sees it (the names of `photogate assets --app APP`), else as a library
+            display name (`photogate assets`); a name that means different assets in different
+            listings (an app named its own file like another photo) is refused (exit 68): use the
+            id. A call naming any unknown asset changes nothing and names the unknown ones (exit
+            66). Granting is idempotent. Shared-album assets cannot be put in a limited selection (exit 68).
             The app must be known (authorized, mounted or granted before): an unknown app id is
             refused (exit 66), so that a typo grants nothing; --new-app registers it.
 

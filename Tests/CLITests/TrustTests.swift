@@ -43,6 +43,65 @@ extension CLI {
 let appA = "org.example.Limited"
 let appB = "org.example.Other"
 
+@Suite(.serialized) struct CLIConfusedDeputy {
+    /// Item 1: the app names its own file like a photo hidden from it. A pipeline from its listing
+    /// must act on the app's file, never on the hidden photo; `explain` describes the app's file.
+    @Test func anAppsNameForItsOwnFileNeverReachesTheHiddenPhoto() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["DSCN0027.jpg", "other.jpg"], gps: true))
+        try c.ok("authorize", appA, "--status", "limited")
+        let real = try c.id(of: "DSCN0027.jpg")
+        let own = try c.appFile(appA, "DSCN0027.jpg")
+        #expect(own.displayName == "DSCN0027-1.jpg")
+        #expect(try c.names("assets", "--app", appA) == ["DSCN0027.jpg"])
+
+        // The pipeline of the issue: names from the app's listing, granted back to the app.
+        let names = try c.names("assets", "--app", appA).joined(separator: "\n") + "\n"
+        try c.ok("grant", appA, "-", stdin: names)
+        #expect(try !c.ids("grants", appA).contains(real))
+        #expect(try c.ids("assets", "--app", appA) == [own.id])
+
+        // explain names the asset the app sees under that name, with its id.
+        let e = try #require(try JSONSerialization.jsonObject(with: Data(c.ok("explain", appA, "DSCN0027.jpg", "--json").stdout.utf8)) as? [String: Any])
+        #expect((e["asset"] as? [String: Any])?["id"] as? String == own.id)
+        let text = try c.ok("explain", appA, "DSCN0027.jpg").stdout
+        #expect(text.contains(own.id))
+        #expect(!text.contains(real))
+
+        // The same names piped to another app: the name means two assets, so nothing happens.
+        let other = try c.run(["grant", appB, "--new-app", "-"], stdin: names)
+        #expect(other.status == Code.conflict, "\(other.stderr)")
+        #expect(other.stderr.contains("ambiguous") && other.stderr.contains(real) && other.stderr.contains(own.id))
+        #expect(try c.run("grants", appB).status == Code.notFound)   // not even the app was created
+        let album = try c.run(["album", "create", "Best"])
+        #expect(album.status == 0)
+        #expect(try c.run(["album", "add", "Best", "-"], stdin: names).status == Code.conflict)
+        // Ids always work.
+        try c.ok("grant", appB, "--new-app", real)
+        #expect(try c.ids("grants", appB) == [real])
+    }
+
+    /// Item 1, names settled in a view: once the hidden photo is granted, the app sees it under
+    /// an alternative name, which is its own file's display name. A revoke built from the app's
+    /// listing revokes the photo the listing showed.
+    @Test func aRevokeFromTheAppsListingRevokesWhatItShowed() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["DSCN0027.jpg"]))
+        try c.ok("authorize", appA, "--status", "limited")
+        let real = try c.id(of: "DSCN0027.jpg")
+        let own = try c.appFile(appA, "DSCN0027.jpg")
+        try c.ok("grant", appA, real)
+        let seen = try c.list(["assets", "--app", appA])
+        let realName = try #require(seen.first { $0["id"] as? String == real }?["name"] as? String)
+        #expect(realName == own.displayName)   // the clash this test is about
+        try c.ok("revoke", appA, realName)
+        #expect(try c.ids("grants", appA).isEmpty)
+        #expect(try c.ids("assets", "--app", appA) == [own.id])
+        // Text listings carry ids too: changes says which asset each entry is about.
+        #expect(try c.ok("changes", appA).stdout.contains(real))
+    }
+}
+
 @Suite(.serialized) struct CLIUnknownApps {
     /// Item 4: a typo in an app id grants nothing, creates nothing, and says so.
     @Test func aTypoGrantsNothing() throws {
