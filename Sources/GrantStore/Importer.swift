@@ -271,6 +271,7 @@ public final class Importer {
                     }
                 } else {
                     let rel = p.temp == nil ? nil : StoreWriter.storeRelativePath(id: p.id, kind: p.facts.scan.kind)
+                    try Library.reclaimName(db, DisplayName.sanitize(Array(p.name.utf8)))
                     asset = try StoreWriter.insertRow(db, id: p.id, name: p.name, owner: nil, ownerName: nil, facts: p.facts,
                                                       storePath: rel, referencePath: p.temp == nil ? p.source : nil, shared: shared)
                     isNew = true
@@ -374,5 +375,24 @@ final class PreparePipeline: @unchecked Sendable {
         let rest = Array(results.values)
         results = [:]
         return rest
+    }
+}
+
+extension Library {
+    /// The person's own files take their names back from app-created files (issue 14): an app
+    /// that names a file like a photo the person has not imported yet must not make a later
+    /// `photogate grant B NAME` hand over the app's file. The app-owned asset holding `name`
+    /// moves to an alternative display name (`NAME-1.jpg`...); its app keeps seeing the name it
+    /// chose (owner_name), other apps see the rename like any other, and mounts follow at once.
+    static func reclaimName(_ db: Database, _ name: String) throws {
+        guard let r = try Row.fetchOne(db, sql: "SELECT rowid FROM assets WHERE display_name = ? AND owner_app IS NOT NULL",
+                                       arguments: [name]) else { return }
+        let rowID: Int64 = r[0]
+        let taken = try db.cachedStatement(sql: "SELECT 1 FROM assets WHERE display_name = ?")
+        let moved = DisplayName.unique(name) { (try? Bool.fetchOne(taken, arguments: [$0])) != nil }
+        try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+            try db.execute(sql: "UPDATE assets SET display_name = ? WHERE rowid = ?", arguments: [moved, rowID])
+        }
+        try record(db, "rename", asset: rowID, detail: "import took its name")
     }
 }

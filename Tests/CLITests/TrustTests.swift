@@ -100,6 +100,30 @@ let appB = "org.example.Other"
         // Text listings carry ids too: changes says which asset each entry is about.
         #expect(try c.ok("changes", appA).stdout.contains(real))
     }
+
+    /// Item 2: an app that takes a name first does not get it: the person's import takes it, the
+    /// app keeps seeing its name, and a grant by that name never hands over the app's file.
+    @Test func anImportTakesItsNameBackFromAnAppsFile() throws {
+        let c = try CLI()
+        try c.ok("authorize", appA, "--status", "limited")
+        let squatter = try c.appFile(appA, "DSCN0099.jpg")
+        #expect(squatter.displayName == "DSCN0099.jpg")
+        try c.ok("import", try c.photos(["DSCN0099.jpg"]))
+        let real = try c.id(of: "DSCN0099.jpg")
+        #expect(real != squatter.id)
+        #expect(try c.id(of: "DSCN0099-1.jpg") == squatter.id)
+        #expect(try c.names("assets", "--app", appA) == ["DSCN0099.jpg"])   // the app's view is unchanged
+        #expect(try c.ids("assets", "--app", appA) == [squatter.id])
+        let o = try c.run("grant", appB, "--new-app", "DSCN0099.jpg")
+        if o.status == 0 {
+            #expect(try c.ids("grants", appB) == [real])
+        } else {
+            #expect(o.status == Code.conflict, "\(o.stderr)")
+            #expect(try c.run("grants", appB).status == Code.notFound)
+        }
+        try c.ok("grant", appB, "--new-app", real)
+        #expect(try c.ids("grants", appB) == [real])
+    }
 }
 
 @Suite(.serialized) struct CLIUnknownApps {
@@ -123,4 +147,3 @@ let appB = "org.example.Other"
         #expect(try c.ids("grants", "no.such.app").count == 1)
     }
 }
-

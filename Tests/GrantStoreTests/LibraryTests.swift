@@ -493,4 +493,23 @@ let camera = AppID("org.example.Camera")!
         #expect(try t.library.apps().isEmpty)
         #expect(try t.library.grant(editor, ["a.jpg"], registering: true).changed == 1)
     }
+
+    /// The person's import takes a name an app-created file held; the app keeps its own name.
+    @Test func importTakesANameFromAnAppsFile() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
+        let bytes = try TestMedia.jpeg(tag: "squat-\(UUID())")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let squatter = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: editor, name: "DSCN0099.jpg").asset
+        close(fd)
+        let seq = try t.library.view(for: editor, access: .readWrite).changeSeq
+        let real = try #require(try t.importJPEGs(["DSCN0099.jpg"]).first)
+        #expect(real.displayName == "DSCN0099.jpg")
+        let moved = try #require(try t.library.asset(rowID: squatter.rowID))
+        #expect(moved.displayName == "DSCN0099-1.jpg" && moved.ownerName == "DSCN0099.jpg")
+        #expect(try t.library.view(for: editor, access: .readWrite).entries.map(\.name) == ["DSCN0099.jpg"])
+        #expect(try t.library.lastChange() > seq)
+    }
 }
