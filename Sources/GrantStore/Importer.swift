@@ -263,6 +263,12 @@ public final class Importer {
                 var isNew = false
                 if let row = try Row.fetchOne(byHash, arguments: [p.facts.contentHash]) {
                     asset = Library.asset(row)
+                    if shared && !asset.isShared {
+                        // Imported again as cloud-shared: it is shared now, however it arrived
+                        // first (before any restore below, so the history sees it once).
+                        try Library.markShared(db, asset.rowID)
+                        asset.isShared = true
+                    }
                     if asset.isTrashed {
                         restored.insert(asset.rowID)
                         try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [asset.rowID])
@@ -394,5 +400,18 @@ extension Library {
             try db.execute(sql: "UPDATE assets SET display_name = ? WHERE rowid = ?", arguments: [moved, rowID])
         }
         try record(db, "rename", asset: rowID, detail: "import took its name")
+    }
+
+    /// Marks an asset cloud-shared (import --shared of content already in the library): no limited
+    /// selection may hold it (DESIGN.md), so it leaves every selection, each removal recorded
+    /// like a revoke; every view that shows it sees it change, and mounts follow at once.
+    static func markShared(_ db: Database, _ rowID: Int64) throws {
+        try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+            try db.execute(sql: "UPDATE assets SET is_shared = 1 WHERE rowid = ?", arguments: [rowID])
+            let apps = try String.fetchAll(db, sql: "SELECT app_id FROM selections WHERE asset_rowid = ? ORDER BY app_id", arguments: [rowID])
+            try db.execute(sql: "DELETE FROM selections WHERE asset_rowid = ?", arguments: [rowID])
+            for app in apps { try record(db, "revoke", app: app, asset: rowID, detail: "shared") }
+        }
+        try record(db, "shared", asset: rowID)
     }
 }

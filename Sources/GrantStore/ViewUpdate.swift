@@ -53,7 +53,7 @@ extension Library {
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case "insert", "rename", "trash", "restore":
+                case "insert", "rename", "trash", "restore", "shared":
                     guard let asset else { return try full() }
                     affected.insert(asset)
                 case "album-add", "album-remove", "album":

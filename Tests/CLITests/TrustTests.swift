@@ -147,3 +147,33 @@ let appB = "org.example.Other"
         #expect(try c.ids("grants", "no.such.app").count == 1)
     }
 }
+
+@Suite(.serialized) struct CLISharedAssets {
+    /// Item 5: importing a file already in the library as shared makes it shared, puts it in the
+    /// shared album and takes it out of every limited selection, visibly to the app's history.
+    @Test func importSharedOfAKnownFileLeavesEveryLimitedSelection() throws {
+        let c = try CLI()
+        let src = try c.photos(["a.jpg", "b.jpg"])
+        try c.ok("import", src)
+        try c.ok("authorize", appA, "--status", "limited")
+        try c.ok("authorize", appB, "--status", "authorized")
+        let a = try c.id(of: "a.jpg")
+        try c.ok("grant", appA, "a.jpg", "b.jpg")
+        let o = try c.ok("import", src + "/a.jpg", "--shared", "Family")
+        #expect(o.stdout.contains("1 already in the library"))
+        let asset = try #require(try c.list(["assets"]).first { $0["id"] as? String == a })
+        #expect(asset["shared"] as? Bool == true)
+        #expect(try c.ids("assets", "--album", "Family") == [a])
+        #expect(try !c.ids("grants", appA).contains(a))
+        #expect(try !c.ids("assets", "--app", appA).contains(a))
+        #expect(try c.ids("assets", "--app", appB).contains(a))   // an authorized app still sees it
+        let refused = try c.run("grant", appA, a)
+        #expect(refused.status == Code.conflict)
+        // The app's history says it went (what a running mount follows).
+        let changes = try #require(try JSONSerialization.jsonObject(with: Data(c.ok("changes", appA, "--json").stdout.utf8)) as? [String: Any])
+        let last = try #require((changes["changes"] as? [[String: Any]])?.last)
+        #expect(last["kind"] as? String == "removed")
+        #expect(last["id"] as? String == a)
+    }
+}
+

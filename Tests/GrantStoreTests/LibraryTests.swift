@@ -494,6 +494,33 @@ let camera = AppID("org.example.Camera")!
         #expect(try t.library.grant(editor, ["a.jpg"], registering: true).changed == 1)
     }
 
+    /// A running mount of a limited app follows an import --shared of a file it was granted: the
+    /// change log hands it a patch in which the asset is gone.
+    @Test func importSharedOfASelectedAssetReachesRunningViews() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/again"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        let bytes = try TestMedia.jpeg(tag: "again-\(UUID())")
+        try TestMedia.write(bytes, to: src + "/a.jpg")
+        let a = try #require(try Importer(library: t.library, options: ImportOptions()).run([src]).imported.first)
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.grant(editor, [a.id])
+        let before = try t.library.view(for: editor, access: .readWrite)
+        #expect(before.rows.count == 1)
+        let s = try Importer(library: t.library, options: ImportOptions(sharedAlbum: "Family")).run([src])
+        #expect(s.duplicates.map(\.id) == [a.id] && s.duplicates.first?.isShared == true)
+        switch try t.library.viewUpdate(for: editor, access: .readWrite, since: before.changeSeq, app: before.app) {
+        case .patch(let p):
+            #expect(p.affected == [a.rowID])
+            #expect(p.rows.count == 0)
+        case .full(let v):
+            #expect(v.rows.count == 0)
+        }
+        #expect(try t.library.grants(editor).isEmpty)
+        #expect(try t.library.assets(album: "Family").map(\.id) == [a.id])
+        #expect(throws: LibraryError.self) { try t.library.grant(editor, [a.id]) }
+    }
+
     /// The person's import takes a name an app-created file held; the app keeps its own name.
     @Test func importTakesANameFromAnAppsFile() throws {
         let t = try TempLibrary()
