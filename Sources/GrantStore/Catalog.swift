@@ -201,11 +201,13 @@ extension Library {
         try write { db in
             let record = registering ? try Library.ensureApp(db, app) : try Library.requireApp(db, app)
             let assets = try Library.resolve(db, refs, as: record)
-            if !picked {
-                let shared = assets.filter(\.isShared)
-                if !shared.isEmpty {
-                    throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)'" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and a limited selection never holds cloud-shared assets; nothing was changed")
-                }
+            let shared = assets.filter(\.isShared)
+            if !shared.isEmpty && (!picked || record.readWrite == .limited) {
+                // DESIGN.md: a limited view never shows a cloud-shared asset, whether selected or
+                // picked; a pick that could never appear is refused rather than silently kept.
+                let what = picked ? "\(app) is limited, and a limited app never sees cloud-shared assets, even picked ones"
+                                  : "a limited selection never holds cloud-shared assets"
+                throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)' (\($0.id))" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and \(what); nothing was changed")
             }
             let table = picked ? "picks" : "selections"
             let dateColumn = picked ? "picked_at" : "granted_at"

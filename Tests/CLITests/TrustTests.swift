@@ -175,5 +175,20 @@ let appB = "org.example.Other"
         #expect(last["kind"] as? String == "removed")
         #expect(last["id"] as? String == a)
     }
+
+    /// Item 6: a shared asset picked for a limited app could never appear: refused (exit 68).
+    /// Picked for an app that sees picked assets only, it works as before.
+    @Test func pickingASharedAssetForALimitedAppIsRefused() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["s.jpg"]), "--shared", "Family")
+        try c.ok("authorize", appA, "--status", "limited")
+        let o = try c.run("grant", appA, "--picked", "s.jpg")
+        #expect(o.status == Code.conflict, "\(o.stderr)")
+        #expect(o.stderr.contains("shared") && o.stderr.contains("limited"))
+        #expect(try c.ids("grants", appA).isEmpty)
+        try c.ok("authorize", appB, "--status", "denied")
+        try c.ok("grant", appB, "--picked", "s.jpg")
+        #expect(try c.names("assets", "--app", appB) == ["s.jpg"])
+    }
 }
 
