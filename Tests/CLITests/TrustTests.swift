@@ -192,3 +192,58 @@ let appB = "org.example.Other"
     }
 }
 
+@Suite(.serialized) struct CLITerminalSafety {
+    static let evil = "a\u{1B}]0;owned\u{07}\u{1B}[2J\u{9B}31m\u{202E}gpj.exe\nFAKE\tROW\r\u{2066}.jpg"
+
+    static func checkClean(_ o: TestSupport.Output, lines: Int? = nil, _ what: String) {
+        let all = o.stdout + o.stderr
+        let raw = all.unicodeScalars.filter { DisplayName.isUnsafe($0) && $0 != "\n" }
+        #expect(raw.isEmpty, "\(what): raw \(raw.map { String($0.value, radix: 16) })")
+        if let lines { #expect(o.stdout.split(separator: "\n").count == lines, "\(what): \(o.stdout)") }
+    }
+
+    /// Item 3: names, album names, reasons and history entries holding ESC, newlines, tabs, C1
+    /// controls and bidi overrides (an older library, or any path that let one in) reach text
+    /// output escaped, one row per line.
+    @Test func everyListingEscapesWhatATerminalWouldObey() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg", "b.jpg"]))
+        try c.ok("authorize", appA, "--status", "limited")
+        try c.ok("grant", appA, "a.jpg", "b.jpg")
+        try c.ok("album", "create", "Best")
+        try c.ok("album", "add", "Best", "a.jpg")
+        let a = try c.id(of: "a.jpg"), b = try c.id(of: "b.jpg")
+        let lib = try Library.open(at: LibraryPaths(root: c.library))
+        try lib.moveToTrash(rowIDs: lib.resolve([b]).map(\.rowID))
+        try c.sql("UPDATE assets SET display_name = ? WHERE id = ?", [Self.evil, a])
+        try c.sql("UPDATE assets SET display_name = ? WHERE id = ?", [Self.evil + "2", b])
+        try c.sql("UPDATE albums SET name = ? WHERE name = 'Best'", [Self.evil])
+        try c.sql("UPDATE app_changes SET name = ?", [Self.evil])
+        try c.sql("INSERT INTO requests (app_id, kind, reason, created_at) VALUES (?, 'picker', ?, 0)", [appA, Self.evil])
+
+        let expected: [([String], Int?)] = [
+            (["assets"], 2), (["assets", "--app", appA], 2), (["grants", appA], 3), (["trash"], 2),
+            (["changes", appA], nil), (["requests"], 2), (["albums"], 2), (["explain", appA, a], nil),
+            (["restore", b], 1), (["grant", appA, Self.evil + "x"], 0),
+        ]
+        for (args, lines) in expected {
+            let o = try c.run(args)
+            Self.checkClean(o, lines: lines, args.joined(separator: " "))
+        }
+        let o = try c.run("assets")
+        #expect(o.stdout.contains("\\u{1B}]0;owned\\u{7}"))
+        #expect(o.stdout.contains("\\u{202E}gpj.exe\\nFAKE\\tROW\\r\\u{2066}"))
+        // JSON keeps the exact name (JSON escapes it).
+        #expect(try c.list(["assets"]).contains { $0["name"] as? String == Self.evil })
+    }
+
+    /// Item 3: a file on disk whose name holds controls is imported under a clean name.
+    @Test func importReplacesControlAndBidiCharactersInNames() throws {
+        let c = try CLI()
+        let src = try c.photos([])
+        try TestMedia.write(try TestMedia.jpeg(tag: "evil"), to: src + "/x\u{1B}[31m\u{202E}y\nz.jpg")
+        let o = try c.ok("import", src)
+        Self.checkClean(o, "import")
+        #expect(try c.names("assets") == ["x_[31m_y_z.jpg"])
+    }
+}

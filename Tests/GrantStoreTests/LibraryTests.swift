@@ -485,6 +485,17 @@ let camera = AppID("org.example.Camera")!
 
 /// Issue 14: what the library itself refuses or does, whatever the surface (mount or CLI).
 @Suite(.serialized) struct HostileApps {
+    @Test func requestReasonsWithControlOrBidiCharactersAreRefused() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .notDetermined)
+        for bad in ["a\nb", "tab\there", "esc\u{1B}[2J", "c1\u{9B}31m", "rlo\u{202E}txt", "lri\u{2066}x", "lrm\u{200E}", "alm\u{061C}"] {
+            #expect(throws: LibraryError.self, "\(bad.debugDescription)") { try t.library.recordRequest(editor, kind: .picker, reason: bad) }
+        }
+        #expect(try t.library.requests().isEmpty)
+        let (r, new) = try t.library.recordRequest(editor, kind: .picker, reason: "to pick a cover photo — été")
+        #expect(new && r.reason == "to pick a cover photo — été")
+    }
+
     @Test func anUnknownAppIsNotGrantedUnlessRegistering() throws {
         let t = try TempLibrary()
         try t.importJPEGs(["a.jpg"])
