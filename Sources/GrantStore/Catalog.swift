@@ -149,6 +149,20 @@ extension Library {
         return found
     }
 
+    /// The names an app sees in its read-write view where they differ from display names (its
+    /// own files, and names its view settled by a suffix), by row id; nil when every name it sees
+    /// is the display name. What app-scoped listings (`grants`) print, so that a name taken from
+    /// them reads back (`resolve`) as the same asset.
+    public func viewNames(_ id: AppID) throws -> [Int64: String]? {
+        try read { db in
+            let app = try Library.requireApp(db, id)
+            guard let names = try AppNames(db, app).names else { return nil }
+            var out: [Int64: String] = [:]
+            for (name, rowID) in names { out[rowID] = name }
+            return out
+        }
+    }
+
     /// The names one app sees in its read-write view, for `resolve`.
     struct AppNames {
         let app: AppRecord?

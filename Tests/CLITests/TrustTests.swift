@@ -94,6 +94,13 @@ let appB = "org.example.Other"
         let seen = try c.list(["assets", "--app", appA])
         let realName = try #require(seen.first { $0["id"] as? String == real }?["name"] as? String)
         #expect(realName == own.displayName)   // the clash this test is about
+        // grants lists what the app was given under the names it sees them by, so a revoke built
+        // from that listing revokes what it showed.
+        #expect(try c.names("grants", appA) == [realName])
+        let fromGrants = try c.names("grants", appA).joined(separator: "\n") + "\n"
+        try c.ok("revoke", appA, "-", stdin: fromGrants)
+        #expect(try c.ids("grants", appA).isEmpty)
+        try c.ok("grant", appA, real)
         try c.ok("revoke", appA, realName)
         #expect(try c.ids("grants", appA).isEmpty)
         #expect(try c.ids("assets", "--app", appA) == [own.id])
