@@ -192,12 +192,13 @@ extension Library {
             guard let app, let policy else { return nil }
             if let names { return names[name] }
             // No own file is renamed: the view's names are the display names of what it shows.
-            guard let r = try Row.fetchOne(db, sql: """
+            let statement = try db.cachedStatement(sql: """
                 SELECT a.rowid, a.is_shared, a.trashed_at IS NOT NULL, a.owner_app = :app,
                        EXISTS (SELECT 1 FROM selections WHERE app_id = :app AND asset_rowid = a.rowid),
                        EXISTS (SELECT 1 FROM picks WHERE app_id = :app AND asset_rowid = a.rowid)
                 FROM assets a WHERE a.display_name = :name
-                """, arguments: ["app": app.id.rawValue, "name": name]) else { return nil }
+                """)
+            guard let r = try Row.fetchOne(statement, arguments: ["app": app.id.rawValue, "name": name]) else { return nil }
             let facts = AssetFacts(isShared: r[1], isTrashed: r[2], isOwned: (r[3] as Bool?) ?? false, isSelected: r[4], isPicked: r[5])
             return policy.isVisible(facts) ? r[0] : nil
         }
