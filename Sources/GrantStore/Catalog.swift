@@ -71,8 +71,8 @@ extension Library {
         }
     }
 
-    /// Resolves references to assets (see `resolve(_:_:includeTrashed:as:)`). Any unknown
-    /// reference fails the whole call, naming every unknown one.
+    /// Resolves references to assets (see `resolve(_:_:includeTrashed:as:appFirst:)`). Any
+    /// unknown reference fails the whole call, naming every unknown one.
     public func resolve(_ refs: [String], includeTrashed: Bool = true, as app: AppID? = nil) throws -> [Asset] {
         try read { db in
             let record = try app.map { try Library.requireApp(db, $0) }
@@ -81,18 +81,21 @@ extension Library {
     }
 
     /// How a command reads an asset reference (issue 14: an app must not be able to steer the
-    /// person's commands by naming its files like other photos):
+    /// person's commands by naming its files like other photos). A name from any photogate
+    /// listing reaches the asset that listing showed under it, or nothing:
     /// - an id (16 hex digits) is that asset, always;
-    /// - with `app`, a name is first read as that app sees it: the names of its read-write view
-    ///   (what its mount, `assets --app` and `changes` show), where the app's own files carry the
-    ///   names it gave them;
-    /// - otherwise a name is a library display name (what `assets`, `grants`, `trash` show), unless
-    ///   it also is the name some app gave a different file of its own (which that app's listings
-    ///   show): such a name means different assets in different listings, and is refused (exit 68,
-    ///   the message gives the ids). Nothing is then changed.
-    /// So a name taken from any photogate listing reaches the asset that listing showed under it,
-    /// or nothing.
-    static func resolve(_ db: Database, _ refs: [String], includeTrashed: Bool = true, as app: AppRecord? = nil) throws -> [Asset] {
+    /// - with `app`, a name is read as that app sees it: the names of its read-write view (what
+    ///   its mount, `assets --app`, `grants` and `changes` show), where its own files carry the
+    ///   names it gave them and a clash is settled by a suffix. Should the library's display name
+    ///   `name` be another asset (the app named its file like a photo, or its view renamed a
+    ///   photo that clashed), the name means two assets and is refused, unless `appFirst` (for
+    ///   read-only answers that print the id, like `explain`) takes the app's reading;
+    /// - otherwise a name is a library display name (what `assets`, `grants`, `trash` show),
+    ///   unless some app gave a different file of its own that name (that app's listings show
+    ///   it): refused as well.
+    /// A refusal is `conflict` (exit 68) naming the candidates' ids; nothing is changed.
+    static func resolve(_ db: Database, _ refs: [String], includeTrashed: Bool = true, as app: AppRecord? = nil,
+                        appFirst: Bool = false) throws -> [Asset] {
         var found: [Asset] = []
         var seen = Set<Int64>()
         var unknown: [String] = []
@@ -112,8 +115,15 @@ extension Library {
         }
         for ref in refs {
             var row = try Row.fetchOne(byID, arguments: [ref])
-            if row == nil, let r = try names.lookup(db, ref) {
-                row = try Row.fetchOne(byRowID, arguments: [r])
+            if row == nil, let seenAs = try names.lookup(db, ref) {
+                // What the app sees under this name; the library's display name must agree.
+                let viewed = try Row.fetchOne(byRowID, arguments: [seenAs])
+                if !appFirst, let display = try Row.fetchOne(byName, arguments: [ref]), (display[0] as Int64) != seenAs,
+                   let viewed {
+                    ambiguous.append((ref, [asset(viewed), asset(display)]))
+                    continue
+                }
+                row = viewed
             }
             if row == nil {
                 let display = try Row.fetchOne(byName, arguments: [ref])
@@ -134,11 +144,11 @@ extension Library {
         }
         if !unknown.isEmpty { throw LibraryError.unknownAssets(unknown) }
         if !ambiguous.isEmpty {
-            let each = ambiguous.prefix(5).map { ref, list in
-                "'\(ref)' is " + list.map { a in
-                    a.ownerName == ref && a.displayName != ref
-                        ? "\(a.id) (the name \(a.owner?.rawValue ?? "an app") gave its own file, shown in the library as '\(a.displayName)')"
-                        : "\(a.id) (the library's '\(a.displayName)')"
+            let each = ambiguous.prefix(5).map { (ref: String, list: [Asset]) -> String in
+                "'\(ref)' is " + list.map { (a: Asset) -> String in
+                    if a.displayName == ref { return "\(a.id) (the library's '\(ref)')" }
+                    if a.ownerName == ref { return "\(a.id) (the name \(a.owner?.rawValue ?? "an app") gave its own file, '\(a.displayName)' in the library)" }
+                    return "\(a.id) (what \(app?.id.rawValue ?? "the app") sees as '\(ref)', '\(a.displayName)' in the library)"
                 }.joined(separator: " or ")
             }
             throw LibraryError.conflict("""

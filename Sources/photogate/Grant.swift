@@ -9,7 +9,7 @@ struct Grant: ParsableCommand {
             first as the app sees it (the names of `photogate assets --app APP`), else as a library
             display name (`photogate assets`); a name that means different assets in different
             listings (an app named its own file like another photo) is refused (exit 68): use the
-            id. A call naming any unknown asset changes nothing and names the unknown ones (exit
+            id. The same holds for `photogate revoke`. A call naming any unknown asset changes nothing and names the unknown ones (exit
             66). Granting is idempotent. Shared-album assets cannot be put in a limited selection,
             nor picked for a limited app, which never sees them (exit 68).
             The app must be known (authorized, mounted or granted before): an unknown app id is

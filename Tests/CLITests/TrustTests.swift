@@ -45,7 +45,8 @@ let appB = "org.example.Other"
 
 @Suite(.serialized) struct CLIConfusedDeputy {
     /// Item 1: the app names its own file like a photo hidden from it. A pipeline from its listing
-    /// must act on the app's file, never on the hidden photo; `explain` describes the app's file.
+    /// must never reach the hidden photo: the name means two assets, so it is refused and the ids
+    /// are the way; `explain` (read-only, it prints the id) describes what the app sees.
     @Test func anAppsNameForItsOwnFileNeverReachesTheHiddenPhoto() throws {
         let c = try CLI()
         try c.ok("import", try c.photos(["DSCN0027.jpg", "other.jpg"], gps: true))
@@ -57,7 +58,9 @@ let appB = "org.example.Other"
 
         // The pipeline of the issue: names from the app's listing, granted back to the app.
         let names = try c.names("assets", "--app", appA).joined(separator: "\n") + "\n"
-        try c.ok("grant", appA, "-", stdin: names)
+        let back = try c.run(["grant", appA, "-"], stdin: names)
+        #expect(back.status == Code.conflict, "\(back.stderr)")
+        #expect(back.stderr.contains("ambiguous") && back.stderr.contains(real) && back.stderr.contains(own.id))
         #expect(try !c.ids("grants", appA).contains(real))
         #expect(try c.ids("assets", "--app", appA) == [own.id])
 
@@ -82,9 +85,10 @@ let appB = "org.example.Other"
     }
 
     /// Item 1, names settled in a view: once the hidden photo is granted, the app sees it under
-    /// an alternative name, which is its own file's display name. A revoke built from the app's
-    /// listing revokes the photo the listing showed.
-    @Test func aRevokeFromTheAppsListingRevokesWhatItShowed() throws {
+    /// an alternative name, which is its own file's display name, and its own file under the
+    /// photo's display name. A revoke by either name, from either listing, must never silently
+    /// act on the other asset (the photo would stay granted): refused; by id it works.
+    @Test func aNameThatMeansTwoAssetsNeverRevokesTheWrongOne() throws {
         let c = try CLI()
         try c.ok("import", try c.photos(["DSCN0027.jpg"]))
         try c.ok("authorize", appA, "--status", "limited")
@@ -94,14 +98,13 @@ let appB = "org.example.Other"
         let seen = try c.list(["assets", "--app", appA])
         let realName = try #require(seen.first { $0["id"] as? String == real }?["name"] as? String)
         #expect(realName == own.displayName)   // the clash this test is about
-        // grants lists what the app was given under the names it sees them by, so a revoke built
-        // from that listing revokes what it showed.
+        // grants lists what the app was given under the names it sees them by.
         #expect(try c.names("grants", appA) == [realName])
         let fromGrants = try c.names("grants", appA).joined(separator: "\n") + "\n"
-        try c.ok("revoke", appA, "-", stdin: fromGrants)
-        #expect(try c.ids("grants", appA).isEmpty)
-        try c.ok("grant", appA, real)
-        try c.ok("revoke", appA, realName)
+        #expect(try c.run(["revoke", appA, "-"], stdin: fromGrants).status == Code.conflict)
+        #expect(try c.run("revoke", appA, "DSCN0027.jpg").status == Code.conflict)   // the library's name
+        #expect(try c.ids("grants", appA) == [real])
+        try c.ok("revoke", appA, real)
         #expect(try c.ids("grants", appA).isEmpty)
         #expect(try c.ids("assets", "--app", appA) == [own.id])
         // Text listings carry ids too: changes says which asset each entry is about.
