@@ -13,11 +13,12 @@ public enum DisplayName {
     /// Characters no name may hold, because they steer a terminal or a script that prints the
     /// name: C0 controls (ESC, newline, tab...), DEL, C1 controls (U+0080-U+009F, which some
     /// terminals obey like ESC sequences), and the bidirectional formatting characters that make
-    /// text display in another order than it is (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069).
+    /// text display in another order than it is (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069),
+    /// and the Unicode line and paragraph separators (U+2028/9), which split rows in some viewers.
     public static func isUnsafe(_ u: Unicode.Scalar) -> Bool {
         switch u.value {
         case 0x00...0x1F, 0x7F...0x9F: return true
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: return true
         default: return false
         }
     }

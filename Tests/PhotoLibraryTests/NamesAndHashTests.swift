@@ -37,7 +37,8 @@ import Testing
 
     /// Issue 14: names reach terminals and scripts; none may hold a control or bidi character.
     static let unsafe: [String] = ["\u{1B}", "\n", "\t", "\r", "\u{7F}", "\u{80}", "\u{9B}", "\u{9F}", "\u{061C}",
-                                   "\u{200E}", "\u{200F}", "\u{202A}", "\u{202E}", "\u{2066}", "\u{2069}"]
+                                   "\u{200E}", "\u{200F}", "\u{202A}", "\u{202E}", "\u{2066}", "\u{2069}",
+                                   "\u{2028}", "\u{2029}"]
 
     @Test func validateRefusesControlAndBidiCharacters() {
         for c in Names.unsafe {
