@@ -112,10 +112,12 @@ extension Library {
         }
     }
 
+    /// Sets an app's options. An unknown app is refused (`unknownApp`) unless `registering`.
     @discardableResult
-    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil, editAny: Bool? = nil) throws -> AppRecord {
+    public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil, editAny: Bool? = nil,
+                           registering: Bool = false) throws -> AppRecord {
         try write { db in
-            let before = try Library.ensureApp(db, id)
+            let before = registering ? try Library.ensureApp(db, id) : try Library.requireApp(db, id)
             if let s = stripLocation {
                 try db.execute(sql: "UPDATE apps SET strip_location = ? WHERE id = ?", arguments: [s, id.rawValue])
             }
@@ -145,6 +147,11 @@ extension Library {
     public func recordRequest(_ id: AppID, kind: RequestKind, reason: String = "") throws -> (RequestRecord, Bool) {
         // An edit request names an asset: only the library records one (`recordEditRequest`).
         if kind == .edit { throw LibraryError.invalid("an edit request names an asset: the mount records it when the app opens one for writing") }
+        // A reason reaches the person's terminal (`photogate requests`, the picker's header): it
+        // may not carry anything that steers a terminal or splits a line (issue 14).
+        if DisplayName.containsUnsafe(reason) {
+            throw LibraryError.invalid("a request reason may not hold control characters (newline, tab, ESC, C1) or bidirectional formatting characters")
+        }
         let reason = String(reason.prefix(1024))
         return try write { db in
             try Library.ensureApp(db, id)

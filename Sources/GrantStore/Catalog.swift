@@ -71,44 +71,168 @@ extension Library {
         }
     }
 
-    /// Resolves references (id or display name) to assets. Any unknown reference fails the whole
-    /// call, naming every unknown one.
-    public func resolve(_ refs: [String], includeTrashed: Bool = true) throws -> [Asset] {
-        try read { db in try Library.resolve(db, refs, includeTrashed: includeTrashed) }
+    /// Resolves references to assets (see `resolve(_:_:includeTrashed:as:appFirst:)`). Any
+    /// unknown reference fails the whole call, naming every unknown one.
+    public func resolve(_ refs: [String], includeTrashed: Bool = true, as app: AppID? = nil) throws -> [Asset] {
+        try read { db in
+            let record = try app.map { try Library.requireApp(db, $0) }
+            return try Library.resolve(db, refs, includeTrashed: includeTrashed, as: record)
+        }
     }
 
-    static func resolve(_ db: Database, _ refs: [String], includeTrashed: Bool = true) throws -> [Asset] {
+    /// How a command reads an asset reference (issue 14: an app must not be able to steer the
+    /// person's commands by naming its files like other photos). A name from any photogate
+    /// listing reaches the asset that listing showed under it, or nothing:
+    /// - an id (16 hex digits) is that asset, always;
+    /// - with `app`, a name is read as that app sees it: the names of its read-write view (what
+    ///   its mount, `assets --app`, `grants` and `changes` show), where its own files carry the
+    ///   names it gave them and a clash is settled by a suffix. Should the library's display name
+    ///   `name` be another asset (the app named its file like a photo, or its view renamed a
+    ///   photo that clashed), the name means two assets and is refused, unless `appFirst` (for
+    ///   read-only answers that print the id, like `explain`) takes the app's reading;
+    /// - otherwise a name is a library display name (what `assets`, `grants`, `trash` show),
+    ///   unless some app gave a different file of its own that name (that app's listings show
+    ///   it): refused as well.
+    /// A refusal is `conflict` (exit 68) naming the candidates' ids; nothing is changed.
+    static func resolve(_ db: Database, _ refs: [String], includeTrashed: Bool = true, as app: AppRecord? = nil,
+                        appFirst: Bool = false) throws -> [Asset] {
         var found: [Asset] = []
         var seen = Set<Int64>()
         var unknown: [String] = []
+        var ambiguous: [(String, [Asset])] = []
         let byID = try db.cachedStatement(sql: "SELECT \(assetColumns) FROM assets WHERE id = ?")
         let byName = try db.cachedStatement(sql: "SELECT \(assetColumns) FROM assets WHERE display_name = ?")
+        let byRowID = try db.cachedStatement(sql: "SELECT \(assetColumns) FROM assets WHERE rowid = ?")
+        let names = try AppNames(db, app)
+        // Names apps gave their own files where the library shows another name: read once, through
+        // the index of app-owned assets (a handful of rows, not the library).
+        var ownNames: [String: [Int64]] = [:]
+        for r in try Row.fetchAll(db, sql: """
+            SELECT rowid, owner_name FROM assets INDEXED BY assets_by_owner
+            WHERE owner_app IS NOT NULL AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL
+            """) {
+            ownNames[r[1], default: []].append(r[0])
+        }
         for ref in refs {
             var row = try Row.fetchOne(byID, arguments: [ref])
-            if row == nil { row = try Row.fetchOne(byName, arguments: [ref]) }
+            if row == nil, let seenAs = try names.lookup(db, ref) {
+                // What the app sees under this name; the library's display name must agree.
+                let viewed = try Row.fetchOne(byRowID, arguments: [seenAs])
+                if !appFirst, let display = try Row.fetchOne(byName, arguments: [ref]), (display[0] as Int64) != seenAs,
+                   let viewed {
+                    ambiguous.append((ref, [asset(viewed), asset(display)]))
+                    continue
+                }
+                row = viewed
+            }
+            if row == nil {
+                let display = try Row.fetchOne(byName, arguments: [ref])
+                var candidates: [Row] = display.map { [$0] } ?? []
+                for r in ownNames[ref] ?? [] where r != display?[0] as Int64? {
+                    if let other = try Row.fetchOne(byRowID, arguments: [r]) { candidates.append(other) }
+                }
+                if candidates.count > 1 {
+                    ambiguous.append((ref, candidates.map(asset)))
+                    continue
+                }
+                row = candidates.first
+            }
             guard let r = row else { unknown.append(ref); continue }
             let a = asset(r)
             if !includeTrashed && a.isTrashed { unknown.append(ref); continue }
             if seen.insert(a.rowID).inserted { found.append(a) }
         }
         if !unknown.isEmpty { throw LibraryError.unknownAssets(unknown) }
+        if !ambiguous.isEmpty {
+            let each = ambiguous.prefix(5).map { (ref: String, list: [Asset]) -> String in
+                "'\(ref)' is " + list.map { (a: Asset) -> String in
+                    if a.displayName == ref { return "\(a.id) (the library's '\(ref)')" }
+                    if a.ownerName == ref { return "\(a.id) (the name \(a.owner?.rawValue ?? "an app") gave its own file, '\(a.displayName)' in the library)" }
+                    return "\(a.id) (what \(app?.id.rawValue ?? "the app") sees as '\(ref)', '\(a.displayName)' in the library)"
+                }.joined(separator: " or ")
+            }
+            throw LibraryError.conflict("""
+                ambiguous name\(ambiguous.count == 1 ? "" : "s"): \(each.joined(separator: "; "))\(ambiguous.count > 5 ? " and \(ambiguous.count - 5) more" : ""); \
+                name the asset by its id; nothing was changed
+                """)
+        }
         return found
+    }
+
+    /// The names an app sees in its read-write view where they differ from display names (its
+    /// own files, and names its view settled by a suffix), by row id; nil when every name it sees
+    /// is the display name. What app-scoped listings (`grants`) print, so that a name taken from
+    /// them reads back (`resolve`) as the same asset.
+    public func viewNames(_ id: AppID) throws -> [Int64: String]? {
+        try read { db in
+            let app = try Library.requireApp(db, id)
+            guard let names = try AppNames(db, app).names else { return nil }
+            var out: [Int64: String] = [:]
+            for (name, rowID) in names { out[rowID] = name }
+            return out
+        }
+    }
+
+    /// The names one app sees in its read-write view, for `resolve`.
+    struct AppNames {
+        let app: AppRecord?
+        let policy: ViewPolicy?
+        /// Set when some of the app's own files have names other than their display names: then
+        /// the view's names are computed as its mount computes them (collisions included).
+        let names: [String: Int64]?
+
+        init(_ db: Database, _ app: AppRecord?) throws {
+            self.app = app
+            guard let app else { policy = nil; names = nil; return }
+            let policy = ViewPolicy(access: .readWrite, status: app.readWrite)
+            self.policy = policy
+            let renamed = try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
+                               WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
+                """, arguments: [app.id.rawValue]) ?? false
+            guard renamed else { names = nil; return }
+            let rows = try Library.view(db, app: app, access: .readWrite, withAlbums: false, lean: true).rows
+            var map: [String: Int64] = [:]
+            for i in 0..<rows.count { map[rows.ownViewName(i) ?? rows.text(.displayName, i) ?? ""] = rows.rowIDs[i] }
+            names = map
+        }
+
+        /// The asset the app sees under `name`, if any.
+        func lookup(_ db: Database, _ name: String) throws -> Int64? {
+            guard let app, let policy else { return nil }
+            if let names { return names[name] }
+            // No own file is renamed: the view's names are the display names of what it shows.
+            let statement = try db.cachedStatement(sql: """
+                SELECT a.rowid, a.is_shared, a.trashed_at IS NOT NULL, a.owner_app = :app,
+                       EXISTS (SELECT 1 FROM selections WHERE app_id = :app AND asset_rowid = a.rowid),
+                       EXISTS (SELECT 1 FROM picks WHERE app_id = :app AND asset_rowid = a.rowid)
+                FROM assets a WHERE a.display_name = :name
+                """)
+            guard let r = try Row.fetchOne(statement, arguments: ["app": app.id.rawValue, "name": name]) else { return nil }
+            let facts = AssetFacts(isShared: r[1], isTrashed: r[2], isOwned: (r[3] as Bool?) ?? false, isSelected: r[4], isPicked: r[5])
+            return policy.isVisible(facts) ? r[0] : nil
+        }
     }
 
     // MARK: grants
 
     /// Adds assets to an app's limited selection (or, with `picked`, hands them over as picked).
-    /// Idempotent; all or nothing.
+    /// Idempotent; all or nothing. Names are read as `resolve(_:_:includeTrashed:as:)` says.
+    /// An app that is not known yet (never authorized, mounted or granted before) is refused
+    /// (`unknownApp`: a typo must not grant) unless `registering` says to create it.
     @discardableResult
-    public func grant(_ app: AppID, _ refs: [String], picked: Bool = false, stripLocation: Bool = false) throws -> GrantOutcome {
+    public func grant(_ app: AppID, _ refs: [String], picked: Bool = false, stripLocation: Bool = false,
+                      registering: Bool = false) throws -> GrantOutcome {
         try write { db in
-            try Library.ensureApp(db, app)
-            let assets = try Library.resolve(db, refs)
-            if !picked {
-                let shared = assets.filter(\.isShared)
-                if !shared.isEmpty {
-                    throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)'" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and a limited selection never holds cloud-shared assets; nothing was changed")
-                }
+            let record = registering ? try Library.ensureApp(db, app) : try Library.requireApp(db, app)
+            let assets = try Library.resolve(db, refs, as: record)
+            let shared = assets.filter(\.isShared)
+            if !shared.isEmpty && (!picked || record.readWrite == .limited) {
+                // DESIGN.md: a limited view never shows a cloud-shared asset, whether selected or
+                // picked; a pick that could never appear is refused rather than silently kept.
+                let what = picked ? "\(app) is limited, and a limited app never sees cloud-shared assets, even picked ones"
+                                  : "a limited selection never holds cloud-shared assets"
+                throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)' (\($0.id))" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and \(what); nothing was changed")
             }
             let table = picked ? "picks" : "selections"
             let dateColumn = picked ? "picked_at" : "granted_at"
@@ -136,8 +260,8 @@ extension Library {
     @discardableResult
     public func revoke(_ app: AppID, _ refs: [String], picked: Bool = false) throws -> GrantOutcome {
         try write { db in
-            _ = try Library.requireApp(db, app)
-            let assets = try Library.resolve(db, refs)
+            let record = try Library.requireApp(db, app)
+            let assets = try Library.resolve(db, refs, as: record)
             let table = picked ? "picks" : "selections"
             let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
             var changed = 0

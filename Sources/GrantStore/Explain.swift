@@ -26,7 +26,7 @@ extension Library {
     public func explain(_ id: AppID, asset ref: String, access: AccessLevel) throws -> Explanation {
         try read { db in
             let app = try Library.requireApp(db, id)
-            guard let asset = try Library.resolve(db, [ref]).first else { throw LibraryError.unknownAssets([ref]) }
+            guard let asset = try Library.resolve(db, [ref], as: app, appFirst: true).first else { throw LibraryError.unknownAssets([ref]) }
             let sel = try Bool.fetchOne(db, sql: "SELECT strip_location FROM selections WHERE app_id = ? AND asset_rowid = ?",
                                         arguments: [id.rawValue, asset.rowID])
             let pick = try Bool.fetchOne(db, sql: "SELECT strip_location FROM picks WHERE app_id = ? AND asset_rowid = ?",

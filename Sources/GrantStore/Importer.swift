@@ -263,6 +263,12 @@ public final class Importer {
                 var isNew = false
                 if let row = try Row.fetchOne(byHash, arguments: [p.facts.contentHash]) {
                     asset = Library.asset(row)
+                    if shared && !asset.isShared {
+                        // Imported again as cloud-shared: it is shared now, however it arrived
+                        // first (before any restore below, so the history sees it once).
+                        try Library.markShared(db, asset.rowID)
+                        asset.isShared = true
+                    }
                     if asset.isTrashed {
                         restored.insert(asset.rowID)
                         try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [asset.rowID])
@@ -271,6 +277,7 @@ public final class Importer {
                     }
                 } else {
                     let rel = p.temp == nil ? nil : StoreWriter.storeRelativePath(id: p.id, kind: p.facts.scan.kind)
+                    try Library.reclaimName(db, DisplayName.sanitize(Array(p.name.utf8)))
                     asset = try StoreWriter.insertRow(db, id: p.id, name: p.name, owner: nil, ownerName: nil, facts: p.facts,
                                                       storePath: rel, referencePath: p.temp == nil ? p.source : nil, shared: shared)
                     isNew = true
@@ -374,5 +381,37 @@ final class PreparePipeline: @unchecked Sendable {
         let rest = Array(results.values)
         results = [:]
         return rest
+    }
+}
+
+extension Library {
+    /// The person's own files take their names back from app-created files (issue 14): an app
+    /// that names a file like a photo the person has not imported yet must not make a later
+    /// `photogate grant B NAME` hand over the app's file. The app-owned asset holding `name`
+    /// moves to an alternative display name (`NAME-1.jpg`...); its app keeps seeing the name it
+    /// chose (owner_name), other apps see the rename like any other, and mounts follow at once.
+    static func reclaimName(_ db: Database, _ name: String) throws {
+        guard let r = try Row.fetchOne(db, sql: "SELECT rowid FROM assets WHERE display_name = ? AND owner_app IS NOT NULL",
+                                       arguments: [name]) else { return }
+        let rowID: Int64 = r[0]
+        let taken = try db.cachedStatement(sql: "SELECT 1 FROM assets WHERE display_name = ?")
+        let moved = DisplayName.unique(name) { (try? Bool.fetchOne(taken, arguments: [$0])) != nil }
+        try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+            try db.execute(sql: "UPDATE assets SET display_name = ? WHERE rowid = ?", arguments: [moved, rowID])
+        }
+        try record(db, "rename", asset: rowID, detail: "import took its name")
+    }
+
+    /// Marks an asset cloud-shared (import --shared of content already in the library): no limited
+    /// selection may hold it (DESIGN.md), so it leaves every selection, each removal recorded
+    /// like a revoke; every view that shows it sees it change, and mounts follow at once.
+    static func markShared(_ db: Database, _ rowID: Int64) throws {
+        try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+            try db.execute(sql: "UPDATE assets SET is_shared = 1 WHERE rowid = ?", arguments: [rowID])
+            let apps = try String.fetchAll(db, sql: "SELECT app_id FROM selections WHERE asset_rowid = ? ORDER BY app_id", arguments: [rowID])
+            try db.execute(sql: "DELETE FROM selections WHERE asset_rowid = ?", arguments: [rowID])
+            for app in apps { try record(db, "revoke", app: app, asset: rowID, detail: "shared") }
+        }
+        try record(db, "shared", asset: rowID)
     }
 }

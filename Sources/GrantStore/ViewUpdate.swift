@@ -59,7 +59,7 @@ extension Library {
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case "insert", "rename", "trash", "restore", "version":
+                case "insert", "rename", "trash", "restore", "version", "shared":
                     guard let asset else { return try full() }
                     affected.insert(asset)
                 case "album-add", "album-remove", "album":

@@ -10,21 +10,41 @@ public enum DisplayName {
         case empty, tooLong, invalidCharacter, reserved, notUTF8
     }
 
+    /// Characters no name may hold, because they steer a terminal or a script that prints the
+    /// name: C0 controls (ESC, newline, tab...), DEL, C1 controls (U+0080-U+009F, which some
+    /// terminals obey like ESC sequences), and the bidirectional formatting characters that make
+    /// text display in another order than it is (U+061C, U+200E/F, U+202A-U+202E, U+2066-U+2069),
+    /// and the Unicode line and paragraph separators (U+2028/9), which split rows in some viewers.
+    public static func isUnsafe(_ u: Unicode.Scalar) -> Bool {
+        switch u.value {
+        case 0x00...0x1F, 0x7F...0x9F: return true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069, 0x2028, 0x2029: return true
+        default: return false
+        }
+    }
+
+    /// Whether a text holds any character of `isUnsafe`.
+    public static func containsUnsafe(_ s: String) -> Bool {
+        s.unicodeScalars.contains(where: isUnsafe)
+    }
+
     /// Checks a name given through a mount (raw bytes from the kernel).
     public static func validate(_ bytes: [UInt8]) -> Result<String, Problem> {
         if bytes.isEmpty { return .failure(.empty) }
         if bytes.count > maxBytes { return .failure(.tooLong) }
         if bytes.contains(0) || bytes.contains(UInt8(ascii: "/")) { return .failure(.invalidCharacter) }
         guard let s = String(validating: bytes, as: UTF8.self) else { return .failure(.notUTF8) }
+        if containsUnsafe(s) { return .failure(.invalidCharacter) }
         if reserved.contains(s) { return .failure(.reserved) }
         return .success(s)
     }
 
     /// Turns a file name from disk (any bytes) into a usable display name: valid UTF-8, no '/',
-    /// no control characters, not reserved, at most 255 bytes.
+    /// no control or bidirectional formatting characters (`isUnsafe`: each becomes '_'), not
+    /// reserved, at most 255 bytes.
     public static func sanitize(_ bytes: [UInt8]) -> String {
         var s = String(decoding: bytes, as: UTF8.self)   // invalid sequences become U+FFFD
-        s = String(s.unicodeScalars.map { ($0.value < 0x20 || $0 == "/" || $0.value == 0x7f) ? "_" : Character($0) })
+        s = String(s.unicodeScalars.map { ($0 == "/" || isUnsafe($0)) ? "_" : Character($0) })
         if s.isEmpty || s == "." || s == ".." { s = "untitled" }
         if reserved.contains(s) { s = "_" + s }
         if s.utf8.count <= maxBytes { return s }

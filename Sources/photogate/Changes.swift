@@ -6,8 +6,9 @@ struct Changes: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
         discussion: """
-            Each entry has a token, a kind (inserted, removed, updated, status) and the name the app
-            sees. Pass the last token you processed to --since to get only what came after it. Tokens
+            Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and
+            the name the app sees (the app's own files under the names it gave them: use the id to
+            act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens
             survive daemon restarts. A token older than the retained history is expired (exit 73):
             refetch everything with `photogate assets --app APP`, as PhotoKit asks.
             A "status" entry means the app's status or options changed: its whole view may differ.
@@ -42,7 +43,7 @@ struct Changes: ParsableCommand {
                         },
                     ] as [String: Any])
                 } else {
-                    printTable(["TOKEN", "KIND", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.name ?? $0.detail ?? ""] })
+                    printTable(["TOKEN", "KIND", "ID", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.assetID ?? "-", $0.name ?? $0.detail ?? ""] })
                     say("latest token: \(latest)")
                 }
             }

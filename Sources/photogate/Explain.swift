@@ -16,7 +16,7 @@ struct Explain: ParsableCommand {
             """)
 
     @Argument(help: "The app id.") var app: String
-    @Argument(help: "The asset: id or display name.") var asset: String
+    @Argument(help: "The asset: an id, or a name as the app sees it, else a library display name (see `photogate help grant`).") var asset: String
     @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
@@ -50,7 +50,10 @@ struct Explain: ParsableCommand {
                 d["edits"] = e.edits
                 printJSON(d)
             } else {
-                say("\(e.asset.displayName) for \(e.app.id) (\(e.access.rawValue), status \(e.app.status(for: e.access).rawValue)): \(verdict)")
+                say("\(e.asset.displayName) (\(e.asset.id)) for \(e.app.id) (\(e.access.rawValue), status \(e.app.status(for: e.access).rawValue)): \(verdict)")
+                if let own = e.asset.ownerName, e.asset.owner == e.app.id, own != e.asset.displayName {
+                    say("  name: \(e.app.id) created it and sees it as '\(own)'")
+                }
                 say("  why: \(e.reason)")
                 if let s = e.stripReason { say("  strip-location: \(s)") }
                 if let r = refused { say("  refusal: \(r)") }

@@ -5,9 +5,15 @@ struct Grant: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add assets to an app's limited selection (or hand them over as picked).",
         discussion: """
-            ASSET is an id or a display name; - reads more from standard input, one per line. A call
-            naming any unknown asset changes nothing and names the unknown ones (exit 66). Granting
-            is idempotent. Shared-album assets cannot be put in a limited selection (exit 68).
+            ASSET is an id or a name; - reads more from standard input, one per line. A name is read
+            first as the app sees it (the names of `photogate assets --app APP`), else as a library
+            display name (`photogate assets`); a name that means different assets in different
+            listings (an app named its own file like another photo) is refused (exit 68): use the
+            id. The same holds for `photogate revoke`. A call naming any unknown asset changes nothing and names the unknown ones (exit
+            66). Granting is idempotent. Shared-album assets cannot be put in a limited selection,
+            nor picked for a limited app, which never sees them (exit 68).
+            The app must be known (authorized, mounted or granted before): an unknown app id is
+            refused (exit 66), so that a typo grants nothing; --new-app registers it.
 
             --edit gives the person's consent to edits instead: the app may save new versions of these
             assets whenever it can see them (it may always edit what it created). It answers the app's
@@ -17,6 +23,7 @@ struct Grant: ParsableCommand {
               photogate grant org.example.Editor IMG_0001.jpg IMG_0002.jpg
               photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' | photogate grant org.example.Editor -
               photogate grant org.example.Editor --edit IMG_0001.jpg
+              photogate grant org.example.NewApp --new-app 3f2a9c0d1e4b5a6c
             """)
 
     @Argument(help: "The app id.") var app: String
@@ -24,6 +31,7 @@ struct Grant: ParsableCommand {
     @Flag(help: "Hand the assets over as picked (PHPicker): visible whatever the app's library status.") var picked = false
     @Flag(help: "Strip location from these assets when this app reads them.") var stripLocation = false
     @Flag(help: "Consent to the app editing these assets (saving new versions); answers its edit requests.") var edit = false
+    @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
@@ -41,7 +49,7 @@ struct Grant: ParsableCommand {
                 say("may edit \(r.changed) more (\(r.unchanged) already) for \(id)")
                 return
             }
-            let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation)
+            let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation, registering: newApp)
             say("granted \(r.changed) (\(r.unchanged) already granted) to \(id)")
         }
     }

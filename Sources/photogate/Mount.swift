@@ -187,6 +187,6 @@ func runTool(_ path: String, _ args: [String]) throws -> Int32 {
 }
 
 func logLine(_ s: String) {
-    let line = "[\(iso(Date()))] photogate[\(getpid())]: \(s)\n"
+    let line = "[\(iso(Date()))] photogate[\(getpid())]: \(escaped(s))\n"
     _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
 }

@@ -14,6 +14,8 @@ struct Options: ParsableCommand {
             prevent-prompt: touching the mount while not-determined records no request (nor an edit request).
             edit-any: the app may edit every asset it can see without asking (a trusted editor); turning
             it on answers the app's pending edit requests.
+            Setting options of an app that is not known yet is refused (exit 66) unless --new-app
+            registers it (e.g. to set strip-location before its first mount).
 
             Example: photogate options org.example.Editor --strip-location on
             """)
@@ -22,6 +24,7 @@ struct Options: ParsableCommand {
     @Option(help: "on or off.") var stripLocation: Toggle?
     @Option(help: "on or off.") var preventPrompt: Toggle?
     @Option(help: "on or off.") var editAny: Toggle?
+    @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
 
@@ -34,7 +37,7 @@ struct Options: ParsableCommand {
                 record = try library.requireApp(id)
             } else {
                 record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool,
-                                                editAny: editAny?.bool)
+                                                editAny: editAny?.bool, registering: newApp)
             }
             if output.json {
                 printJSON(["app": id.rawValue, "stripLocation": record.options.stripLocation, "preventPrompt": record.options.preventPrompt,

@@ -58,6 +58,7 @@ struct Pick: ParsableCommand {
     @Option(help: ArgumentHelp("Select at most this many assets.", valueName: "n")) var limit: Int?
     @Option(help: ArgumentHelp("Answer this picker request (its id in `photogate requests`).", valueName: "id")) var request: Int64?
     @Flag(help: "Start with strip-location on (key s toggles it).") var stripLocation = false
+    @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
@@ -67,6 +68,10 @@ struct Pick: ParsableCommand {
 
     func run() throws {
         try photogate.run {
+            // A typo must not pick for nobody: checked before the terminal, so scripts learn it too.
+            if request == nil, let app, !newApp, try lib.open().app(parseApp(app)) == nil {
+                throw CommandFailure("unknown app '\(app)' (a typo picks for nobody); register it with --new-app, or with `photogate authorize`", .notFound)
+            }
             guard Terminal.isInteractive() else {
                 throw CommandFailure("""
                     photogate pick is a full-screen picker and needs a terminal (standard input and output \
@@ -114,7 +119,7 @@ struct Pick: ParsableCommand {
                 controller.message = "note: \(id) is \(status.rawValue), so its selection shows only once it is limited"
             }
 
-            let writer = GrantWriter(library: library, app: id, picked: pickMode == .deliver, ids: catalog.ids)
+            let writer = GrantWriter(library: library, app: id, picked: pickMode == .deliver, ids: catalog.ids, registering: newApp)
             let hooks = PickerHooks(
                 apply: { try writer.apply($0) },
                 details: { a, m in PickDetails.lines(library: library, asset: a, albums: albums, model: m) },
@@ -187,6 +192,7 @@ struct GrantWriter: Sendable {
     let app: AppID
     let picked: Bool
     let ids: [Int64: String]
+    var registering = false
 
     func apply(_ d: GrantDiff, announce: Bool = false) throws {
         func refs(_ keys: [Int64]) -> [String] { keys.compactMap { ids[$0] } }
@@ -196,8 +202,8 @@ struct GrantWriter: Sendable {
             _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
         }
         if !d.revoke.isEmpty { try library.revoke(app, refs(d.revoke), picked: picked) }
-        if !d.grant.isEmpty { try library.grant(app, refs(d.grant), picked: picked, stripLocation: false) }
-        if !d.grantStripped.isEmpty { try library.grant(app, refs(d.grantStripped), picked: picked, stripLocation: true) }
+        if !d.grant.isEmpty { try library.grant(app, refs(d.grant), picked: picked, stripLocation: false, registering: registering) }
+        if !d.grantStripped.isEmpty { try library.grant(app, refs(d.grantStripped), picked: picked, stripLocation: true, registering: registering) }
     }
 }
 

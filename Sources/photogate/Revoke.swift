@@ -6,6 +6,8 @@ struct Revoke: ParsableCommand {
         abstract: "Remove assets from an app's selection (or from its picked assets).",
         discussion: """
             Running mounts stop showing them at once, and handles opened before fail their next read.
+            Names are read as for `photogate grant`: a name that means different assets in different
+            listings is refused (exit 68), so a revoke never silently misses; ids always work.
 
             Examples:
               photogate revoke org.example.Editor IMG_0001.jpg

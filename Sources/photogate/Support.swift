@@ -53,13 +53,40 @@ func exitCode(for e: LibraryError) -> Exit {
     }
 }
 
+/// Text for a terminal (issue 14): names, reasons and paths come from apps and from disk, and
+/// may hold ESC, newlines, tabs, C1 controls or bidirectional overrides that would steer a
+/// terminal, forge or split rows, or reorder what a person reads. Every text (non-JSON) output
+/// goes through this: `\\` for a backslash, `\n`, `\r`, `\t`, and `\u{XXXX}` for every other
+/// character of `DisplayName.isUnsafe`, so nothing raw gets through and the escaping is
+/// unambiguous. JSON output is escaped by JSON itself.
+func escaped(_ s: String) -> String {
+    guard s.unicodeScalars.contains(where: { $0 == "\\" || DisplayName.isUnsafe($0) }) else { return s }
+    var out = ""
+    out.reserveCapacity(s.utf8.count + 8)
+    for u in s.unicodeScalars {
+        switch u {
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if DisplayName.isUnsafe(u) {
+                out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+            } else {
+                out.unicodeScalars.append(u)
+            }
+        }
+    }
+    return out
+}
+
 func printError(_ message: String) {
-    let line = "photogate: error: \(message)\n"
+    let line = "photogate: error: \(escaped(message))\n"
     _ = line.withCString { write(2, $0, strlen($0)) }
 }
 
 func printWarning(_ message: String) {
-    let line = "photogate: warning: \(message)\n"
+    let line = "photogate: warning: \(escaped(message))\n"
     _ = line.withCString { write(2, $0, strlen($0)) }
 }
 
@@ -159,8 +186,10 @@ func humanSize(_ n: UInt64) -> String {
     return i == 0 ? "\(n) B" : String(format: "%.1f %@", v, units[i])
 }
 
-/// Prints rows as aligned columns (a header, then rows).
-func printTable(_ header: [String], _ rows: [[String]]) {
+/// Prints rows as aligned columns (a header, then rows), every cell escaped (`escaped`): one row
+/// is one line, whatever the names hold.
+func printTable(_ header: [String], _ rawRows: [[String]]) {
+    let rows = rawRows.map { $0.map(escaped) }
     var widths = header.map { $0.count }
     for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
     func line(_ cells: [String]) -> String {
@@ -175,5 +204,6 @@ func printTable(_ header: [String], _ rows: [[String]]) {
     FileHandle.standardOutput.write(Data(out.utf8))
 }
 
-func say(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
+/// Prints one line of text output, escaped (`escaped`).
+func say(_ s: String) { FileHandle.standardOutput.write(Data((escaped(s) + "\n").utf8)) }
 

@@ -191,6 +191,7 @@ enum Code {
         try c.ok("import", try c.photos(["a.jpg", "b.jpg", "c.jpg"]))
         let list = try #require(try c.json("assets") as? [[String: Any]])
         let ids = list.compactMap { $0["id"] as? String }
+        try c.ok("authorize", "org.example.Editor", "--status", "limited")
         try c.ok("grant", "org.example.Editor", "-", stdin: ids[0] + "\n" + ids[1] + "\n")
         var grants = try #require(try c.json("grants", "org.example.Editor") as? [[String: Any]])
         #expect(grants.count == 2)
@@ -230,7 +231,7 @@ enum Code {
 
     @Test func optionsAreStored() throws {
         let c = try CLI()
-        try c.ok("options", "org.example.Editor", "--strip-location", "on", "--prevent-prompt", "on")
+        try c.ok("options", "org.example.Editor", "--new-app", "--strip-location", "on", "--prevent-prompt", "on")
         let o = try #require(try c.json("options", "org.example.Editor") as? [String: Any])
         #expect(o["stripLocation"] as? Bool == true)
         #expect(o["preventPrompt"] as? Bool == true)
@@ -258,6 +259,7 @@ enum Code {
         let c = try CLI()
         let names = (0..<20).map { "p\($0).jpg" }
         try c.ok("import", try c.photos(names))
+        try c.ok("authorize", "org.example.Editor", "--status", "limited")
         let group = DispatchGroup()
         let failures = Failures()
         for n in names {

@@ -396,7 +396,7 @@ let camera = AppID("org.example.Camera")!
         let t = try TempLibrary()
         try t.importJPEGs(["a.jpg", "b.jpg", "c.jpg"])
         try t.importJPEGs(["s.jpg"], shared: "Family")
-        try t.library.grant(editor, ["a.jpg"])
+        try t.library.grant(editor, ["a.jpg"], registering: true)
         try t.library.grant(editor, ["b.jpg"], picked: true)
         func names(_ access: AccessLevel = .readWrite) throws -> [String] {
             try t.library.view(for: editor, access: access).entries.map(\.name).sorted()
@@ -439,7 +439,7 @@ let camera = AppID("org.example.Camera")!
         let t = try TempLibrary()
         let before = try t.library.lastChange()
         try t.importJPEGs(["a.jpg"])
-        try t.library.grant(editor, ["a.jpg"])
+        try t.library.grant(editor, ["a.jpg"], registering: true)
         #expect(try t.library.lastChange() > before)
     }
 }
@@ -451,6 +451,7 @@ let camera = AppID("org.example.Camera")!
         let names = (0..<20).map { "p\($0).jpg" }
         try t.importJPEGs(names)
         let paths = t.library.paths
+        try t.library.registerApp(editor)
         DispatchQueue.concurrentPerform(iterations: 20) { i in
             let lib = try! Library.open(at: paths)
             try! lib.grant(editor, [names[i]])
@@ -479,5 +480,74 @@ let camera = AppID("org.example.Camera")!
         #expect(list.map(\.token) == [start + 1])
         #expect(latest == start + 1)
         #expect(list.first?.name == "c.jpg")
+    }
+}
+
+/// Issue 14: what the library itself refuses or does, whatever the surface (mount or CLI).
+@Suite(.serialized) struct HostileApps {
+    @Test func requestReasonsWithControlOrBidiCharactersAreRefused() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .notDetermined)
+        for bad in ["a\nb", "tab\there", "esc\u{1B}[2J", "c1\u{9B}31m", "rlo\u{202E}txt", "lri\u{2066}x", "lrm\u{200E}", "alm\u{061C}"] {
+            #expect(throws: LibraryError.self, "\(bad.debugDescription)") { try t.library.recordRequest(editor, kind: .picker, reason: bad) }
+        }
+        #expect(try t.library.requests().isEmpty)
+        let (r, new) = try t.library.recordRequest(editor, kind: .picker, reason: "to pick a cover photo — été")
+        #expect(new && r.reason == "to pick a cover photo — été")
+    }
+
+    @Test func anUnknownAppIsNotGrantedUnlessRegistering() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg"])
+        #expect(throws: LibraryError.unknownApp(editor.rawValue)) { try t.library.grant(editor, ["a.jpg"]) }
+        #expect(throws: LibraryError.unknownApp(editor.rawValue)) { try t.library.setOptions(editor, stripLocation: true) }
+        #expect(try t.library.apps().isEmpty)
+        #expect(try t.library.grant(editor, ["a.jpg"], registering: true).changed == 1)
+    }
+
+    /// A running mount of a limited app follows an import --shared of a file it was granted: the
+    /// change log hands it a patch in which the asset is gone.
+    @Test func importSharedOfASelectedAssetReachesRunningViews() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/again"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        let bytes = try TestMedia.jpeg(tag: "again-\(UUID())")
+        try TestMedia.write(bytes, to: src + "/a.jpg")
+        let a = try #require(try Importer(library: t.library, options: ImportOptions()).run([src]).imported.first)
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.grant(editor, [a.id])
+        let before = try t.library.view(for: editor, access: .readWrite)
+        #expect(before.rows.count == 1)
+        let s = try Importer(library: t.library, options: ImportOptions(sharedAlbum: "Family")).run([src])
+        #expect(s.duplicates.map(\.id) == [a.id] && s.duplicates.first?.isShared == true)
+        switch try t.library.viewUpdate(for: editor, access: .readWrite, since: before.changeSeq, app: before.app) {
+        case .patch(let p):
+            #expect(p.affected == [a.rowID])
+            #expect(p.rows.count == 0)
+        case .full(let v):
+            #expect(v.rows.count == 0)
+        }
+        #expect(try t.library.grants(editor).isEmpty)
+        #expect(try t.library.assets(album: "Family").map(\.id) == [a.id])
+        #expect(throws: LibraryError.self) { try t.library.grant(editor, [a.id]) }
+    }
+
+    /// The person's import takes a name an app-created file held; the app keeps its own name.
+    @Test func importTakesANameFromAnAppsFile() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
+        let bytes = try TestMedia.jpeg(tag: "squat-\(UUID())")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let squatter = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: editor, name: "DSCN0099.jpg").asset
+        close(fd)
+        let seq = try t.library.view(for: editor, access: .readWrite).changeSeq
+        let real = try #require(try t.importJPEGs(["DSCN0099.jpg"]).first)
+        #expect(real.displayName == "DSCN0099.jpg")
+        let moved = try #require(try t.library.asset(rowID: squatter.rowID))
+        #expect(moved.displayName == "DSCN0099-1.jpg" && moved.ownerName == "DSCN0099.jpg")
+        #expect(try t.library.view(for: editor, access: .readWrite).entries.map(\.name) == ["DSCN0099.jpg"])
+        #expect(try t.library.lastChange() > seq)
     }
 }

@@ -78,7 +78,7 @@ struct Live {
 
         // With prevent-prompt, touching records nothing.
         let other = "org.example.Quiet"
-        try f.pg("options", other, "--prevent-prompt", "on")
+        try f.pg("options", other, "--new-app", "--prevent-prompt", "on")   // before its first mount
         let mq = try f.mount(other)
         _ = listing(mq)
         usleep(300_000)

@@ -144,8 +144,11 @@ struct ModelBased {
                 guard let a = pickAsset() else { continue }
                 if rng.next() % 2 == 0 {
                     what = "pick \(a.name) for \(app)"
-                    try library.grant(id, [a.name], picked: true)
-                    model.picked[app, default: []].insert(a.name)
+                    do {
+                        try library.grant(id, [a.name], picked: true)
+                        #expect(!(a.shared && model.rw[app] == "limited"), "picking a shared asset for a limited app must be refused")
+                        model.picked[app, default: []].insert(a.name)
+                    } catch { #expect(a.shared && model.rw[app] == "limited", "\(what): \(error)") }
                 } else {
                     what = "unpick \(a.name) for \(app)"
                     try library.revoke(id, [a.name], picked: true)

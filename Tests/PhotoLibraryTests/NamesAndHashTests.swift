@@ -35,6 +35,25 @@ import Testing
         #expect(DisplayName.validate(Array("..".utf8)) == .failure(.reserved))
     }
 
+    /// Issue 14: names reach terminals and scripts; none may hold a control or bidi character.
+    static let unsafe: [String] = ["\u{1B}", "\n", "\t", "\r", "\u{7F}", "\u{80}", "\u{9B}", "\u{9F}", "\u{061C}",
+                                   "\u{200E}", "\u{200F}", "\u{202A}", "\u{202E}", "\u{2066}", "\u{2069}",
+                                   "\u{2028}", "\u{2029}"]
+
+    @Test func validateRefusesControlAndBidiCharacters() {
+        for c in Names.unsafe {
+            let name = "a" + c + "b.jpg"
+            #expect(DisplayName.validate(Array(name.utf8)) == .failure(.invalidCharacter), "\(c.unicodeScalars.first!.value)")
+        }
+        #expect(DisplayName.validate(Array("été \u{00A0}ok.jpg".utf8)) == .success("été \u{00A0}ok.jpg"))
+    }
+
+    @Test func sanitizeReplacesControlAndBidiCharacters() {
+        for c in Names.unsafe {
+            #expect(DisplayName.sanitize(Array(("a" + c + "b.jpg").utf8)) == "a_b.jpg", "\(c.unicodeScalars.first!.value)")
+        }
+    }
+
     @Test func viewNamingPrefersOwnNamesAndNeverLeaksHiddenOnes() {
         // The app created "beach.jpg" (library name "beach-1.jpg" because a hidden asset has "beach.jpg").
         let own = ViewNaming.Item(key: 1, displayName: "beach-1.jpg", ownName: "beach.jpg")

@@ -302,7 +302,7 @@ func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
     @Test(.enabled(if: tmuxAvailable)) func deliverHonoursLimitImagesAndTheLocationKey() throws {
         let f = try limitedLibrary()
         let other = "org.example.Mail"              // not authorized: gets what is picked
-        try f.startPicker([other, "--images", "--limit", "1"])
+        try f.startPicker([other, "--new-app", "--images", "--limit", "1"])   // a new app, on purpose
         try f.waitFor("deliver as picked, images")
         try f.keys("Space", "Space")
         try f.waitFor("limit reached")
