@@ -656,7 +656,10 @@ final class HashPool: @unchecked Sendable {
         results.initialize(repeating: HashResult())
     }
 
-    deinit { results.deallocate() }
+    deinit {
+        _ = results.deinitialize()
+        results.deallocate()
+    }
 
     static func run(_ jobs: [HashJob], threads: Int, progress: (VerifyProgress) -> Void) -> [HashResult] {
         let pool = HashPool(jobs)
