@@ -9,22 +9,22 @@ struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every original against its catalog hash, and that every file in the library is accounted for.",
         discussion: """
-            Hashes every asset's original (store files, and --reference originals where they are) on
-            several threads and compares it with the catalog; reports store files no asset names,
-            temp folders left by processes that died, and anything in the library other users could
-            read. Changes nothing unless --repair. Exit 0 when nothing is wrong (after --repair: when
-            everything was repaired), 70 when something is (each problem is printed), the usual codes
+            Hashes every asset's original (store files, and --reference originals where they are) on \
+            several threads and compares it with the catalog; reports store files no asset names, temp \
+            folders left by processes that died, and anything in the library other users could read. \
+            Changes nothing unless --repair. Exit 0 when nothing is wrong (after --repair: when \
+            everything was repaired), 70 when something is (each problem is printed), the usual codes \
             when the library cannot be opened.
 
-            --repair: makes owner-only what others could read; recovers dead temp folders as an
-            import or a mount does (committed files roll forward into the store, files whose close
-            had succeeded become the app's assets, incomplete ones are deleted, except that one
-            holding some asset's bytes is kept in lost+found/); restores a damaged or missing
-            original from a file with its exact bytes (an unaccounted store file, a file in
-            lost+found/, or another asset's original), moving the damaged copy to lost+found/; and
-            moves unaccounted files to <library>/lost+found/<time>/. It never deletes a file that
-            holds an asset's bytes, and never writes outside the library: a referenced original
-            that changed or vanished is only reported (import it again, or trash the asset).
+            --repair: makes owner-only what others could read; recovers dead temp folders as an import \
+            or a mount does (committed files roll forward into the store, files whose close had \
+            succeeded become the app's assets, incomplete ones are deleted, except that one holding \
+            some asset's bytes is kept in lost+found/); restores a damaged or missing original from a \
+            file with its exact bytes (an unaccounted store file, a file in lost+found/, or another \
+            asset's original), moving the damaged copy to lost+found/; and moves unaccounted files to \
+            <library>/lost+found/<time>/. It never deletes a file that holds an asset's bytes, and never \
+            writes outside the library: a referenced original that changed or vanished is only reported \
+            (import it again, or trash the asset).
 
             Examples:
               photogate verify
