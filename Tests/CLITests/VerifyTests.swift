@@ -240,6 +240,18 @@ import Glibc
         #expect(FileManager.default.contents(atPath: path) == good)
     }
 
+    @Test func progressGoesToATerminalOnly() throws {
+        guard TestSupport.which("script") else { print("progressGoesToATerminalOnly: SKIPPED — no script(1)"); return }
+        let (c, _) = try library()
+        // script(1) gives photogate a terminal for stdout and stderr alike.
+        let o = try TestSupport.run("script", ["-qec", "'\(TestSupport.photogateBinary)' verify --library '\(c.library)'", "/dev/null"])
+        #expect(o.status == 0, "\(o.stdout)")
+        #expect(o.stdout.contains("verifying 3/3 files"), "\(o.stdout)")
+        #expect(o.stdout.contains("\u{1B}[K"), "the progress line is cleared")
+        let plain = try c.run("verify")
+        #expect(!plain.stderr.contains("verifying") && !plain.stdout.contains("verifying"))
+    }
+
     @Test func verifyHelpHasAnExampleAndExitCode() throws {
         let c = try CLI(initialize: false)
         let o = try c.run("help", "verify")
