@@ -60,14 +60,18 @@ public final class Library: Sendable {
     public static func create(at paths: LibraryPaths) throws -> Library {
         let fm = FileManager.default
         if fm.fileExists(atPath: paths.database) { throw LibraryError.libraryExists(paths.root) }
+        // Private to its owner whatever the umask (see LibraryPrivacy): folders 0700, files 0600.
+        LibraryPrivacy.restrictUmask()
         do {
             for d in [paths.root, paths.store, paths.tmp, paths.run] {
-                try fm.createDirectory(atPath: d, withIntermediateDirectories: true)
+                try fm.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }
             try "photogate library\n".write(toFile: paths.marker, atomically: true, encoding: .utf8)
         } catch {
             throw LibraryError.io("cannot create library at \(paths.root): \(error.localizedDescription)")
         }
+        // A folder that existed already (made by hand, say) may be open: tighten it, or refuse.
+        try LibraryPrivacy.ensure(paths)
         let lib = try Library(paths: paths, creating: true)
         return lib
     }
@@ -75,6 +79,7 @@ public final class Library: Sendable {
     /// Opens an existing library.
     public static func open(at paths: LibraryPaths) throws -> Library {
         guard FileManager.default.fileExists(atPath: paths.database) else { throw LibraryError.libraryMissing(paths.root) }
+        try LibraryPrivacy.ensure(paths)
         return try Library(paths: paths, creating: false)
     }
 
@@ -97,7 +102,7 @@ public final class Library: Sendable {
             throw Library.map(e, paths: paths)
         }
         for d in [paths.store, paths.tmp, paths.run] {
-            try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+            try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
     }
 
@@ -136,7 +141,7 @@ public final class Library: Sendable {
     /// daemons watch with inotify (IN_CLOSE_WRITE). A lost ring is harmless: daemons also compare
     /// change sequence numbers when they wake for any other reason.
     public func ringBell() {
-        let fd = Glibc.open(paths.bell, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = Glibc.open(paths.bell, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         if fd >= 0 {
             var b: UInt8 = 0x21
             _ = Glibc.pwrite(fd, &b, 1, 0)

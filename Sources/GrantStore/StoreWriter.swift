@@ -48,7 +48,7 @@ public final class StoreWriter: @unchecked Sendable {
         StoreWriter.recover(library)
         let dir = library.paths.tmp + "/\(purpose)-\(getpid())-\(StoreWriter.randomID().prefix(6))"
         do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw LibraryError.io("cannot create \(dir): \(error.localizedDescription)")
         }
@@ -106,7 +106,8 @@ public final class StoreWriter: @unchecked Sendable {
                 }), let rel = a.storePath {
                     let dest = library.paths.store + "/" + rel
                     if Glibc.access(dest, F_OK) != 0 {
-                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                                             attributes: [.posixPermissions: 0o700])
                         if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
                     }
                 } else if id.count == 16, let rel = (try? library.read({ db in
@@ -233,7 +234,7 @@ public final class StoreWriter: @unchecked Sendable {
     func install(tempPath: String, storePath rel: String, durable: Bool = true) throws {
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
-        if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
         if durable { fsyncDirectory(of: dest) }
     }
@@ -297,7 +298,7 @@ public final class StoreWriter: @unchecked Sendable {
         library.syncLog()
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
-        if mkdir(dir, 0o755) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
         return AppFileCommit(asset: asset, reused: false)
     }

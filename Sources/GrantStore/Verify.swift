@@ -1,0 +1,759 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `lost+found/` in a library: where `photogate verify --repair` moves files that no asset
+/// accounts for (and damaged copies it replaced), one folder per repair run, keeping each file's
+/// path inside the library. photogate never deletes them; the person may.
+public enum LostAndFound {
+    public static let folder = "lost+found"
+}
+
+public struct VerifyOptions: Sendable {
+    /// Fix what can be fixed (see `Verifier`); without it nothing is changed.
+    public var repair: Bool
+    /// Hashing threads (nil: one more than the cores, at least 8 and at most 16; or
+    /// PHOTOGATE_VERIFY_THREADS).
+    public var threads: Int?
+    public init(repair: Bool = false, threads: Int? = nil) {
+        self.repair = repair
+        self.threads = threads
+    }
+}
+
+/// One thing `verify` found wrong.
+public struct VerifyProblem: Sendable, Equatable {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// A store file whose bytes do not match its asset's catalog hash (or that cannot be read).
+        case damaged
+        /// An asset whose store file is gone.
+        case missing
+        /// A `--reference` original whose bytes changed since import.
+        case referenceChanged = "reference-changed"
+        /// A `--reference` original that vanished (or cannot be read).
+        case referenceMissing = "reference-missing"
+        /// A file in the store that no asset names.
+        case orphan
+        /// The temp folder of a process that is gone (a crash or a kill while importing or writing).
+        case deadTemp = "dead-temp"
+        /// Something in `tmp/` that is not a process's temp folder.
+        case strayTemp = "stray-temp"
+        /// A folder or file of the library that group or others may read (the library is private).
+        case tooOpen = "too-open"
+    }
+    public var kind: Kind
+    /// Relative to the library folder; absolute for referenced originals.
+    public var path: String
+    /// The asset's id and display name, when the problem is an asset's.
+    public var asset: String?
+    public var name: String?
+    public var detail: String
+    /// True once `--repair` fixed it.
+    public var repaired: Bool = false
+    /// What `--repair` did about it, or why it could not.
+    public var action: String?
+}
+
+public struct VerifyReport: Sendable {
+    public var assets = 0
+    /// Files hashed: store originals, referenced originals, and files no asset accounts for.
+    public var filesHashed = 0
+    public var bytesHashed: UInt64 = 0
+    public var problems: [VerifyProblem] = []
+    public var repair = false
+    /// Files kept in lost+found/ after the run.
+    public var lostAndFound = 0
+    public var seconds = 0.0
+    /// Nothing is wrong (after repair, when asked).
+    public var ok: Bool { problems.allSatisfy(\.repaired) }
+}
+
+public struct VerifyProgress: Sendable {
+    public var filesDone: Int
+    public var filesTotal: Int
+    public var bytesDone: UInt64
+    public var bytesTotal: UInt64
+}
+
+/// `photogate verify`: checks every asset's stored bytes against its catalog hash, and that every
+/// file in the store and in `tmp/` is accounted for. Changes nothing unless `repair` is set.
+///
+/// What repair does, in this order (it never deletes a file whose bytes match an asset, and never
+/// writes outside the library):
+///   1. too-open entries lose their group and other permissions;
+///   2. dead temp folders are recovered as `StoreWriter.recover` does at every import and mount
+///      (files whose row was committed roll forward into the store, files whose close had
+///      succeeded become the app's assets, incomplete files are deleted), except that a file it
+///      would delete whose bytes match some asset is moved to lost+found/ first;
+///   3. a damaged or missing store original is restored from a file with the asset's exact bytes:
+///      a file no asset accounts for (in the store or in lost+found/), else a copy of another
+///      asset's verified original; the damaged copy goes to lost+found/. Without such a file the
+///      asset stays damaged and is reported (trash it, or import the original again);
+///   4. store files no asset names, and stray things in `tmp/`, move to lost+found/.
+/// Referenced originals that changed or vanished are reported only: they are the person's files.
+public final class Verifier {
+    public let library: Library
+    public let options: VerifyOptions
+    let root: String
+
+    public init(library: Library, options: VerifyOptions = VerifyOptions()) {
+        self.library = library
+        self.options = options
+        root = library.paths.root
+    }
+
+    struct CatalogEntry {
+        var id: String
+        var name: String
+        var hash: String
+        var size: UInt64
+        var storePath: String?
+        var referencePath: String?
+    }
+
+    /// The store paths the catalog accounts for. The single place to extend when other rows (say,
+    /// earlier versions of an asset) come to own store files.
+    static func catalog(_ db: Database) throws -> [CatalogEntry] {
+        var out: [CatalogEntry] = []
+        out.reserveCapacity(try Int.fetchOne(db, sql: "SELECT count(*) FROM assets") ?? 0)
+        // A cursor: no copy of each row (fetchAll's copies cost a third of the read).
+        let rows = try Row.fetchCursor(db, sql: "SELECT id, display_name, content_hash, byte_size, store_path, reference_path FROM assets ORDER BY rowid")
+        while let r = try rows.next() {
+            out.append(CatalogEntry(id: r[0], name: r[1], hash: r[2], size: UInt64(max(0, r[3] as Int64)), storePath: r[4], referencePath: r[5]))
+        }
+        return out
+    }
+
+    public func run(progress: (VerifyProgress) -> Void = { _ in }) throws -> VerifyReport {
+        let started = Date()
+        var report = VerifyReport()
+        report.repair = options.repair
+        let store = library.paths.store
+
+        // 1. The store, listed before the catalog is read: a file moves into the store only after
+        // its row committed, so a new asset is never mistaken for an orphan.
+        var storeFiles: [String] = []
+        var storeOdd: [String] = []        // symbolic links, sockets...: nothing photogate makes
+        var storeDirs: [String] = []
+        func walk(_ rel: String, depth: Int) {
+            for (name, kind) in Directory.entries(rel.isEmpty ? store : store + "/" + rel) {
+                let r = rel.isEmpty ? name : rel + "/" + name
+                switch kind {
+                case .file: storeFiles.append(r)
+                case .directory:
+                    storeDirs.append(r)
+                    if depth < 16 { walk(r, depth: depth + 1) } else { storeOdd.append(r) }
+                default: storeOdd.append(r)
+                }
+            }
+        }
+        walk("", depth: 0)
+
+        // 2. The catalog.
+        let catalog = try library.read { db in try Verifier.catalog(db) }
+        report.assets = catalog.count
+        var byStorePath: [String: Int] = [:]
+        byStorePath.reserveCapacity(catalog.count)
+        for (i, a) in catalog.enumerated() {
+            if let s = a.storePath { byStorePath[s] = i }
+        }
+        // Indexes only a library with problems needs, built on first use (each costs a tenth of
+        // a second at 100,000 assets).
+        var byHashIndex: [String: Int]? = nil
+        func byHash(_ h: String) -> Int? {
+            if byHashIndex == nil {
+                var d = [String: Int](minimumCapacity: catalog.count)
+                for (i, a) in catalog.enumerated() where d[a.hash] == nil { d[a.hash] = i }
+                byHashIndex = d
+            }
+            return byHashIndex![h]
+        }
+        var byIDIndex: [String: Int]? = nil
+        func byID(_ id: String) -> Int? {
+            if byIDIndex == nil {
+                var d = [String: Int](minimumCapacity: catalog.count)
+                for (i, a) in catalog.enumerated() { d[a.id] = i }
+                byIDIndex = d
+            }
+            return byIDIndex![id]
+        }
+        var sizesIndex: Set<UInt64>? = nil
+        func hasSize(_ n: UInt64) -> Bool {
+            if sizesIndex == nil { sizesIndex = Set(catalog.map(\.size)) }
+            return sizesIndex!.contains(n)
+        }
+
+        // 3. Hash every original and every unaccounted store file, on several threads.
+        var jobs: [HashJob] = []
+        jobs.reserveCapacity(catalog.count + 16)
+        var jobOfAsset = [Int](repeating: -1, count: catalog.count)
+        let listed = Set(storeFiles)
+        for (i, a) in catalog.enumerated() {
+            if let s = a.storePath {
+                // Not listed: missing, unless it moved into the store after the listing.
+                guard listed.contains(s) || access(store + "/" + s, F_OK) == 0 else { continue }
+                jobOfAsset[i] = jobs.count
+                jobs.append(HashJob(path: store + "/" + s, expectedSize: a.size, follow: false))
+            } else if let r = a.referencePath {
+                jobOfAsset[i] = jobs.count
+                jobs.append(HashJob(path: r, expectedSize: a.size, follow: true))
+            }
+        }
+        let orphans = storeFiles.filter { byStorePath[$0] == nil }
+        let firstOrphanJob = jobs.count
+        for o in orphans { jobs.append(HashJob(path: store + "/" + o, expectedSize: nil, follow: false)) }
+        let results = HashPool.run(jobs, threads: options.threads ?? Verifier.defaultThreads, progress: progress)
+        report.filesHashed = results.filter { $0.hash != nil }.count
+        report.bytesHashed = results.reduce(0) { $0 + ($1.hash != nil ? $1.size : 0) }
+
+        // Files with bytes that some asset needs: unaccounted store files, then lost+found/.
+        var sources: [String: [String]] = [:]    // hash -> absolute paths
+        var sourceOrphan: [String: Int] = [:]    // absolute path -> index in `problems` (an orphan)
+
+        // 4. Assets.
+        var problems: [VerifyProblem] = []
+        var wanted: [Int] = []                    // problem indexes of damaged or missing store originals
+        for (i, a) in catalog.enumerated() {
+            if let s = a.storePath {
+                let rel = "store/" + s
+                guard jobOfAsset[i] >= 0 else {
+                    wanted.append(problems.count)
+                    problems.append(VerifyProblem(kind: .missing, path: rel, asset: a.id, name: a.name,
+                                                  detail: "the store has no file for this asset"))
+                    continue
+                }
+                let r = results[jobOfAsset[i]]
+                if r.hash == a.hash { continue }
+                wanted.append(problems.count)
+                problems.append(VerifyProblem(kind: .damaged, path: rel, asset: a.id, name: a.name, detail: r.mismatch(a)))
+            } else if let ref = a.referencePath {
+                let r = results[jobOfAsset[i]]
+                if r.hash == a.hash { continue }
+                if r.error == ENOENT || r.error == ENOTDIR {
+                    problems.append(VerifyProblem(kind: .referenceMissing, path: ref, asset: a.id, name: a.name,
+                                                  detail: "the referenced original is gone"))
+                } else if r.error != 0 {
+                    problems.append(VerifyProblem(kind: .referenceMissing, path: ref, asset: a.id, name: a.name,
+                                                  detail: "the referenced original cannot be read: \(String(cString: strerror(r.error)))"))
+                } else {
+                    problems.append(VerifyProblem(kind: .referenceChanged, path: ref, asset: a.id, name: a.name,
+                                                  detail: "the referenced original changed since it was imported (" + r.mismatch(a) + ")"))
+                }
+            } else {
+                wanted.append(problems.count)
+                problems.append(VerifyProblem(kind: .missing, path: "", asset: a.id, name: a.name, detail: "the catalog names no original"))
+            }
+        }
+
+        // Verified originals with the bytes of a damaged or missing one: sources of a copy.
+        var good: [String: String] = [:]
+        if !wanted.isEmpty {
+            let hashes = Set(wanted.compactMap { problems[$0].asset.flatMap { byID($0) }.map { catalog[$0].hash } })
+            for (i, a) in catalog.enumerated() where jobOfAsset[i] >= 0 && hashes.contains(a.hash) && good[a.hash] == nil {
+                if results[jobOfAsset[i]].hash == a.hash { good[a.hash] = a.storePath.map { store + "/" + $0 } ?? a.referencePath }
+            }
+        }
+
+        // 5. Store files no asset names.
+        for (k, o) in orphans.enumerated() {
+            let r = results[firstOrphanJob + k]
+            var detail = "no asset names this file"
+            if let h = r.hash {
+                let path = store + "/" + o
+                sources[h, default: []].append(path)
+                sourceOrphan[path] = problems.count
+                if let i = byHash(h) { detail += "; its bytes are those of asset \(catalog[i].id) (\(catalog[i].name))" }
+            }
+            problems.append(VerifyProblem(kind: .orphan, path: "store/" + o, detail: detail))
+        }
+        for o in storeOdd {
+            problems.append(VerifyProblem(kind: .orphan, path: "store/" + o, detail: "not a regular file; photogate makes none here"))
+        }
+
+        // 6. tmp/: folders of dead processes, and anything that is not a folder.
+        var deadFolders: [(problem: Int, keep: [String])] = []
+        var rollsForward: [String: String] = [:]   // asset id -> its committed temp file    // files recovery would delete whose bytes match an asset
+        let tmp = library.paths.tmp
+        for (name, kind) in Directory.entries(tmp) {
+            let dir = tmp + "/" + name
+            guard kind == .directory else {
+                problems.append(VerifyProblem(kind: .strayTemp, path: "tmp/" + name, detail: "not a process's temp folder"))
+                continue
+            }
+            guard Verifier.isDead(dir) else { continue }
+            var forward = 0, commit = 0, discard = 0
+            var keep: [String] = []
+            for (f, _) in Directory.entries(dir) where f != ".lock" && !f.hasSuffix(".ready") {
+                let path = dir + "/" + f
+                let id = String(f.prefix { $0 != "." })
+                var deleted = true
+                if id.count == 16, let i = byID(id), let s = catalog[i].storePath {
+                    if access(store + "/" + s, F_OK) != 0 {
+                        forward += 1
+                        deleted = false
+                        rollsForward[id] = "tmp/" + name + "/" + f
+                    }
+                } else if ReadyMarker.find(temp: path) != nil {
+                    commit += 1
+                    deleted = false
+                }
+                if deleted {
+                    discard += 1
+                    var st = stat()
+                    if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, hasSize(UInt64(st.st_size)),
+                       let h = HashPool.hash(path, expectedSize: nil, follow: false).hash, byHash(h) != nil {
+                        keep.append(path)
+                    }
+                }
+            }
+            let pid = name.split(separator: "-").dropFirst().first.map(String.init) ?? "?"
+            var detail = "process \(pid) is gone: \(forward) file\(forward == 1 ? "" : "s") to roll forward into the store, "
+                + "\(commit) to commit as an app's asset (its close had succeeded), \(discard) incomplete to discard"
+            if !keep.isEmpty { detail += " (\(keep.count) of them hold an asset's bytes and would be kept in lost+found)" }
+            deadFolders.append((problems.count, keep))
+            problems.append(VerifyProblem(kind: .deadTemp, path: "tmp/" + name, detail: detail))
+        }
+
+        // 7. lost+found/: the files an earlier repair kept, as sources for what is damaged now.
+        let lostRoot = root + "/" + LostAndFound.folder
+        let wantedSizes = Set(wanted.compactMap { p in problems[p].asset.flatMap { byID($0) }.map { catalog[$0].size } })
+        func lostFiles() -> [String] {
+            var out: [String] = []
+            func walkLost(_ dir: String, _ depth: Int) {
+                for (n, k) in Directory.entries(dir) {
+                    if k == .file { out.append(dir + "/" + n) } else if k == .directory, depth < 32 { walkLost(dir + "/" + n, depth + 1) }
+                }
+            }
+            walkLost(lostRoot, 0)
+            return out
+        }
+        if !wanted.isEmpty {
+            for path in lostFiles() {
+                var st = stat()
+                guard lstat(path, &st) == 0, wantedSizes.contains(UInt64(st.st_size)),
+                      let h = HashPool.hash(path, expectedSize: nil, follow: false).hash else { continue }
+                sources[h, default: []].append(path)
+            }
+        }
+
+        // 8. Permissions: the library is private to its owner.
+        var openEntries: [String] = []
+        if LibraryPrivacy.isOpen(root) { openEntries.append("") }
+        for e in LibraryPrivacy.entries where e != "store" {
+            Verifier.collectOpen(root, e, &openEntries)
+        }
+        if LibraryPrivacy.isOpen(store) { openEntries.append("store") }
+        for d in storeDirs where LibraryPrivacy.isOpen(store + "/" + d) { openEntries.append("store/" + d) }
+        for (k, r) in results.enumerated() where r.error == 0 && (r.mode & LibraryPrivacy.openBits) != 0 && !jobs[k].follow {
+            openEntries.append(String(jobs[k].path.dropFirst(root.count + 1)))
+        }
+        for e in openEntries {
+            problems.append(VerifyProblem(kind: .tooOpen, path: e.isEmpty ? "." : e,
+                                          detail: "other users may read it (mode \(String(Verifier.mode(root + "/" + e), radix: 8)))"))
+        }
+
+        // What repair would do about damaged and missing originals.
+        if !options.repair {
+            for p in wanted {
+                guard let i = problems[p].asset.flatMap({ byID($0) }) else { continue }
+                let a = catalog[i]
+                if let t = rollsForward[a.id] {
+                    problems[p].action = "--repair rolls it forward from \(t), as the next import or mount would"
+                } else if let s = sources[a.hash]?.first {
+                    problems[p].action = "--repair restores it from \(rel(s))"
+                } else if let g = good[a.hash] {
+                    problems[p].action = "--repair restores it from a copy of \(rel(g))"
+                } else {
+                    problems[p].action = "no file with its bytes was found: --repair cannot restore it"
+                }
+            }
+        } else {
+            var repair = Repair(verifier: self, catalog: catalog, problems: problems, sources: sources, sourceOrphan: sourceOrphan,
+                                good: good, wanted: wanted, deadFolders: deadFolders, openEntries: openEntries)
+            repair.run(into: &problems)
+        }
+        report.problems = problems
+        report.lostAndFound = lostFiles().count
+        report.seconds = Date().timeIntervalSince(started)
+        return report
+    }
+
+    /// A path for people: relative to the library folder when inside it.
+    func rel(_ path: String) -> String {
+        path.hasPrefix(root + "/") ? String(path.dropFirst(root.count + 1)) : path
+    }
+
+    static var defaultThreads: Int {
+        if let s = ProcessInfo.processInfo.environment["PHOTOGATE_VERIFY_THREADS"], let n = Int(s), n > 0 { return min(n, 64) }
+        // Warm, hashing is CPU work (cores + 1 would do); cold, a verify is mostly small reads all
+        // over the disk, and more of them in flight keep it busy: 100,000 small files with a cold
+        // cache took 9.6 s with 3 threads, 6.6 s with 8 and 6.0 s with 16 on 2 vCPUs.
+        return max(8, min(16, ProcessInfo.processInfo.activeProcessorCount + 1))
+    }
+
+    /// A temp folder whose lock can be taken belongs to a dead process (the test of
+    /// `StoreWriter.recover`, whose lock is released at once here).
+    static func isDead(_ dir: String) -> Bool {
+        let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return true }
+        defer { Glibc.close(fd) }
+        return flock(fd, LOCK_EX | LOCK_NB) == 0
+    }
+
+    static func mode(_ path: String) -> mode_t {
+        var st = stat()
+        return lstat(path, &st) == 0 ? st.st_mode & 0o7777 : 0
+    }
+
+    static func collectOpen(_ root: String, _ rel: String, _ out: inout [String]) {
+        let path = root + "/" + rel
+        if LibraryPrivacy.isOpen(path) { out.append(rel) }
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return }
+        for (n, _) in Directory.entries(path) { collectOpen(root, rel + "/" + n, &out) }
+    }
+}
+
+/// Step by step, what `--repair` does (see `Verifier`).
+struct Repair {
+    let verifier: Verifier
+    let catalog: [Verifier.CatalogEntry]
+    var problems: [VerifyProblem]
+    var sources: [String: [String]]
+    let sourceOrphan: [String: Int]
+    let good: [String: String]
+    let wanted: [Int]
+    let deadFolders: [(problem: Int, keep: [String])]
+    let openEntries: [String]
+    let stamp: String
+
+    init(verifier: Verifier, catalog: [Verifier.CatalogEntry], problems: [VerifyProblem], sources: [String: [String]],
+         sourceOrphan: [String: Int], good: [String: String], wanted: [Int], deadFolders: [(problem: Int, keep: [String])],
+         openEntries: [String]) {
+        self.verifier = verifier
+        self.catalog = catalog
+        self.problems = problems
+        self.sources = sources
+        self.sourceOrphan = sourceOrphan
+        self.good = good
+        self.wanted = wanted
+        self.deadFolders = deadFolders
+        self.openEntries = openEntries
+        var t = time_t(Date().timeIntervalSince1970)
+        var tmv = tm()
+        gmtime_r(&t, &tmv)
+        stamp = String(format: "%04d%02d%02dT%02d%02d%02dZ-%d", tmv.tm_year + 1900, tmv.tm_mon + 1, tmv.tm_mday,
+                       tmv.tm_hour, tmv.tm_min, tmv.tm_sec, getpid())
+    }
+
+    var root: String { verifier.root }
+    var library: Library { verifier.library }
+
+    mutating func run(into out: inout [VerifyProblem]) {
+        // 1. Permissions.
+        for (k, p) in problems.enumerated() where p.kind == .tooOpen {
+            let path = p.path == "." ? root : root + "/" + p.path
+            let m = Verifier.mode(path)
+            if chmod(path, m & ~LibraryPrivacy.openBits) == 0 {
+                problems[k].repaired = true
+                problems[k].action = "made owner-only (mode \(String(m & ~LibraryPrivacy.openBits, radix: 8)))"
+            } else {
+                problems[k].action = "chmod failed: \(String(cString: strerror(errno)))"
+            }
+        }
+        // 2. Dead temp folders: keep what holds an asset's bytes, then recover like StoreWriter.
+        var kept: [Int: Int] = [:]
+        for (p, keep) in deadFolders {
+            var n = 0
+            for path in keep {
+                if let dest = moveToLostAndFound(path) {
+                    n += 1
+                    if let h = HashPool.hash(dest, expectedSize: nil, follow: false).hash { sources[h, default: []].append(dest) }
+                }
+            }
+            kept[p] = n
+        }
+        if !deadFolders.isEmpty {
+            let recovered = StoreWriter.recover(library)
+            for (p, _) in deadFolders {
+                let gone = access(root + "/" + problems[p].path, F_OK) != 0
+                problems[p].repaired = gone
+                problems[p].action = gone
+                    ? "recovered like an import does (\(recovered) temp file\(recovered == 1 ? "" : "s") of dead processes kept as assets, "
+                        + "incomplete ones deleted\((kept[p] ?? 0) > 0 ? ", \(kept[p]!) holding an asset's bytes moved to \(LostAndFound.folder)/" : ""))"
+                    : "could not be recovered (its process may have come back?)"
+            }
+        }
+        // 3. Damaged and missing store originals.
+        for p in wanted { restore(p) }
+        // 4. Whatever is still unaccounted for goes to lost+found/.
+        for (k, p) in problems.enumerated() where (p.kind == .orphan || p.kind == .strayTemp) && !p.repaired {
+            let path = root + "/" + p.path
+            if p.kind == .orphan {
+                switch named(String(p.path.dropFirst("store/".count))) {
+                case true?:
+                    problems[k].action = "an asset names it now; left in place"
+                    problems[k].repaired = true
+                    continue
+                case nil:
+                    problems[k].action = "the catalog could not be read; left in place"
+                    continue
+                case false?: break
+                }
+            }
+            if let dest = moveToLostAndFound(path) {
+                problems[k].repaired = true
+                problems[k].action = "moved to \(verifier.rel(dest))"
+            } else {
+                problems[k].action = "could not be moved: \(String(cString: strerror(errno)))"
+            }
+        }
+        out = problems
+    }
+
+    /// Restores the original of a damaged or missing asset from a file with its exact bytes.
+    mutating func restore(_ p: Int) {
+        guard let a = catalog.first(where: { $0.id == problems[p].asset }), let s = a.storePath else {
+            problems[p].action = "the catalog names no original; nothing to restore from"
+            return
+        }
+        let store = library.paths.store
+        let dest = store + "/" + s
+        // Still this asset's path? (It may have been trashed and gone, or recovery just fixed it.)
+        let current = try? library.read { db in
+            try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE id = ?", arguments: [a.id])
+        }
+        guard current == s else {
+            problems[p].repaired = true
+            problems[p].action = "the asset changed while verifying; left alone"
+            return
+        }
+        if HashPool.hash(dest, expectedSize: a.size, follow: false).hash == a.hash {
+            problems[p].repaired = true
+            problems[p].action = "restored by the recovery of a dead temp folder"
+            return
+        }
+        let dir = (dest as NSString).deletingLastPathComponent
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            problems[p].action = "cannot create \(verifier.rel(dir)): \(String(cString: strerror(errno)))"
+            return
+        }
+        // A file nobody accounts for, moved into place.
+        while let src = sources[a.hash]?.first {
+            sources[a.hash]?.removeFirst()
+            guard access(src, F_OK) == 0 else { continue }
+            var damagedCopy: String? = nil
+            if access(dest, F_OK) == 0 {
+                guard let moved = moveToLostAndFound(dest) else {
+                    problems[p].action = "cannot move the damaged copy aside: \(String(cString: strerror(errno)))"
+                    return
+                }
+                damagedCopy = moved
+            }
+            guard rename(src, dest) == 0 else {
+                let e = errno
+                if let damagedCopy { rename(damagedCopy, dest) }
+                problems[p].action = "cannot move \(verifier.rel(src)) into place: \(String(cString: strerror(e)))"
+                return
+            }
+            fsyncDirectory(of: dest)
+            fsyncDirectory(of: src)
+            problems[p].repaired = true
+            problems[p].action = "restored from \(verifier.rel(src))" + (damagedCopy.map { "; the damaged copy is in \(verifier.rel($0))" } ?? "")
+            if let o = sourceOrphan[src] {
+                problems[o].repaired = true
+                problems[o].action = "moved into place as the original of asset \(a.id) (\(a.name))"
+            }
+            return
+        }
+        // Else a copy of another asset's verified original with the same bytes.
+        if let g = good[a.hash] {
+            let tmp = dir + "/.verify-\(StoreWriter.randomID()).part"
+            guard copyFile(g, tmp) else {
+                problems[p].action = "cannot copy \(verifier.rel(g)): \(String(cString: strerror(errno)))"
+                unlink(tmp)
+                return
+            }
+            var damagedCopy: String? = nil
+            if access(dest, F_OK) == 0 {
+                guard let moved = moveToLostAndFound(dest) else { unlink(tmp); return }
+                damagedCopy = moved
+            }
+            guard rename(tmp, dest) == 0 else {
+                unlink(tmp)
+                if let damagedCopy { rename(damagedCopy, dest) }
+                problems[p].action = "cannot move the copy into place: \(String(cString: strerror(errno)))"
+                return
+            }
+            fsyncDirectory(of: dest)
+            problems[p].repaired = true
+            problems[p].action = "restored from a copy of \(verifier.rel(g))" + (damagedCopy.map { "; the damaged copy is in \(verifier.rel($0))" } ?? "")
+            return
+        }
+        problems[p].action = "no file with its bytes was found: it stays \(problems[p].kind == .missing ? "missing" : "damaged") (trash it, or import the original again)"
+    }
+
+    /// Whether an asset names this store path now (asked again just before moving the file);
+    /// nil when the catalog cannot be read.
+    func named(_ storePath: String) -> Bool? {
+        do {
+            return try library.read { db in
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ?", arguments: [storePath]) != nil
+            }
+        } catch {
+            return nil
+        }
+    }
+
+    /// Moves a file of the library into lost+found/<stamp>/, keeping its path; returns where.
+    func moveToLostAndFound(_ path: String) -> String? {
+        let relPath = verifier.rel(path)
+        var dest = root + "/" + LostAndFound.folder + "/" + stamp + "/" + relPath
+        let dir = (dest as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            errno = EIO
+            return nil
+        }
+        var n = 1
+        while access(dest, F_OK) == 0 { dest = root + "/" + LostAndFound.folder + "/" + stamp + "/" + relPath + ".\(n)"; n += 1 }
+        guard rename(path, dest) == 0 else { return nil }
+        fsyncDirectory(of: dest)
+        fsyncDirectory(of: path)
+        return dest
+    }
+
+    /// Copies a file durably (0600).
+    func copyFile(_ from: String, _ to: String) -> Bool {
+        let src = Glibc.open(from, O_RDONLY | O_CLOEXEC)
+        guard src >= 0 else { return false }
+        defer { Glibc.close(src) }
+        let dst = Glibc.open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard dst >= 0 else { return false }
+        defer { Glibc.close(dst) }
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(src, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; return false }
+            if n == 0 { break }
+            var w = 0
+            while w < n {
+                let m = buf.withUnsafeBytes { Glibc.write(dst, $0.baseAddress! + w, n - w) }
+                if m < 0 { if errno == EINTR { continue }; return false }
+                w += m
+            }
+        }
+        return fsync(dst) == 0
+    }
+}
+
+struct HashJob: Sendable {
+    var path: String
+    var expectedSize: UInt64?
+    var follow: Bool
+}
+
+struct HashResult: Sendable {
+    /// "sha256:<hex>"; nil when the file could not be read, or its size already differs.
+    var hash: String?
+    var size: UInt64 = 0
+    var mode: mode_t = 0
+    var error: Int32 = 0
+
+    func mismatch(_ a: Verifier.CatalogEntry) -> String {
+        if error != 0 { return "cannot read it: \(String(cString: strerror(error)))" }
+        if size != a.size { return "\(size) bytes where the catalog says \(a.size)" }
+        return "its bytes hash to \(hash ?? "?") where the catalog says \(a.hash)"
+    }
+}
+
+/// Hashes files on worker threads; results in the jobs' order.
+final class HashPool: @unchecked Sendable {
+    let jobs: [HashJob]
+    let results: UnsafeMutableBufferPointer<HashResult>
+    let next = Atomic<Int>(0)
+    let done = Atomic<Int>(0)
+    let bytes = Atomic<UInt64>(0)
+
+    init(_ jobs: [HashJob]) {
+        self.jobs = jobs
+        results = .allocate(capacity: jobs.count)
+        results.initialize(repeating: HashResult())
+    }
+
+    deinit {
+        _ = results.deinitialize()
+        results.deallocate()
+    }
+
+    static func run(_ jobs: [HashJob], threads: Int, progress: (VerifyProgress) -> Void) -> [HashResult] {
+        let pool = HashPool(jobs)
+        let total = jobs.reduce(UInt64(0)) { $0 + ($1.expectedSize ?? 0) }
+        let n = max(1, min(threads, jobs.count))
+        let group = DispatchGroup()
+        for _ in 0..<n {
+            group.enter()
+            let t = Thread {
+                pool.work()
+                group.leave()
+            }
+            t.name = "photogate-verify"
+            t.start()
+        }
+        while group.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+            progress(VerifyProgress(filesDone: pool.done.load(ordering: .relaxed), filesTotal: jobs.count,
+                                    bytesDone: pool.bytes.load(ordering: .relaxed), bytesTotal: total))
+        }
+        progress(VerifyProgress(filesDone: jobs.count, filesTotal: jobs.count, bytesDone: pool.bytes.load(ordering: .relaxed), bytesTotal: total))
+        return Array(pool.results)
+    }
+
+    func work() {
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buf.deallocate() }
+        while true {
+            let i = next.add(1, ordering: .relaxed).oldValue
+            if i >= jobs.count { return }
+            let r = HashPool.hash(jobs[i].path, expectedSize: jobs[i].expectedSize, follow: jobs[i].follow, buffer: buf)
+            results[i] = r
+            if r.hash != nil { bytes.add(r.size, ordering: .relaxed) }
+            done.add(1, ordering: .relaxed)
+        }
+    }
+
+    static func hash(_ path: String, expectedSize: UInt64?, follow: Bool) -> HashResult {
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buf.deallocate() }
+        return hash(path, expectedSize: expectedSize, follow: follow, buffer: buf)
+    }
+
+    /// SHA-256 of a regular file (libcrypto, with the CPU's SHA extensions); the size first, so a
+    /// file of the wrong size is not read at all.
+    static func hash(_ path: String, expectedSize: UInt64?, follow: Bool, buffer buf: UnsafeMutableRawBufferPointer) -> HashResult {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW))
+        guard fd >= 0 else { return HashResult(hash: nil, error: errno) }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return HashResult(hash: nil, error: errno) }
+        var r = HashResult(hash: nil, size: UInt64(st.st_size), mode: st.st_mode & 0o7777)
+        guard (st.st_mode & S_IFMT) == S_IFREG else { r.error = EISDIR; return r }
+        if let e = expectedSize, e != r.size { return r }
+        let h = SHA256()
+        var off: off_t = 0
+        while true {
+            let n = pread(fd, buf.baseAddress, buf.count, off)
+            if n < 0 { if errno == EINTR { continue }; r.error = errno; return r }
+            if n == 0 { break }
+            h.update(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+            off += off_t(n)
+        }
+        r.size = UInt64(off)
+        r.hash = "sha256:" + hexString(h.finalize())
+        return r
+    }
+}

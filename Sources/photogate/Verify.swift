@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check every original against its catalog hash, and that every file in the library is accounted for.",
+        discussion: """
+            Hashes every asset's original (store files, and --reference originals where they are) on \
+            several threads and compares it with the catalog; reports store files no asset names, temp \
+            folders left by processes that died, and anything in the library other users could read. \
+            Changes nothing unless --repair. Exit 0 when nothing is wrong (after --repair: when \
+            everything was repaired), 70 when something is (each problem is printed), the usual codes \
+            when the library cannot be opened.
+
+            --repair: makes owner-only what others could read; recovers dead temp folders as an import \
+            or a mount does (committed files roll forward into the store, files whose close had \
+            succeeded become the app's assets, incomplete ones are deleted, except that one holding \
+            some asset's bytes is kept in lost+found/); restores a damaged or missing original from a \
+            file with its exact bytes (an unaccounted store file, a file in lost+found/, or another \
+            asset's original), moving the damaged copy to lost+found/; and moves unaccounted files to \
+            <library>/lost+found/<time>/. It never deletes a file that holds an asset's bytes, and never \
+            writes outside the library: a referenced original that changed or vanished is only reported \
+            (import it again, or trash the asset).
+
+            Examples:
+              photogate verify
+              photogate verify --json | jq '.problems[] | select(.kind == "damaged")'
+              photogate verify --repair
+            """)
+
+    @Flag(help: "Fix what can be fixed (see above); without it nothing is changed.")
+    var repair = false
+
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        var failed = false
+        try photogate.run {
+            let library = try lib.open()
+            let tty = isatty(2) == 1
+            var lastDraw = Date.distantPast
+            let report = try Verifier(library: library, options: VerifyOptions(repair: repair)).run { p in
+                guard tty else { return }
+                let now = Date()
+                guard now.timeIntervalSince(lastDraw) > 0.1 || p.filesDone == p.filesTotal else { return }
+                lastDraw = now
+                var line = "\r\u{1B}[Kverifying \(p.filesDone)/\(p.filesTotal) files"
+                if p.bytesTotal > 0 { line += ", \(humanSize(p.bytesDone)) of \(humanSize(p.bytesTotal))" }
+                FileHandle.standardError.write(Data(line.utf8))
+                if p.filesDone == p.filesTotal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            }
+            failed = !report.ok
+            if output.json {
+                printJSON(Verify.json(report))
+                return
+            }
+            for p in report.problems {
+                var line = "\(p.kind.rawValue)  \(p.path.isEmpty ? "-" : p.path)"
+                if let id = p.asset { line += "  \(id)" }
+                if let n = p.name { line += "  \(n)" }
+                line += ": \(p.detail)"
+                if let a = p.action { line += (p.repaired ? "; repaired: " : "; ") + a }
+                say(line)
+            }
+            let open = report.problems.filter { !$0.repaired }.count
+            let repaired = report.problems.count - open
+            var summary = "checked \(report.assets) asset\(report.assets == 1 ? "" : "s") (\(report.filesHashed) files, "
+                + "\(humanSize(report.bytesHashed)) hashed) in \(String(format: "%.1f", report.seconds)) s: "
+            if report.problems.isEmpty {
+                summary += "no problems"
+            } else {
+                summary += "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")"
+                if report.repair { summary += ", \(repaired) repaired" }
+                if open > 0 && !report.repair { summary += " (nothing was changed; --repair fixes what it can)" }
+            }
+            if report.lostAndFound > 0 { summary += "; \(report.lostAndFound) file\(report.lostAndFound == 1 ? "" : "s") in \(LostAndFound.folder)/" }
+            say(summary)
+        }
+        if failed { throw ExitCode(Exit.libraryIncompatible.rawValue) }
+    }
+
+    /// The stable JSON object (README "JSON"; fields are only ever added).
+    static func json(_ r: VerifyReport) -> [String: Any] {
+        var counts: [String: Int] = [:]
+        for k in VerifyProblem.Kind.allCases { counts[k.rawValue] = 0 }
+        for p in r.problems { counts[p.kind.rawValue, default: 0] += 1 }
+        return [
+            "ok": r.ok,
+            "repair": r.repair,
+            "assets": r.assets,
+            "filesHashed": r.filesHashed,
+            "bytesHashed": r.bytesHashed,
+            "seconds": (r.seconds * 1000).rounded() / 1000,
+            "lostAndFound": r.lostAndFound,
+            "counts": counts,
+            "problems": r.problems.map { p -> [String: Any] in
+                [
+                    "kind": p.kind.rawValue, "path": p.path, "id": p.asset ?? NSNull(), "name": p.name ?? NSNull(),
+                    "detail": p.detail, "repaired": p.repaired, "action": p.action ?? NSNull(),
+                ]
+            },
+        ]
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 14: the library on disk is private to its owner, whatever the umask.
+enum Privacy {
+    /// Runs photogate under `umask 022` (Debian's default), whatever the test process's umask.
+    @discardableResult
+    static func run022(_ c: CLI, _ args: [String]) throws -> TestSupport.Output {
+        try TestSupport.run("/bin/sh", ["-c", "umask 022 && exec \"$0\" \"$@\"", TestSupport.photogateBinary] + args,
+                            environment: ["PHOTOGATE_LIBRARY": c.library])
+    }
+
+    /// Every entry under `root` (itself included) whose mode is not 0700 (folders) or 0600 (files).
+    static func notPrivate(_ root: String) -> [String] {
+        var bad: [String] = []
+        func check(_ path: String) {
+            var st = stat()
+            guard lstat(path, &st) == 0 else { return }
+            let mode = st.st_mode & 0o7777
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                if mode != 0o700 { bad.append("\(path) \(String(mode, radix: 8))") }
+                for n in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] { check(path + "/" + n) }
+            case S_IFREG:
+                if mode != 0o600 { bad.append("\(path) \(String(mode, radix: 8))") }
+            default:
+                bad.append("\(path): unexpected file type")
+            }
+        }
+        check(root)
+        return bad
+    }
+
+    static let otherUser = "photogate-test"
+
+    /// A second local user for the tests that try to read the library as someone else; nil (after
+    /// saying why the test skips) when that cannot be done here.
+    static func secondUser(_ test: String) throws -> String? {
+        guard getuid() == 0 else {
+            print("\(test): SKIPPED — needs root to add a second local user (useradd) and run commands as it (runuser)")
+            return nil
+        }
+        guard TestSupport.which("useradd"), TestSupport.which("runuser") else {
+            print("\(test): SKIPPED — useradd or runuser is missing")
+            return nil
+        }
+        if try TestSupport.run("id", ["-u", otherUser]).status != 0 {
+            let o = try TestSupport.run("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", otherUser])
+            if o.status != 0 && o.status != 9 {   // 9: it exists (a test running alongside added it)
+                throw NSError(domain: "Privacy", code: Int(o.status), userInfo: [NSLocalizedDescriptionKey: "useradd: \(o.stderr)"])
+            }
+        }
+        return otherUser
+    }
+
+    /// Runs a command as another user; returns its exit status and stderr.
+    static func runAs(_ user: String, _ args: [String]) throws -> TestSupport.Output {
+        try TestSupport.run("runuser", ["-u", user, "--"] + args)
+    }
+
+    static func storeFiles(_ library: String) -> [String] {
+        let store = library + "/store"
+        return ((try? FileManager.default.subpathsOfDirectory(atPath: store)) ?? [])
+            .filter { $0.hasSuffix(".jpg") }.map { store + "/" + $0 }
+    }
+}
+
+@Suite(.serialized) struct CLIPrivacy {
+    @Test func initAndImportUnderUmask022AreOwnerOnly() throws {
+        let c = try CLI(initialize: false)
+        let o = try Privacy.run022(c, ["init", c.library])
+        #expect(o.status == 0, "\(o.stderr)")
+        #expect(Privacy.notPrivate(c.library).isEmpty, "after init: \(Privacy.notPrivate(c.library))")
+        let src = try c.photos(["a.jpg", "b.jpg", "c.jpg"])
+        let i = try Privacy.run022(c, ["import", src])
+        #expect(i.status == 0, "\(i.stderr)")
+        let r = try Privacy.run022(c, ["import", "--reference", try c.photos(["r.jpg"])])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try Privacy.run022(c, ["grant", "org.example.Editor", "a.jpg"]).status == 0)
+        #expect(Privacy.storeFiles(c.library).count == 3)
+        #expect(Privacy.notPrivate(c.library).isEmpty, "after import: \(Privacy.notPrivate(c.library))")
+    }
+
+    @Test func initIntoAnOpenFolderMakesItPrivate() throws {
+        let c = try CLI(initialize: false)
+        try FileManager.default.createDirectory(atPath: c.library, withIntermediateDirectories: true)
+        chmod(c.library, 0o755)
+        let o = try Privacy.run022(c, ["init", c.library])
+        #expect(o.status == 0, "\(o.stderr)")
+        #expect(Privacy.notPrivate(c.library).isEmpty, "\(Privacy.notPrivate(c.library))")
+    }
+
+    @Test func anOpenLibraryIsTightenedOnOpen() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg", "b.jpg"]))
+        // What an older photogate left: everything readable by all.
+        #expect(try TestSupport.run("chmod", ["-R", "go+rX", c.library]).status == 0)
+        #expect(!Privacy.notPrivate(c.library).isEmpty)
+        let o = try Privacy.run022(c, ["assets"])
+        #expect(o.status == 0, "\(o.stderr)")
+        #expect(o.stderr.contains("made it private"), "\(o.stderr)")
+        #expect(Privacy.notPrivate(c.library).isEmpty, "\(Privacy.notPrivate(c.library))")
+        // Private already: nothing to say.
+        let again = try Privacy.run022(c, ["assets"])
+        #expect(again.status == 0 && again.stderr.isEmpty, "\(again.stderr)")
+    }
+
+    @Test func aSecondLocalUserCannotReadTheDatabaseOrTheStore() throws {
+        guard let user = try Privacy.secondUser("aSecondLocalUserCannotReadTheDatabaseOrTheStore") else { return }
+        // A folder the other user can reach, like a Debian home (0755) in /tmp (1777): only the
+        // library's own modes protect it (the tests' temp folders are 0700 all the way down).
+        var template = Array("/tmp/photogate-privacy.XXXXXX".utf8CString)
+        let home = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }.map { String(cString: $0) })
+        defer { TestSupport.remove(home) }
+        chmod(home, 0o755)
+        let c = try CLI(initialize: false)
+        let library = home + "/library"
+        func pg(_ args: String...) throws -> TestSupport.Output {
+            try TestSupport.run("/bin/sh", ["-c", "umask 022 && exec \"$0\" \"$@\"", TestSupport.photogateBinary] + args,
+                                environment: ["PHOTOGATE_LIBRARY": library])
+        }
+        #expect(try pg("init").status == 0)
+        #expect(try pg("import", try c.photos(["a.jpg", "b.jpg"])).status == 0)
+        let db = library + "/photogate.sqlite"
+        let photo = try #require(Privacy.storeFiles(library).first)
+        // A fresh library never was readable by the other user.
+        for target in [db, photo] {
+            let o = try Privacy.runAs(user, ["cat", target])
+            #expect(o.status != 0, "\(user) read \(target)")
+            #expect(o.stderr.contains("Permission denied"), "\(o.stderr)")
+        }
+        #expect(try Privacy.runAs(user, ["ls", library + "/store"]).status != 0)
+        #expect(try Privacy.runAs(user, ["cp", db, "/tmp/stolen-\(getpid()).sqlite"]).status != 0)
+        // Control: opened the way an older photogate left it, the other user can read both.
+        #expect(try TestSupport.run("chmod", ["-R", "go+rX", library]).status == 0)
+        #expect(try Privacy.runAs(user, ["cat", db]).status == 0, "the control read failed: the test proves nothing")
+        #expect(try Privacy.runAs(user, ["cat", photo]).status == 0)
+        // Any photogate command by the owner makes it private again.
+        #expect(try pg("assets").status == 0)
+        for target in [db, photo] { #expect(try Privacy.runAs(user, ["cat", target]).status != 0, "\(user) read \(target)") }
+        #expect(try Privacy.runAs(user, ["ls", library + "/store"]).status != 0)
+    }
+
+    @Test func someoneElsesOpenLibraryIsRefused() throws {
+        guard let user = try Privacy.secondUser("someoneElsesOpenLibraryIsRefused") else { return }
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg"]))
+        #expect(try TestSupport.run("chmod", ["-R", "go+rX", c.library]).status == 0)
+        #expect(try TestSupport.run("chown", ["-R", user, c.library]).status == 0)
+        // root does not own it: it may not silently change another user's files, nor use them open.
+        let o = try c.run("assets")
+        #expect(o.status == Code.conflict, "\(o.status) \(o.stderr)")
+        #expect(o.stderr.contains("open to other users") && o.stderr.contains(user), "\(o.stderr)")
+        var st = stat()
+        #expect(stat(c.library, &st) == 0 && st.st_mode & 0o777 == 0o755, "the refusal changed the library")
+        // Once its owner made it private, it opens.
+        #expect(try TestSupport.run("chmod", ["-R", "go-rwx", c.library]).status == 0)
+        #expect(try c.run("assets").status == 0)
+        _ = try TestSupport.run("chown", ["-R", "root", c.library])
+    }
+}

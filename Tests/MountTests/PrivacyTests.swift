@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 14: what a mount makes in the library (daemon log, mount registry, the database's WAL
+/// and SHM, the daemon's temp folder and files, new store folders, the bell) is owner-only too,
+/// even when photogate runs under umask 022.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct MountPrivacy {
+    let app = "org.example.Editor"
+
+    /// Entries under `root` whose mode is not 0700 (folders) or 0600 (files).
+    func notPrivate(_ root: String) -> [String] {
+        var bad: [String] = []
+        for rel in [""] + ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []) {
+            let path = rel.isEmpty ? root : root + "/" + rel
+            var st = stat()
+            guard lstat(path, &st) == 0 else { continue }   // gone meanwhile (a temp file committed)
+            let mode = st.st_mode & 0o7777
+            let want: mode_t = (st.st_mode & S_IFMT) == S_IFDIR ? 0o700 : 0o600
+            if mode != want { bad.append("\(rel.isEmpty ? "." : rel) \(String(mode, radix: 8))") }
+        }
+        return bad
+    }
+
+    @Test func filesAMountMakesAreOwnerOnlyUnderUmask022() throws {
+        let old = umask(0o022)   // photogate and the daemon it spawns inherit it
+        defer { umask(old) }
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app)
+        // An app writes a new photo: the daemon's temp file exists until the close.
+        let fd = open(mp + "/new.jpg", O_CREAT | O_EXCL | O_WRONLY, 0o644)
+        #expect(fd >= 0)
+        let bytes = try TestMedia.jpeg(tag: "privacy")
+        #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
+        let temps = ((try? FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp")) ?? []).filter { $0.hasSuffix(".jpg") || $0.hasSuffix(".part") }
+        #expect(!temps.isEmpty, "no temp file while writing")
+        #expect(notPrivate(f.library).isEmpty, "while writing: \(notPrivate(f.library))")
+        #expect(close(fd) == 0)
+        #expect(eventually { (try? f.assetsJSON().count) == 2 })
+        // What a running mount keeps in the library.
+        let files = (try? FileManager.default.subpathsOfDirectory(atPath: f.library)) ?? []
+        for want in ["photogate.sqlite-wal", "photogate.sqlite-shm", "run/bell"] { #expect(files.contains(want), "\(want) missing: \(files)") }
+        #expect(files.contains { $0.hasPrefix("run/logs/") && $0.hasSuffix(".log") }, "\(files)")
+        #expect(files.contains { $0.hasPrefix("run/mounts/") && $0.hasSuffix(".json") }, "\(files)")
+        #expect(files.contains { $0.hasPrefix("tmp/mount-") }, "\(files)")
+        #expect(notPrivate(f.library).isEmpty, "mounted: \(notPrivate(f.library))")
+        // And the new asset's store folder and file.
+        let id = try #require(f.assetsJSON().first { $0["name"] as? String == "new.jpg" }?["id"] as? String)
+        #expect(files.contains("store/\(id.prefix(2))"), "\(files)")
+        try f.unmount(mp)
+        #expect(notPrivate(f.library).isEmpty, "after unmount: \(notPrivate(f.library))")
+    }
+}
