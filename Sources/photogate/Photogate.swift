@@ -21,7 +21,7 @@ struct Photogate: ParsableCommand {
         subcommands: [
             Init.self, Import.self, Assets.self, AlbumCommand.self, Albums.self,
             Apps.self, Authorize.self, Status.self, Grant.self, Revoke.self, Grants.self, Options.self, Pick.self,
-            Requests.self, Trash.self, Restore.self, Mount.self, Unmount.self, Mounts.self, Changes.self, Explain.self, ExitCodes.self,
+            Requests.self, Trash.self, Restore.self, Mount.self, Unmount.self, Mounts.self, Run.self, Changes.self, Explain.self, ExitCodes.self,
         ]
     )
 

@@ -95,6 +95,7 @@ struct Deploy {
     @Test func systemdUnitsVerify() throws { try script("units") }
     @Test func fstabLinesMount() throws { try script("fstab") }
     @Test func secondUserMountsThroughFusermount() throws { try script("user") }
+    @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
 }
