@@ -277,7 +277,17 @@ public enum MountDaemon {
         MountRegistry.write(record, library: library)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
-        done.wait()
+        // The registry keeps telling the read path in effect: should the kernel refuse a backing
+        // file after all, the session falls back to daemon reads, and the record follows.
+        var record2 = record
+        while done.wait(timeout: .now() + 2) == .timedOut {
+            let now = session.passthroughActive ? "passthrough" : "daemon"
+            if now != record2.readPath {
+                record2.readPath = now
+                MountRegistry.write(record2, library: library)
+                log("reads: \(now) from now on (the kernel refused passthrough)")
+            }
+        }
         watcher.stop()
         MountRegistry.remove(pid: getpid(), library: library)
         log("unmounted \(settings.mountpoint)")
