@@ -57,6 +57,9 @@ cmp "$tmp/src/a.jpg" "$tmp/mnt/a.jpg" || fail "the file read through the mount d
 has org.example.Installed "$("$pg" mounts)" || fail "photogate mounts does not list the mount"
 "$pg" unmount "$tmp/mnt" >/dev/null || fail "unmount"
 is_mounted "$tmp/mnt" && fail "still mounted"
+if command -v bwrap >/dev/null; then
+    "$pg" run org.example.Installed -- sh -c 'test -s "$HOME/Pictures/a.jpg"' || fail "photogate run with the installed binary"
+fi
 
 mv "$cache/scratch.hidden" "$cache/scratch"
 PREFIX=$prefix "$copy/scripts/install" --uninstall >&2 || fail "uninstall"
