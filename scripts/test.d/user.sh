@@ -47,6 +47,13 @@ grep -q '"readPath" : "daemon"' <<<"$json" || fail "photogate mounts should say 
 grep -q '"state" : "live"' <<<"$json" || fail "not live: $json"
 if grep -q "passthrough_open" "$home"/library/run/logs/*.log; then fail "the daemon tried passthrough: $(cat "$home"/library/run/logs/*.log)"; fi
 has '"readWrite" : "authorized"' "$(runuser -u "$user" -- cat "$home/view/.photogate/status")" || fail ".photogate/status"
+# A daemon killed with SIGKILL: listed dead, and the next mount clears the stale mount point.
+pid=$(awk -F'[:,]' '/"pid"/ {gsub(/ /, "", $2); print $2; exit}' <<<"$json")
+kill -KILL "$pid"
+wait_until 10 bash -c "grep -q '\"state\" : \"dead\"' <<<\"\$(runuser -u '$user' -- env PHOTOGATE_LIBRARY='$home/library' '$PHOTOGATE_BIN' mounts --json)\"" \
+    || fail "the killed daemon is not listed dead: $(as_user mounts --json)"
+as_user mount org.example.Mine "$home/view" >/dev/null || fail "mount over the stale mount point as $user"
+runuser -u "$user" -- cmp "$home/src/a.jpg" "$home/view/a.jpg" || fail "reading after the remount"
 as_user unmount "$home/view" >/dev/null || fail "unmount as $user"
 is_mounted "$home/view" && fail "still mounted after unmount"
 [[ -z $(as_user mounts --json | grep org.example.Mine) ]] || fail "still listed after unmount"
