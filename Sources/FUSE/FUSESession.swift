@@ -78,7 +78,8 @@ public final class FUSESession: @unchecked Sendable {
     /// The libfuse this process runs with (`fuse_pkgversion()`, e.g. "3.14.0").
     public var libfuseVersion: String { String(cString: fuse_pkgversion()) }
 
-    /// True once INIT negotiated FUSE_CAP_PASSTHROUGH.
+    /// True once INIT negotiated FUSE_CAP_PASSTHROUGH (asked for only with CAP_SYS_ADMIN, which
+    /// the kernel requires to register backing files) and no registration has failed since.
     public var passthroughActive: Bool { core.passthroughActive.load(ordering: .relaxed) }
 
     /// What INIT negotiated; nil before the kernel's INIT was processed.
@@ -95,9 +96,11 @@ public final class FUSESession: @unchecked Sendable {
         var st = stat()
         guard stat(mountpoint, &st) == 0 else { throw .current }
         guard st.st_mode & S_IFMT == S_IFDIR else { throw .notDirectory }
-        let device = open("/dev/fuse", O_RDWR | O_CLOEXEC)
-        guard device >= 0 else { throw errno == ENOENT ? .noDevice : .current }
-        close(device)
+        // Only a missing device is ours to report. Opening it here would refuse a user whom
+        // libfuse can still mount for: its mount(2) fails with EPERM and it runs the setuid
+        // fusermount3 (which opens /dev/fuse as that user: a device mode that shuts the user
+        // out shuts out FUSE altogether, and libfuse says so).
+        guard access("/dev/fuse", F_OK) == 0 else { throw .noDevice }
 
         try core.state.withLock { (st: inout SessionCore.State) throws(Errno) in
             guard st.phase == .created, !st.mounted, let se = core.se else { throw .busy }

@@ -276,15 +276,23 @@ final class SessionCore: @unchecked Sendable {
     /// Registers `fd` as the backing file of `inode` (one backing id per inode, refcounted).
     /// Returns the backing id, or 0 when passthrough is not possible.
     func acquireBacking(_ req: fuse_req_t?, inode: Inode, fd: Int32) -> Int32 {
-        guard passthroughActive.load(ordering: .relaxed), fd >= 0 else { return 0 }
+        guard fd >= 0 else { return 0 }
         return backing.withLock { table -> Int32 in
+            // An inode already in passthrough stays so (the kernel fails mixed opens with EIO).
             if var b = table[inode] {
                 b.refs += 1
                 table[inode] = b
                 return b.id
             }
+            guard passthroughActive.load(ordering: .relaxed) else { return 0 }
             let id = cfuse_passthrough_open(req, fd)
-            guard id > 0 else { return 0 }
+            guard id > 0 else {
+                // EPERM: the kernel will not take backing files from us after all. Serve reads
+                // ourselves from now on (an inode never mixes: this one never got a backing id),
+                // and say so in `passthroughActive`.
+                passthroughActive.store(false, ordering: .relaxed)
+                return 0
+            }
             table[inode] = Backing(id: id, refs: 1)
             return id
         }
@@ -338,7 +346,9 @@ final class SessionCore: @unchecked Sendable {
         let passthroughCap = cfuse_cap_passthrough()
         let passthroughAvailable = passthroughCap != 0 && cfuse_capable(conn, passthroughCap) != 0
         var passthrough = false
-        if options.passthrough && passthroughAvailable {
+        // The kernel registers backing files only for a daemon with CAP_SYS_ADMIN (in the
+        // initial user namespace): without it every passthrough open would fail with EPERM.
+        if options.passthrough && passthroughAvailable && hasCapSysAdmin() {
             passthrough = cfuse_want(conn, passthroughCap) != 0
             if passthrough { cfuse_set_max_stack_depth(conn, 1) }
         }
@@ -368,4 +378,25 @@ func withCName<R>(_ name: [UInt8], _ body: (UnsafePointer<CChar>, Int) -> R) -> 
     return bytes.withUnsafeBufferPointer { buf in
         buf.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buf.count) { body($0, name.count) }
     }
+}
+
+/// True if this process has CAP_SYS_ADMIN in its effective set (bit 21 of CapEff in
+/// /proc/self/status).
+func hasCapSysAdmin() -> Bool {
+    let fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return geteuid() == 0 }
+    defer { close(fd) }
+    var data = [UInt8]()
+    var buf = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        data += buf[0..<n]
+    }
+    for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("CapEff:") {
+        let hex = String(line.dropFirst("CapEff:".count).filter { !$0.isWhitespace })
+        guard let caps = UInt64(hex, radix: 16) else { return false }
+        return caps & (1 << 21) != 0
+    }
+    return false
 }

@@ -19,6 +19,9 @@ public struct MountRecord: Codable, Sendable, Equatable {
     public var started: Double
     /// The kernel's readahead for the mount in KiB (nil: unknown, or a record of an older daemon).
     public var readaheadKiB: Int?
+    /// The mount's device ("major:minor", as in /proc/self/mountinfo): tells this mount from a
+    /// later one at the same mount point (nil: a record of an older daemon).
+    public var device: String?
 }
 
 public enum MountRegistry {
@@ -35,21 +38,113 @@ public enum MountRegistry {
 
     static func remove(pid: Int32, library: Library) { unlink(dir(library) + "/\(pid).json") }
 
-    /// Running mounts; records of dead daemons are dropped.
+    /// Running mounts (live daemons whose mount is in place); see `entries` for the dead ones.
     public static func list(_ library: Library) -> [MountRecord] {
+        entries(library).filter { $0.state == .live }.map(\.record)
+    }
+
+    /// Every registered mount with the truth about it: `.live`, or `.dead` when its daemon is gone
+    /// (killed with SIGKILL, crashed) but its mount point is still mounted, stale. Records whose
+    /// daemon is gone and whose mount point is clear are dropped; so are records of a daemon that
+    /// is unmounting. A pid reused by another process does not count as the daemon.
+    public static func entries(_ library: Library) -> [MountEntry] {
         let d = dir(library)
-        var out: [MountRecord] = []
+        let mounted = mountedPhotogatePoints()
+        var records: [(String, MountRecord)] = []
         for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
             guard let data = FileManager.default.contents(atPath: d + "/" + name),
                   let r = try? JSONDecoder().decode(MountRecord.self, from: data) else { continue }
-            if kill(r.pid, 0) != 0 && errno == ESRCH {
-                unlink(d + "/" + name)
-                continue
-            }
-            out.append(r)
+            records.append((name, r))
         }
-        return out.sorted { ($0.mountpoint, $0.pid) < ($1.mountpoint, $1.pid) }
+        var out: [MountEntry] = []
+        for (name, r) in records {
+            let alive = daemonAlive(r)
+            // The same mount: same mount point and, when recorded, the same device (a newer
+            // mount at that point is someone else's).
+            var isMounted = mounted.contains { $0.path == r.mountpoint && (r.device == nil || $0.device == r.device) }
+            // Device numbers of FUSE connections are reused: a newer live mount at the same
+            // point makes this dead one gone for good (it was detached to make room).
+            if !alive && records.contains(where: { $0.1.pid != r.pid && $0.1.mountpoint == r.mountpoint && daemonAlive($0.1) }) {
+                isMounted = false
+            }
+            switch (alive, isMounted) {
+            case (true, true):
+                out.append(MountEntry(record: r, state: .live, problem: nil))
+            case (false, true):
+                // statfs always reaches the daemon: a dead one's connection answers ENOTCONN at once.
+                var sfs = statvfs()
+                let problem = statvfs(r.mountpoint, &sfs) == 0 ? "the daemon is gone" : String(cString: strerror(errno))
+                out.append(MountEntry(record: r, state: .dead, problem: problem))
+            case (true, false):
+                continue
+            case (false, false):
+                unlink(d + "/" + name)
+            }
+        }
+        return out.sorted { ($0.record.mountpoint, $0.record.pid) < ($1.record.mountpoint, $1.record.pid) }
     }
+
+    /// The daemon of `r` still runs: the pid exists and is a `mount` of that app (not a pid reused
+    /// by another process).
+    static func daemonAlive(_ r: MountRecord) -> Bool {
+        if kill(r.pid, 0) != 0 && errno == ESRCH { return false }
+        guard let cmd = FileManager.default.contents(atPath: "/proc/\(r.pid)/cmdline") else { return false }
+        let args = cmd.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return args.contains("mount") && args.contains { $0 == r.app || $0.hasSuffix("#" + r.app) }
+    }
+
+    /// photogate's FUSE mounts in this mount namespace (fuse.photogate): mount point and device.
+    static func mountedPhotogatePoints() -> [(path: String, device: String)] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        var out: [(path: String, device: String)] = []
+        for line in text.split(separator: "\n") {
+            let parts = line.components(separatedBy: " - ")
+            guard parts.count >= 2 else { continue }
+            let fields = parts[0].split(separator: " ")
+            let after = parts[1].split(separator: " ")
+            guard fields.count > 4, let type = after.first, type == "fuse.photogate" else { continue }
+            out.append((unescapeMountPath(String(fields[4])), String(fields[2])))
+        }
+        return out
+    }
+
+    /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
+    static func unescapeMountPath(_ s: String) -> String {
+        var bytes: [UInt8] = []
+        let u = Array(s.utf8)
+        var i = 0
+        while i < u.count {
+            if u[i] == UInt8(ascii: "\\"), i + 3 < u.count,
+               let v = UInt8(String(decoding: u[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                bytes.append(v)
+                i += 4
+            } else {
+                bytes.append(u[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// "major:minor" of the filesystem at `path` (the FUSE connection once mounted), as mountinfo
+/// writes it.
+func deviceOf(_ path: String) -> String? {
+    var st = stat()
+    guard stat(path, &st) == 0 else { return nil }
+    let dev = UInt64(st.st_dev)
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
+    let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
+    return "\(major):\(minor)"
+}
+
+/// One registered mount and whether it is really there.
+public struct MountEntry: Sendable {
+    public enum State: String, Sendable { case live, dead }
+    public var record: MountRecord
+    public var state: State
+    /// Why a dead mount is stale (e.g. "Transport endpoint is not connected").
+    public var problem: String?
 }
 
 /// Wakes a mount when the library changes: inotify on the library's bell file (rung after every
@@ -178,11 +273,21 @@ public enum MountDaemon {
         let record = MountRecord(app: settings.app.rawValue, access: settings.access.rawValue, mountpoint: settings.mountpoint,
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
-                                 readaheadKiB: readahead)
+                                 readaheadKiB: readahead, device: deviceOf(settings.mountpoint))
         MountRegistry.write(record, library: library)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
-        done.wait()
+        // The registry keeps telling the read path in effect: should the kernel refuse a backing
+        // file after all, the session falls back to daemon reads, and the record follows.
+        var record2 = record
+        while done.wait(timeout: .now() + 2) == .timedOut {
+            let now = session.passthroughActive ? "passthrough" : "daemon"
+            if now != record2.readPath {
+                record2.readPath = now
+                MountRegistry.write(record2, library: library)
+                log("reads: \(now) from now on (the kernel refused passthrough)")
+            }
+        }
         watcher.stop()
         MountRegistry.remove(pid: getpid(), library: library)
         log("unmounted \(settings.mountpoint)")

@@ -17,16 +17,33 @@ struct Mount: ParsableCommand {
             attached with logs on stderr; SIGINT and SIGTERM unmount cleanly. A mount point left
             stale by a killed daemon is cleared first.
 
+            Options (-o, comma-separated, also from an fstab line): access=read-write|add-only,
+            library=DIR, no_passthrough, allow_other, and the usual mount flags (ro, nosuid,
+            nodev, noexec, noatime, default_permissions, ...); mount(8)'s own (noauto, nofail,
+            user, _netdev, x-*) are ignored.
+
+            A user without CAP_SYS_ADMIN mounts through the setuid fusermount3 (libfuse runs it), and
+            needs read-write access to /dev/fuse (fusermount3 opens it as that user). Kernel
+            passthrough needs CAP_SYS_ADMIN: elsewhere photogate serves reads itself, and
+            `photogate mounts` says which.
+
+            With --foreground under systemd (Type=notify), readiness is sent to $NOTIFY_SOCKET.
+
+            fstab (mount.fuse3 runs `photogate SOURCE MOUNTPOINT -o OPTIONS`; photogate must be
+            on the default PATH, e.g. /usr/local/bin):
+              photogate#org.example.Camera /mnt/camera fuse.photogate access=add-only,library=/srv/photos,nofail 0 0
+
             Examples:
               photogate mount org.example.Editor ~/mnt/editor
               photogate mount org.example.Camera /run/camera --access add-only
+              mount -t fuse.photogate -o library=/srv/photos org.example.Editor /mnt/editor
             """)
 
     @Argument(help: "The app id.") var app: String
     @Argument(help: "An existing, empty folder.") var mountpoint: String
     @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
     @Flag(help: "Stay attached; log on stderr.") var foreground = false
-    @Option(name: .customShort("o"), help: ArgumentHelp("Mount options, comma-separated (e.g. allow_other).", valueName: "options"))
+    @Option(name: .customShort("o"), help: ArgumentHelp("Mount options, comma-separated (e.g. allow_other, access=add-only, library=DIR).", valueName: "options"))
     var options: [String] = []
     @Flag(help: "Never hand reads to the kernel (FUSE passthrough): photogate serves every read itself.")
     var noPassthrough = false
@@ -35,16 +52,20 @@ struct Mount: ParsableCommand {
 
     func run() throws {
         try photogate.run {
-            let id = try parseApp(app)
-            let library = try lib.open()
+            let parsed = try MountOptionList(options)
+            let id = try parseApp(appFromMountSource(app))
+            let access = parsed.access ?? self.access
+            let noPassthrough = self.noPassthrough || parsed.noPassthrough
+            let library = try Library.open(at: LibraryPaths.resolve(parsed.library ?? lib.library))
             let mp = try prepareMountpoint(mountpoint)
             guard Glibc.access("/dev/fuse", F_OK) == 0 else {
                 throw CommandFailure("/dev/fuse is missing: FUSE is not available on this machine (load the fuse module, or run the container with --device /dev/fuse)", .mountFailed)
             }
-            var extra: [String] = []
-            var allowOther = false
-            for o in options.flatMap({ $0.split(separator: ",").map(String.init) }) where !o.isEmpty {
-                if o == "allow_other" { allowOther = true } else { extra.append(o) }
+            // fusermount3 opens /dev/fuse as the calling user (by design: the device's mode is
+            // the machine's policy on who may mount FUSE), so say so instead of "Permission denied".
+            if geteuid() != 0 && Glibc.access("/dev/fuse", R_OK | W_OK) != 0 {
+                let user = String(cString: getpwuid(geteuid())?.pointee.pw_name ?? strdup("you"))
+                throw CommandFailure("/dev/fuse is not open to \(user): no FUSE filesystem can be mounted by this user (fusermount3 opens the device as the caller). Ask an administrator to make it 0666 (Debian's default), or to grant this user access: setfacl -m u:\(user):rw /dev/fuse", .mountFailed)
             }
             if foreground || readyFd != nil {
                 // SIGINT/SIGTERM/SIGHUP must reach libfuse's handlers even if our parent blocked them.
@@ -52,8 +73,8 @@ struct Mount: ParsableCommand {
                 sigemptyset(&unblock)
                 for sig in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&unblock, sig) }
                 pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-                let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: extra,
-                                                    passthrough: !noPassthrough, allowOther: allowOther)
+                let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
+                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther)
                 let readyFd = self.readyFd
                 let status = MountDaemon.run(library: library, settings: settings, log: { logLine($0) }, ready: { err in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
@@ -63,11 +84,18 @@ struct Mount: ParsableCommand {
                     } else if let err {
                         printError(err)
                     }
+                    // systemd (Type=notify): ready once mounted, or why not.
+                    if err == nil {
+                        ServiceManager.notify("READY=1\nSTATUS=mounted \(id) (\(access.rawValue)) at \(mp)")
+                    } else if let err {
+                        ServiceManager.notify("STATUS=mount failed: \(err)")
+                    }
                 })
+                ServiceManager.notify("STOPPING=1")
                 if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
                 return
             }
-            try spawnDaemon(library: library, mountpoint: mp)
+            try spawnDaemon(library: library, app: id, access: access, mountpoint: mp, options: parsed, noPassthrough: noPassthrough)
             say("mounted \(id) (\(access.rawValue)) at \(mp)")
         }
     }
@@ -98,16 +126,17 @@ struct Mount: ParsableCommand {
         return resolved
     }
 
-    func spawnDaemon(library: Library, mountpoint: String) throws {
+    func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
+                     noPassthrough: Bool) throws {
         let logs = library.paths.run + "/logs"
         try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
-        let logPath = logs + "/\(app).\(access.rawValue).log"
+        let logPath = logs + "/\(app.rawValue).\(access.rawValue).log"
         var p: [Int32] = [0, 0]
         guard pipe(&p) == 0 else { throw CommandFailure("pipe failed", .failure) }
         for fd in p { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        var args = [exe, "mount", app, mountpoint, "--access", access.rawValue, "--ready-fd", "3", "--library", library.paths.root]
-        for o in options { args += ["-o", o] }
+        var args = [exe, "mount", app.rawValue, mountpoint, "--access", access.rawValue, "--ready-fd", "3", "--library", library.paths.root]
+        args += options.daemonArguments
         if noPassthrough { args.append("--no-passthrough") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

@@ -1,5 +1,8 @@
 import ArgumentParser
 
+/// The release this binary was built from (`photogate --version`). scripts/install checks it.
+let photogateVersion = "0.16.0"
+
 @main
 struct Photogate: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,13 +13,44 @@ struct Photogate: ParsableCommand {
             apps and their grants. Each app mounts its own view: only what the person granted it,
             plus what it created. Grants change live from this command line.
 
+            mount(8) and /etc/fstab work too (`mount -t fuse.photogate`): see `photogate help mount`.
+
             Exit codes are stable: see `photogate help exit-codes`.
             """,
+        version: photogateVersion,
         subcommands: [
             Init.self, Import.self, Assets.self, AlbumCommand.self, Albums.self,
             Apps.self, Authorize.self, Status.self, Grant.self, Revoke.self, Grants.self, Options.self, Pick.self,
-            Requests.self, Trash.self, Restore.self, Mount.self, Unmount.self, Mounts.self, Changes.self, Explain.self, Versions.self, Revert.self, Verify.self,
-            ExitCodes.self,
+            Requests.self, Trash.self, Restore.self, Mount.self, Unmount.self, Mounts.self, Run.self, Changes.self, Explain.self,
+            Versions.self, Revert.self, Verify.self, ExitCodes.self,
         ]
     )
+
+    /// mount.fuse3 runs `photogate SOURCE MOUNTPOINT -o OPTIONS` (no subcommand): read that as
+    /// `photogate mount SOURCE MOUNTPOINT -o OPTIONS`. Everything else parses as usual.
+    static func main() {
+        let args = Array(CommandLine.arguments.dropFirst())
+        main(MountHelperArguments.rewrite(args, subcommands: configuration.subcommands.map { $0._commandName }) ?? args)
+    }
+}
+
+/// The mount helper convention (mount.fuse3, from fstab or `mount -t fuse.photogate`).
+enum MountHelperArguments {
+    /// `SOURCE MOUNTPOINT [-o OPTS]...` → `mount SOURCE MOUNTPOINT [-o OPTS]...`; nil if `args`
+    /// starts with a subcommand or a flag (then it is an ordinary command line).
+    static func rewrite(_ args: [String], subcommands: [String]) -> [String]? {
+        guard args.count >= 2, let first = args.first, !first.hasPrefix("-"),
+              !subcommands.contains(first), first != "help" else { return nil }
+        // The mount point mount.fuse3 passes is absolute; a source has the app id (after '#').
+        guard args[1].hasPrefix("/") else { return nil }
+        var rest = Array(args.dropFirst(2))
+        var out = ["mount", first, args[1]]
+        while !rest.isEmpty {
+            let a = rest.removeFirst()
+            if a == "-o", !rest.isEmpty { out += ["-o", rest.removeFirst()] }
+            else if a.hasPrefix("-o") && a.count > 2 { out += ["-o", String(a.dropFirst(2))] }
+            else { out.append(a) }
+        }
+        return out
+    }
 }

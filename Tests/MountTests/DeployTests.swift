@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Deployment (issue 16): truthful `photogate mounts`, systemd readiness, and the scripts in
+/// scripts/test.d (install, fstab, systemd units, a second user), which exit 77 to skip.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct Deploy {
+    let app = "org.example.Deploy"
+
+    func mountsJSON(_ f: MountFixture) throws -> [[String: Any]] {
+        let o = try f.pg("mounts", "--json")
+        return try #require(try JSONSerialization.jsonObject(with: Data(o.stdout.utf8)) as? [[String: Any]])
+    }
+
+    @Test func killedDaemonIsListedDeadWithItsStaleMountPoint() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--access", "read-write", "--status", "authorized")
+        let mp = try f.mount(app)
+        let live = try #require(try mountsJSON(f).first { $0["mountpoint"] as? String == mp })
+        #expect(live["state"] as? String == "live")
+        let pid = try #require(live["pid"] as? Int)
+        // The read path reported is the one in effect: passthrough only with CAP_SYS_ADMIN.
+        let log = (try? String(contentsOfFile: f.library + "/run/logs/\(app).read-write.log", encoding: .utf8)) ?? ""
+        #expect(!log.contains("passthrough_open"))
+
+        #expect(kill(pid_t(pid), SIGKILL) == 0)
+        // (The killed daemon may linger as a zombie until its reaper runs: it must count as dead.)
+        #expect(eventually(10) { ((try? mountsJSON(f).first { $0["mountpoint"] as? String == mp }?["state"]) as? String) == "dead" })
+        let dead = try #require(try mountsJSON(f).first { $0["mountpoint"] as? String == mp })
+        #expect(dead["state"] as? String == "dead")
+        #expect(dead["problem"] as? String == String(cString: strerror(ENOTCONN)))
+        let table = try f.pgStatus("mounts")
+        #expect(table.stdout.contains("dead"))
+        #expect(table.stderr.contains("\(mp) is stale"))
+        #expect(table.stderr.contains("fusermount3 -u -z"))
+
+        #expect(try TestSupport.run("fusermount3", ["-u", "-z", mp]).status == 0)
+        #expect(!isMounted(mp))
+        #expect(try mountsJSON(f).isEmpty)
+        // The mount point is usable again.
+        _ = try f.mount(app, at: mp)
+        #expect(try mountsJSON(f).map { $0["state"] as? String } == ["live"])
+        try f.unmount(mp)
+    }
+
+    @Test func foregroundMountTellsSystemdItIsReady() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--access", "read-write", "--status", "authorized")
+        let mp = f.dir + "/notify-mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let socketPath = f.dir + "/notify.sock"
+        let sock = try NotifySocket(path: socketPath)
+        defer { sock.close() }
+
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: TestSupport.photogateBinary)
+        p.arguments = ["mount", app, mp, "--foreground"]
+        var env = ProcessInfo.processInfo.environment
+        env["PHOTOGATE_LIBRARY"] = f.library
+        env["NOTIFY_SOCKET"] = socketPath
+        p.environment = env
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        defer {
+            if p.isRunning { p.terminate() }
+            FUSECleanup.abortAndDetach(mp)
+        }
+        let first = try #require(sock.receive(timeout: 20), "no notification from the daemon")
+        #expect(first.contains("READY=1"))
+        #expect(isMounted(mp), "READY=1 must come once the view is mounted")
+        #expect(listing(mp) == ["Albums", "Shared", "a.jpg"])
+        p.terminate()   // SIGTERM, as systemctl stop
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        #expect(!isMounted(mp))
+        #expect(sock.receive(timeout: 5)?.contains("STOPPING=1") == true)
+    }
+
+    /// Runs scripts/test.d/NAME.sh: 0 passes, 77 skips (its message says why), else fails.
+    func script(_ name: String) throws {
+        let path = TestSupport.packageRoot + "/scripts/test.d/\(name).sh"
+        let o = try TestSupport.run("/bin/bash", [path], environment: ["PHOTOGATE_BIN": TestSupport.photogateBinary])
+        switch o.status {
+        case 0: break
+        case 77: print(o.stderr.split(separator: "\n").last.map(String.init) ?? "\(name): SKIPPED")
+        default: Issue.record("scripts/test.d/\(name).sh exited \(o.status):\n\(o.stderr.suffix(4000))")
+        }
+    }
+
+    @Test func systemdUnitsVerify() throws { try script("units") }
+    @Test func fstabLinesMount() throws { try script("fstab") }
+    @Test func secondUserMountsThroughFusermount() throws { try script("user") }
+    @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
+    /// Builds a release the first time (minutes); later runs reuse it.
+    @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
+}
+
+/// A unix datagram socket standing in for systemd's $NOTIFY_SOCKET.
+final class NotifySocket {
+    let fd: Int32
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw FixtureError("socket: \(errno)") }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in for (i, b) in bytes.enumerated() { raw[i] = b } }
+        let ok = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard ok == 0 else { throw FixtureError("bind \(path): \(errno)") }
+    }
+    func receive(timeout: Double) -> String? {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, Int32(timeout * 1000)) > 0 else { return nil }
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = recv(fd, &buf, buf.count, 0)
+        return n > 0 ? String(decoding: buf[0..<n], as: UTF8.self) : nil
+    }
+    func close() { Glibc.close(fd) }
+}

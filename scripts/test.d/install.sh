@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# scripts/install from a copy of the tree into a temporary prefix; the copy's .build and .deps
+# are deleted, the installed photogate must still init, import, mount, serve a file and
+# unmount; --uninstall must leave the prefix empty. The release build goes to a scratch folder
+# kept between runs (PHOTOGATE_INSTALL_TEST_CACHE, default /tmp/photogate-install-test), so only
+# the first run builds from scratch.
+source "$(dirname "$0")/lib.sh"
+need_fuse
+command -v rsync >/dev/null || skip "rsync is missing"
+cache=${PHOTOGATE_INSTALL_TEST_CACHE:-/tmp/photogate-install-test}
+copy="$cache/src" prefix="$tmp/prefix"
+mkdir -p "$cache"
+exec {lock}>"$cache/.lock"
+flock "$lock"
+say "copying the tree to $copy"
+rsync -a --delete --exclude /.build --exclude /.deps --exclude /.git --exclude /.swiftpm "$root/" "$copy/"
+# libfuse as scripts/setup built it here, so the copy does not fetch it again.
+if [[ -d "$root/.deps/fuse3" ]]; then
+    mkdir -p "$copy/.deps"
+    rsync -a --delete "$root/.deps/fuse3/" "$copy/.deps/fuse3/"
+    # Its pkg-config file names the folder it was built for: make it the copy's.
+    sed -i "s|$root/.deps/fuse3|$copy/.deps/fuse3|g" "$copy"/.deps/fuse3/lib/pkgconfig/*.pc
+fi
+say "installing into $prefix"
+PREFIX=$prefix PHOTOGATE_INSTALL_SCRATCH="$cache/scratch" "$copy/scripts/install" >&2 || fail "scripts/install failed"
+on_exit "PREFIX='$prefix' '$copy/scripts/install' --uninstall"
+rm -rf "$copy/.build" "$copy/.deps"
+# The release stays in the cache; hide it too while the installed binary runs.
+mv "$cache/scratch" "$cache/scratch.hidden"
+on_exit "mv '$cache/scratch.hidden' '$cache/scratch'"
+
+pg="$prefix/bin/photogate"
+[[ -x $pg ]] || fail "no $pg"
+version=$("$pg" --version) || fail "photogate --version failed"
+say "installed photogate $version"
+if ldd "$pg" | grep -E "not found|$copy|$cache|/opt/swift" >&2; then fail "the installed binary needs the checkout or the toolchain"; fi
+if [[ -e "$prefix/lib/photogate" ]]; then
+    has "=> $prefix/.*lib/photogate/libfuse3" "$(ldd "$pg")" || fail "libfuse is not the installed one: $(ldd "$pg" | grep fuse)"
+fi
+for f in share/man/man1/photogate.1 share/man/man1/photogate-mount.1 share/bash-completion/completions/photogate \
+         share/zsh/site-functions/_photogate share/fish/vendor_completions.d/photogate.fish \
+         lib/systemd/user/photogate@.service lib/systemd/system/photogate-shared@.service; do
+    [[ -s "$prefix/$f" ]] || fail "missing $f"
+done
+grep -q "ExecStart=$prefix/bin/photogate mount" "$prefix/lib/systemd/user/photogate@.service" || fail "the unit does not name the installed binary"
+if command -v man >/dev/null; then MANPATH="$prefix/share/man" man -P cat photogate-mount >/dev/null 2>&1 || fail "man photogate-mount"; fi
+
+export PHOTOGATE_LIBRARY="$tmp/library"
+mkdir -p "$tmp/src" "$tmp/mnt"
+cp "$corpus/exif.jpg" "$tmp/src/a.jpg"
+"$pg" init >/dev/null
+"$pg" import "$tmp/src" >/dev/null
+"$pg" authorize org.example.Installed --access read-write --status authorized >/dev/null
+on_exit "force_unmount '$tmp/mnt'"
+"$pg" mount org.example.Installed "$tmp/mnt" >/dev/null || fail "mount: $(cat "$tmp"/library/run/logs/*.log 2>/dev/null)"
+cmp "$tmp/src/a.jpg" "$tmp/mnt/a.jpg" || fail "the file read through the mount differs"
+has org.example.Installed "$("$pg" mounts)" || fail "photogate mounts does not list the mount"
+"$pg" unmount "$tmp/mnt" >/dev/null || fail "unmount"
+is_mounted "$tmp/mnt" && fail "still mounted"
+if command -v bwrap >/dev/null; then
+    "$pg" run org.example.Installed -- sh -c 'test -s "$HOME/Pictures/a.jpg"' || fail "photogate run with the installed binary"
+fi
+
+mv "$cache/scratch.hidden" "$cache/scratch"
+PREFIX=$prefix "$copy/scripts/install" --uninstall >&2 || fail "uninstall"
+left=$(find "$prefix" -mindepth 1 2>/dev/null || true)
+[[ -z $left ]] || fail "left after --uninstall: $left"
+say "ok"

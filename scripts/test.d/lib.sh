@@ -1,0 +1,46 @@
+# Shared by the deployment tests (sourced). Each test is a script run by Tests/MountTests/
+# DeployTests.swift: exit 0 passes, exit 77 skips (the message says why), anything else fails.
+set -euo pipefail
+test_name=$(basename "$0" .sh)
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PHOTOGATE_BIN=${PHOTOGATE_BIN:-$root/.build/debug/photogate}
+corpus="$root/Tests/RedactionTests/Corpus/jpeg"
+
+say() { echo "$test_name: $*" >&2; }
+fail() { say "FAILED: $*"; exit 1; }
+skip() { say "SKIPPED — $*"; exit 77; }
+
+# Cleanups run in reverse order on any exit, pass or fail.
+cleanups=()
+on_exit() { cleanups+=("$1"); }
+run_cleanups() {
+    local i
+    for ((i = ${#cleanups[@]} - 1; i >= 0; i--)); do eval "${cleanups[$i]}" >/dev/null 2>&1 || true; done
+}
+trap run_cleanups EXIT
+
+# A temp folder under PHOTOGATE_TEST_TMP (scripts/test checks it for leftover mounts).
+tmp=$(mktemp -d "${PHOTOGATE_TEST_TMP:-/tmp}/photogate-$test_name.XXXXXX")
+chmod 755 "$tmp"
+on_exit "rm -rf '$tmp'"
+
+# has PATTERN TEXT: grep -q on a captured output (a pipe into grep -q fails under pipefail
+# when the writer gets SIGPIPE).
+has() { grep -q -- "$1" <<<"$2"; }
+is_mounted() { awk -v m="$1" '$2 == m {f=1} END {exit !f}' /proc/mounts; }
+# wait_until SECONDS COMMAND...: polls a condition (every 20 ms), fails after SECONDS.
+wait_until() {
+    local limit=$1; shift
+    local deadline=$((SECONDS + limit))
+    until "$@"; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.02
+    done
+}
+# Unmounts whatever a failed test left at $1 (never hangs: lazy).
+force_unmount() { is_mounted "$1" && { fusermount3 -u -z "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true; }; return 0; }
+
+need_fuse() {
+    [[ -e /dev/fuse ]] || skip "/dev/fuse is missing"
+    [[ $(id -u) == 0 ]] || skip "needs root"
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A second, unprivileged user with a library in their home mounts and unmounts their own view
+# through the setuid fusermount3; reads come from the daemon (passthrough needs CAP_SYS_ADMIN)
+# and `photogate mounts` says so. Where /dev/fuse is closed to the user (0600 here), photogate
+# says why and exits 72; the rest of the test then opens it to that one user with an ACL
+# (removed afterwards), as an administrator would with Debian's 0666 or a group.
+source "$(dirname "$0")/lib.sh"
+need_fuse
+command -v runuser >/dev/null && command -v useradd >/dev/null || skip "runuser/useradd are missing"
+command -v fusermount3 >/dev/null || skip "fusermount3 is missing"
+[[ -u $(command -v fusermount3) ]] || skip "fusermount3 is not setuid root"
+user="pgt$$"
+# The home must be reachable by the user: not under the test runner's private temp folder.
+home=$(mktemp -d /tmp/photogate-user-home.XXXXXX)
+chmod 755 "$home"
+on_exit "rm -rf '$home'"
+useradd -M -d "$home" -s /bin/bash "$user" || fail "useradd $user"
+on_exit "userdel '$user'"
+mkdir -p "$home/src" "$home/view"
+cp "$corpus/exif.jpg" "$home/src/a.jpg"
+chown -R "$user:" "$home"
+# The binary and its libfuse must be reachable by the user.
+runuser -u "$user" -- "$PHOTOGATE_BIN" --version >/dev/null || skip "$PHOTOGATE_BIN cannot be run by another user (its folders are private)"
+as_user() { runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" "$@"; }
+as_user init >/dev/null
+as_user import "$home/src" >/dev/null
+as_user authorize org.example.Mine --access read-write --status authorized >/dev/null
+on_exit "force_unmount '$home/view'"
+
+if ! runuser -u "$user" -- test -r /dev/fuse -a -w /dev/fuse; then
+    set +e
+    err=$(as_user mount org.example.Mine "$home/view" 2>&1 >/dev/null); status=$?
+    set -e
+    [[ $status == 72 ]] || fail "mount without access to /dev/fuse: exit $status, expected 72 ($err)"
+    grep -q "/dev/fuse is not open to $user" <<<"$err" || fail "unclear error: $err"
+    command -v setfacl >/dev/null || skip "setfacl is missing (apt-get install acl): cannot open /dev/fuse to the test user"
+    setfacl -m "u:$user:rw" /dev/fuse || skip "/dev/fuse takes no ACL here"
+    on_exit "setfacl -x 'u:$user' /dev/fuse"
+fi
+
+as_user mount org.example.Mine "$home/view" >/dev/null || fail "mount as $user: $(cat "$home"/library/run/logs/*.log 2>/dev/null)"
+is_mounted "$home/view" || fail "not mounted"
+has "user_id=$(id -u "$user")" "$(grep " $home/view " /proc/mounts)" || fail "not a mount of $user: $(grep " $home/view " /proc/mounts)"
+runuser -u "$user" -- cmp "$home/src/a.jpg" "$home/view/a.jpg" || fail "reading through the user's mount"
+json=$(as_user mounts --json)
+grep -q '"readPath" : "daemon"' <<<"$json" || fail "photogate mounts should say daemon reads for a user: $json"
+grep -q '"state" : "live"' <<<"$json" || fail "not live: $json"
+if grep -q "passthrough_open" "$home"/library/run/logs/*.log; then fail "the daemon tried passthrough: $(cat "$home"/library/run/logs/*.log)"; fi
+has '"readWrite" : "authorized"' "$(runuser -u "$user" -- cat "$home/view/.photogate/status")" || fail ".photogate/status"
+# A daemon killed with SIGKILL: listed dead, and the next mount clears the stale mount point.
+pid=$(awk -F'[:,]' '/"pid"/ {gsub(/ /, "", $2); print $2; exit}' <<<"$json")
+kill -KILL "$pid"
+wait_until 10 bash -c "grep -q '\"state\" : \"dead\"' <<<\"\$(runuser -u '$user' -- env PHOTOGATE_LIBRARY='$home/library' '$PHOTOGATE_BIN' mounts --json)\"" \
+    || fail "the killed daemon is not listed dead: $(as_user mounts --json)"
+as_user mount org.example.Mine "$home/view" >/dev/null || fail "mount over the stale mount point as $user"
+runuser -u "$user" -- cmp "$home/src/a.jpg" "$home/view/a.jpg" || fail "reading after the remount"
+as_user unmount "$home/view" >/dev/null || fail "unmount as $user"
+is_mounted "$home/view" && fail "still mounted after unmount"
+[[ -z $(as_user mounts --json | grep org.example.Mine) ]] || fail "still listed after unmount"
+say "ok"
