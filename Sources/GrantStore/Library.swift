@@ -60,13 +60,22 @@ public final class Library: Sendable {
     public static func create(at paths: LibraryPaths) throws -> Library {
         let fm = FileManager.default
         if fm.fileExists(atPath: paths.database) { throw LibraryError.libraryExists(paths.root) }
-        // Private to its owner whatever the umask (see LibraryPrivacy): folders 0700, files 0600.
-        LibraryPrivacy.restrictUmask()
+        // Private to its owner whatever the umask (see LibraryPrivacy): folders 0700, files 0600,
+        // by explicit modes. (Never by changing the umask here: it is the whole process's, and a
+        // library call must not change it under the threads of a process that embeds it.)
         do {
             for d in [paths.root, paths.store, paths.tmp, paths.run] {
                 try fm.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }
             try "photogate library\n".write(toFile: paths.marker, atomically: true, encoding: .utf8)
+            chmod(paths.marker, 0o600)
+            // SQLite gives its WAL and shared-memory files the database file's mode: make that 0600.
+            let fd = Glibc.open(paths.database, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw LibraryError.io("cannot create \(paths.database): \(String(cString: strerror(errno)))") }
+            fchmod(fd, 0o600)
+            Glibc.close(fd)
+        } catch let e as LibraryError {
+            throw e
         } catch {
             throw LibraryError.io("cannot create library at \(paths.root): \(error.localizedDescription)")
         }

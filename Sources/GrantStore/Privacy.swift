@@ -9,9 +9,9 @@ import Glibc
 ///
 /// Two mechanisms, because files are made in many places (SQLite's WAL and SHM, daemon logs opened
 /// by posix_spawn, the mount registry, temp files, ready sidecars, store folders):
-/// - every process that opens or creates a library sets its umask to at least 077, so whatever it
-///   creates from then on (and whatever the processes it spawns create) is owner-only, and the
-///   code that names a mode names 0700 or 0600;
+/// - the photogate executable sets its umask to at least 077 when it starts (a library call never
+///   changes the umask of a process that embeds it), so whatever it creates (and whatever the
+///   processes it spawns create) is owner-only, and the code that names a mode names 0700 or 0600;
 /// - every open checks the library folder and its top-level entries (a few `lstat`s) and, when one
 ///   is open to group or others (a library made by an older photogate, or a `chmod` by hand),
 ///   strips the group and other bits from the whole library if the caller owns it, or refuses it
@@ -37,7 +37,6 @@ public enum LibraryPrivacy {
     /// when the library is open to others and the caller cannot tighten it.
     @discardableResult
     public static func ensure(_ paths: LibraryPaths) throws -> Int {
-        restrictUmask()
         var st = stat()
         guard stat(paths.root, &st) == 0 else { return 0 }
         var open = (st.st_mode & openBits) != 0

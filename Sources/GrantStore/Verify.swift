@@ -125,6 +125,17 @@ public final class Verifier {
         while let r = try rows.next() {
             out.append(CatalogEntry(id: r[0], name: r[1], hash: r[2], size: UInt64(max(0, r[3] as Int64)), storePath: r[4], referencePath: r[5]))
         }
+        // Versions that are not current (the original after an edit, earlier edits) own store
+        // files too: they are checked against their own hashes and are never orphans.
+        let versions = try Row.fetchCursor(db, sql: """
+            SELECT COALESCE(v.file_id, a.id), a.display_name || ' (version ' || v.version || ')', v.content_hash, v.byte_size, v.store_path
+            FROM versions v JOIN assets a ON a.rowid = v.asset_rowid
+            WHERE v.store_path IS NOT NULL AND v.store_path IS NOT COALESCE(a.store_path, '')
+            ORDER BY v.asset_rowid, v.version
+            """)
+        while let r = try versions.next() {
+            out.append(CatalogEntry(id: r[0], name: r[1], hash: r[2], size: UInt64(max(0, r[3] as Int64)), storePath: r[4], referencePath: nil))
+        }
         return out
     }
 
@@ -602,7 +613,8 @@ struct Repair {
     func named(_ storePath: String) -> Bool? {
         do {
             return try library.read { db in
-                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ?", arguments: [storePath]) != nil
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ? UNION ALL SELECT 1 FROM versions WHERE store_path = ?",
+                                  arguments: [storePath, storePath]) != nil
             }
         } catch {
             return nil

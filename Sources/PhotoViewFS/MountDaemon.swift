@@ -270,6 +270,7 @@ public enum MountDaemon {
         // in requests of the mount's readahead: 512 KiB instead of the kernel's 128 made a 1 GiB
         // read whose store copy is cached 3.3 GB/s instead of 2.4 (needs root; else unchanged).
         let readahead = session.raiseReadahead(toKiB: 512)
+        fs.setReadPath { [session] in session.passthroughActive ? "passthrough" : "daemon" }
         let record = MountRecord(app: settings.app.rawValue, access: settings.access.rawValue, mountpoint: settings.mountpoint,
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,

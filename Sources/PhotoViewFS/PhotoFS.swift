@@ -85,6 +85,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     }
 
     public func setInvalidator(_ i: Invalidator?) { invalidatorBox.withLock { $0 = i } }
+
+    /// Tells `.photogate/status` the read path in effect ("passthrough" or "daemon"), as the
+    /// session knows it (the kernel may refuse passthrough after the mount).
+    public func setReadPath(_ provider: @escaping @Sendable () -> String) { readPathBox.withLock { $0 = provider } }
+    let readPathBox = Mutex<(@Sendable () -> String)?>(nil)
     var invalidator: Invalidator? { invalidatorBox.withLock { $0 } }
 
     // MARK: refresh
@@ -912,7 +917,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             "status": policy.status.rawValue,
             "readWrite": app.readWrite.rawValue,
             "addOnly": app.addOnly.rawValue,
-            "options": ["stripLocation": app.options.stripLocation, "preventPrompt": app.options.preventPrompt],
+            "options": ["stripLocation": app.options.stripLocation, "preventPrompt": app.options.preventPrompt,
+                        "editAny": app.options.editAny],
+            "readPath": readPathBox.withLock { $0?() } ?? (passthrough ? "passthrough" : "daemon"),
         ]
         let data = (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted])) ?? Data()
         return [UInt8](data) + [0x0a]
@@ -923,9 +930,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard let text = String(validating: bytes, as: UTF8.self) else { throw .invalid }
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         while lines.last == "" { lines.removeLast() }
-        guard let first = lines.first, let kind = RequestKind(rawValue: first), lines.count <= 2 else { throw .invalid }
+        // An edit request names an asset: the mount records one when the app opens it for writing.
+        guard let first = lines.first, let kind = RequestKind(rawValue: first), kind != .edit, lines.count <= 2 else { throw .invalid }
         let reason = lines.count == 2 ? lines[1] : ""
-        if reason.contains(where: { $0.isASCII && ($0.asciiValue! < 0x20) }) { throw .invalid }
+        if DisplayName.containsUnsafe(reason) { throw .invalid }
         do { try library.recordRequest(appID, kind: kind, reason: reason) } catch {
             log("could not record request: \(error)")
             throw .io

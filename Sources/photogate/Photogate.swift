@@ -1,4 +1,5 @@
 import ArgumentParser
+import GrantStore
 
 /// The release this binary was built from (`photogate --version`). scripts/install checks it.
 let photogateVersion = "0.16.0"
@@ -29,6 +30,8 @@ struct Photogate: ParsableCommand {
     /// mount.fuse3 runs `photogate SOURCE MOUNTPOINT -o OPTIONS` (no subcommand): read that as
     /// `photogate mount SOURCE MOUNTPOINT -o OPTIONS`. Everything else parses as usual.
     static func main() {
+        // Everything photogate creates (library files, logs, what its daemons make) is owner-only.
+        LibraryPrivacy.restrictUmask()
         let args = Array(CommandLine.arguments.dropFirst())
         main(MountHelperArguments.rewrite(args, subcommands: configuration.subcommands.map { $0._commandName }) ?? args)
     }

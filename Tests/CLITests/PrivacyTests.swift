@@ -80,7 +80,7 @@ enum Privacy {
         #expect(i.status == 0, "\(i.stderr)")
         let r = try Privacy.run022(c, ["import", "--reference", try c.photos(["r.jpg"])])
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(try Privacy.run022(c, ["grant", "org.example.Editor", "a.jpg"]).status == 0)
+        #expect(try Privacy.run022(c, ["grant", "--new-app", "org.example.Editor", "a.jpg"]).status == 0)
         #expect(Privacy.storeFiles(c.library).count == 3)
         #expect(Privacy.notPrivate(c.library).isEmpty, "after import: \(Privacy.notPrivate(c.library))")
     }

@@ -9,6 +9,33 @@ import Glibc
 
 /// `Verifier` in process: the repairs the CLI tests cannot set up from outside.
 @Suite(.serialized) struct Verification {
+    /// An edited photo's original (and earlier edits) are store files no asset row names: verify
+    /// checks them against their versions' hashes and --repair never moves them away.
+    @Test func originalsOfEditedPhotosAreVerifiedAndNeverOrphans() throws {
+        let t = try TempLibrary()
+        let editor = AppID("org.example.Editor")!
+        try t.library.authorize(editor, access: .readWrite, status: .authorized)
+        let a = try #require(try t.importJPEGs(["e.jpg"]).first)
+        let originalPath = t.library.originalPath(a)
+        let before = try EditHelp.sha(originalPath)
+        #expect(try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "edit 1")).changed)
+        #expect(try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "edit 2")).changed)
+        let clean = try Verifier(library: t.library).run()
+        #expect(clean.ok, "\(clean.problems.map { "\($0.kind) \($0.path)" })")
+        let repaired = try Verifier(library: t.library, options: VerifyOptions(repair: true)).run()
+        #expect(repaired.ok)
+        #expect(try EditHelp.sha(originalPath) == before, "the original moved or changed")
+        // A flipped byte in the original is found, as for any asset.
+        let fd = open(originalPath, O_RDWR)
+        var byte: [UInt8] = [0]
+        #expect(pread(fd, &byte, 1, 100) == 1)
+        #expect(pwrite(fd, [~byte[0]], 1, 100) == 1)
+        close(fd)
+        let damaged = try Verifier(library: t.library).run()
+        #expect(!damaged.ok)
+        #expect(damaged.problems.contains { $0.kind == .damaged })
+    }
+
     /// An app may save the bytes of an existing photo (app writes are not deduplicated): the
     /// other asset's verified original is then a source for a missing one.
     @Test func aMissingOriginalIsRestoredFromAnotherAssetWithTheSameBytes() throws {
@@ -20,7 +47,7 @@ import Glibc
         let writer = try StoreWriter(library: t.library, purpose: "test")
         let (id, temp, fd) = try writer.makeTemp(extension: "part")
         _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        let saved = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "saved.jpg")
+        let saved = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "saved.jpg").asset
         close(fd)
         #expect(saved.contentHash == imported.contentHash)
         let path = t.library.originalPath(imported)

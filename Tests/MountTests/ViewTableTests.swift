@@ -133,6 +133,24 @@ struct ViewTable {
         #expect((obj["options"] as? [String: Any])?["stripLocation"] as? Bool == true)
         #expect(openErrno(mp + "/.photogate/status", O_WRONLY) == EACCES)
         #expect(openErrno(mp + "/.photogate/new", O_CREAT | O_WRONLY) == EACCES)
+        // The read path in effect, as `photogate mounts` says it.
+        let mounts = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let me = try #require(mounts.first { $0["mountpoint"] as? String == mp })
+        #expect(obj["readPath"] as? String == me["readPath"] as? String)
+        #expect((obj["options"] as? [String: Any])?["editAny"] as? Bool == false)
+        // Requests: an edit request names an asset (the mount records those), and a reason with
+        // a bidi override or a C1 control is refused like one with ESC.
+        func request(_ text: String) -> Int32 {
+            let fd = open(mp + "/.photogate/request", O_WRONLY)
+            if fd < 0 { return errno }
+            let b = Array(text.utf8)
+            if write(fd, b, b.count) < 0 { let e = errno; close(fd); return e }
+            return close(fd) == 0 ? 0 : errno
+        }
+        #expect(request("edit\n") == EINVAL)
+        #expect(request("read-write\nplease \u{202E}gpj.exe\n") == EINVAL)
+        #expect(request("read-write\nbad \u{9B}31m\n") == EINVAL)
+        #expect(request("read-write\nplease\n") == 0)
         try f.unmount(mp)
     }
 
