@@ -85,8 +85,13 @@ extension Library {
     /// without truncating, a name it wrote before starts from those bytes. Returns the size.
     public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 {
         guard let a = try asset(rowID: rowID), let rel = a.storePath else { throw LibraryError.unknownAssets([String(rowID)]) }
-        let src = Glibc.open(paths.store + "/" + rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard src >= 0 else { throw StoreWriter.ioError(errno, "open original") }
+        return try copyFile(at: paths.store + "/" + rel, to: fd)
+    }
+
+    /// Copies a file of the library (or a referenced original) into `fd` from its start.
+    public func copyFile(at path: String, to fd: Int32) throws -> UInt64 {
+        let src = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard src >= 0 else { throw StoreWriter.ioError(errno, "open \(path)") }
         defer { Glibc.close(src) }
         let chunk = 1 << 20
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
@@ -104,5 +109,28 @@ extension Library {
             }
             total += UInt64(n)
         }
+    }
+
+    /// An app's own file that it renamed over another asset (an editor's save through a temp
+    /// file) became that asset's new version: the file's own asset row goes away, and its stored
+    /// file with it (its bytes are the version's now, under the version's own file name). Only
+    /// the app that created it may dissolve it; views and histories see it leave like a delete.
+    public func dissolveOwnAsset(rowID: Int64, app: AppID) throws {
+        let rel: String? = try write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT owner_app, store_path FROM assets WHERE rowid = ?", arguments: [rowID]),
+                  (row[0] as String?) == app.rawValue else {
+                throw LibraryError.conflict("only the app that created an asset may dissolve it")
+            }
+            let path: String? = row[1]
+            if let path, try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE store_path = ?", arguments: [path]) == true {
+                throw LibraryError.conflict("the stored file is a version of another asset")
+            }
+            try ViewDelta.tracking(db, [rowID]) {
+                try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [rowID])
+                try Library.record(db, "trash", app: app.rawValue, asset: rowID)
+            }
+            return path
+        }
+        if let rel { unlink(paths.store + "/" + rel) }
     }
 }

@@ -20,6 +20,8 @@ extension FUSESession: Invalidator {}
 enum OpenKind: Sendable {
     case asset(rowID: Int64, ino: Inode, fd: Int32, plan: RedactionPlan?)
     case session(ino: Inode)
+    /// An edit of a visible asset (EditSession.swift).
+    case edit(ino: Inode)
     case status(content: [UInt8])
     case changes(position: Int64)
     case request(buffer: [UInt8])
@@ -36,6 +38,13 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let model: Mutex<ViewModel>
     /// Files this mount is writing (see WriteSession.swift for their lock order).
     let files = Mutex<[Inode: SessionFile]>([:])
+    /// Edits in progress, by the asset's inode (EditSession.swift).
+    let edits = Mutex<[Inode: SessionFile]>([:])
+    /// Inodes that stand for another asset after a rename over it (EditSession.swift).
+    let aliases = Mutex<[Inode: Int64]>([:])
+    /// The stored path each inode was last opened from: after an edit, the next open drops the
+    /// kernel's cached pages of the old version.
+    let openedPaths = Mutex<[Inode: String]>([:])
     /// Committed add-only files still known by name, oldest first.
     let committedOrder = Mutex<[Inode]>([])
     /// Folders the app made (UploadFolders.swift), and those at the top by name.
@@ -115,15 +124,19 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return
         }
         if case .patch(let patch) = update {
-            let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel)? in
+            let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel, [Int64: Inode])? in
                 let oldAlbums = m.albums, oldShared = m.shared
+                // Inodes of the rows the patch touches, before it: a new version has a new one.
+                var before: [Int64: Inode] = [:]
+                for r in patch.affected { if let n = m.nodes[r] { before[r] = n.ino } }
                 guard let d = m.apply(patch) else { return nil }
-                return (d, oldAlbums, oldShared, m)
+                return (d, oldAlbums, oldShared, m, before)
             }
-            if let (diff, oldAlbums, oldShared, now) = applied {
+            if let (diff, oldAlbums, oldShared, now, before) = applied {
                 viewBytes.store(now.totalBytes, ordering: .relaxed)
-                // Inodes of rows before the patch: dropped ones are in the diff, the rest did not change.
-                var gone: [Int64: Inode] = [:]
+                // Inodes of rows before the patch: dropped ones are in the diff, touched ones were
+                // kept, the rest did not change.
+                var gone: [Int64: Inode] = before
                 for n in diff.removed { gone[n.rowID] = n.ino }
                 settle(diff, oldPolicy: now.policy, oldAlbums: oldAlbums, oldShared: oldShared, new: now,
                        oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums)
@@ -189,6 +202,23 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         }
         for n in diff.updated {
             inv.invalidateInode(n.ino, offset: 0, length: 0)
+            // A new version is a new inode under the same name: the name must be looked up again
+            // (at the top and in every album listing it), and the old inode's pages dropped.
+            if let o = oldIno(n.rowID), o != n.ino {
+                // Until the kernel looks the name up again, a path still reaching the old inode
+                // gets the current version (handles opened before keep theirs: they hold its file).
+                aliases.withLock { a in
+                    a[o] = n.rowID
+                    if a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
+                }
+                inv.invalidateInode(o, offset: 0, length: 0)
+                if !handled.contains(n.rowID) { inv.invalidateEntry(parent: FixedInode.root, name: Array(n.name.utf8)) }
+                for a in Array(new.albums.values) + Array(new.shared.values) {
+                    for (member, r) in a.byName where r == n.rowID {
+                        inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
+                    }
+                }
+            }
         }
         // Directory listings are cached by the kernel (FOPEN_CACHE_DIR): drop the cached listing
         // of every folder whose names changed. (This takes no directory lock, so it is safe even
@@ -302,6 +332,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 return (a, PhotoFS.longTimeout)
             }
             if let a = folderAttributes(ino) { return (a, PhotoFS.longTimeout) }
+            if let n = aliasedNode(ino) {
+                var a = attributes(n)
+                a.ino = ino
+                return (a, 0)
+            }
             // A file being written: no caching, so that a refused or discarded one is gone at once.
             if let f = session(ino), let a = f.run({ () -> Attributes? in
                 f.isNamed(addOnly: access == .addOnly) ? sessionAttributes(f) : nil
@@ -535,8 +570,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             throw .isDirectory
         default: break
         }
-        if let node = model.withLock({ m in m.byIno[inode].flatMap { m.nodes[$0] } }) {
-            if wantsWrite { throw .accessDenied }   // originals are never modified
+        if let node = model.withLock({ m in m.byIno[inode].flatMap { m.nodes[$0] } }) ?? aliasedNode(inode) {
+            // Writing makes a new version, where the app may edit (originals are never modified).
+            if wantsWrite { return try openEdit(node, flags: flags, context: context) }
             var plan: RedactionPlan? = nil
             if node.strip {
                 switch redaction(for: node) {
@@ -553,7 +589,12 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }
             let h = newHandle(.asset(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
             let usePassthrough = passthrough && plan == nil
-            return OpenReply(handle: h, keepCache: true, passthroughFD: usePassthrough ? fd : nil)
+            // Keep the kernel's cached pages unless they are of another version of this file.
+            let same = openedPaths.withLock { p -> Bool in
+                let prev = p.updateValue(node.path, forKey: inode)
+                return prev == nil || prev == node.path
+            }
+            return OpenReply(handle: h, keepCache: same, passthroughFD: usePassthrough ? fd : nil)
         }
         // A file this mount created.
         return try openSession(inode, flags: flags, context: context)
@@ -584,6 +625,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return .bytes(bytes)
         case .session(let ino):
             return try readSession(ino, offset: offset, size: size)
+        case .edit(let ino):
+            return try readSession(ino, edit: true, offset: offset, size: size)
         case .request:
             throw .badFile
         }
@@ -599,6 +642,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         switch kind {
         case .session(let ino):
             return try writeSession(ino, handle: handle, offset: offset, data: data)
+        case .edit(let ino):
+            return try writeSession(ino, edit: true, handle: handle, offset: offset, data: data)
         case .request(var buffer):
             if buffer.count + data.count > 4096 { throw .invalid }
             buffer.append(contentsOf: data)
@@ -615,6 +660,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         switch kind {
         case .session(let ino):
             try flushSession(ino, handle: handle, context: context)
+        case .edit(let ino):
+            try flushSession(ino, edit: true, handle: handle, context: context)
         case .request(let buffer):
             if !buffer.isEmpty {
                 handles.withLock { $0[handle] = .request(buffer: []) }
@@ -631,6 +678,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             Glibc.close(fd)
         case .session(let ino):
             releaseSession(ino, handle: handle)
+        case .edit(let ino):
+            releaseSession(ino, edit: true, handle: handle)
         case .request(let buffer):
             if !buffer.isEmpty { try? submitRequest(buffer) }
         default: return
@@ -638,8 +687,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     }
 
     public func fsync(_ inode: Inode, handle: UInt64, dataOnly: Bool) throws(Errno) {
-        guard let kind = handles.withLock({ $0[handle] }), case .session(let ino) = kind else { return }
-        try fsyncSession(ino)
+        switch handles.withLock({ $0[handle] }) {
+        case .session(let ino)?: try fsyncSession(ino)
+        case .edit(let ino)?: try fsyncSession(ino, edit: true)
+        default: return
+        }
     }
 
     /// Removes an uncommitted session file and its temp data (unlink of a file being written).
@@ -833,11 +885,23 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard let s = name.string else { throw .noEntry }
         guard try childInode(parent: parent, name: s) != nil else { throw .noEntry }
         let t = try validName(newName)
+        // mv of a visible asset into Albums/X/ (authorized): it joins the album.
+        if parent == FixedInode.root, newParent != parent, s == t,
+           let row = model.withLock({ $0.byName[s] }), model.withLock({ $0.album(ino: newParent) != nil }) {
+            return try addToAlbum(rowID: row, albumIno: newParent, name: s)
+        }
         guard parent == newParent else { throw .crossDevice }
         if isFolder(parent) { return try renameInFolder(parent, s, t, flags: flags) }
         guard parent == FixedInode.root, !flags.contains(.exchange) else { throw .accessDenied }
-        // The target must not be a visible asset: originals are never replaced.
-        if model.withLock({ $0.byName[t] != nil }) { throw .accessDenied }
+        // Over a visible asset: the saved file becomes its new version where the app may edit it
+        // (an editor's temp-then-rename save); originals are never replaced.
+        if let (targetRow, target) = model.withLock({ m in m.byName[t].flatMap { r in m.nodes[r].map { (r, $0) } } }) {
+            if flags.contains(.noReplace) { throw .exists }
+            guard let sourceRow = model.withLock({ $0.byName[s] }), sourceRow != targetRow,
+                  let sourceIno = try childInode(parent: parent, name: s) else { throw .accessDenied }
+            if try renameOver(sourceRow: sourceRow, sourceIno: sourceIno, target: target) { return }
+            throw .accessDenied
+        }
         if let other = sessionIno(t), other != sessionIno(s) {
             if flags.contains(.noReplace) { throw .exists }
             if !forgetCommittedName(other) { throw .accessDenied }

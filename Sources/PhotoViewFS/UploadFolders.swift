@@ -178,6 +178,22 @@ extension PhotoFS {
     func renameInFolder(_ parent: Inode, _ from: String, _ to: String, flags: RenameFlags) throws(Errno) {
         guard !flags.contains(.exchange) else { throw .accessDenied }
         guard let child = folders.withLock({ $0[parent]?.children[from] }) else { throw .noEntry }
+        // Over a file it became (read-write): the saved file becomes that asset's new version
+        // (rsync's changed-file flow), as at the top.
+        if case .asset(let targetRow)? = folders.withLock({ $0[parent]?.children[to] }),
+           let target = model.withLock({ $0.nodes[targetRow] }) {
+            if flags.contains(.noReplace) { throw .exists }
+            let sourceRow: Int64?
+            switch child {
+            case .asset(let r): sourceRow = r
+            case .session(let s): sourceRow = session(s).flatMap { sf in sf.run { sf.committedRowID } }
+            case .folder: sourceRow = nil
+            }
+            guard let sourceRow, sourceRow != targetRow, let sourceIno = folderChild(parent, from),
+                  try renameOver(sourceRow: sourceRow, sourceIno: sourceIno, target: target) else { throw .accessDenied }
+            setFolderChild(parent, from, nil, ifCurrently: child)
+            return
+        }
         if let existing = folderChild(parent, to), existing != folderChild(parent, from) {
             if flags.contains(.noReplace) { throw .exists }
             // Replacing a file the app wrote here: a file being written is dropped; an add-only

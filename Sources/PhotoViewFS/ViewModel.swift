@@ -352,8 +352,22 @@ struct ViewModel: Sendable {
         return (h >> 2) | (1 << 62)
     }
 
-    static func assetInode(key: (UInt64, UInt64), id: String, strip: Bool) -> Inode {
-        inode(key: key, "asset/" + id + (strip ? "/redacted" : ""))
+    /// Each version of an asset has its own inode: after an edit, handles opened before keep the
+    /// old version's inode (its cached pages and passthrough backing file), and new opens get the
+    /// new one (as an editor's save by rename does on any filesystem). The original keeps the
+    /// inode it always had. `storePath` is the stored file ("ab/<file id>.<ext>"), when in the store.
+    static func versionTag(id: some Collection<UInt8>, storePath: some Collection<UInt8>) -> [UInt8]? {
+        let base = storePath.split(separator: UInt8(ascii: "/")).last ?? storePath[...]
+        let fileID = base.prefix { $0 != UInt8(ascii: ".") }
+        guard fileID.count == 16, !fileID.elementsEqual(id) else { return nil }
+        return Array("/v/".utf8) + fileID
+    }
+
+    static func assetInode(key: (UInt64, UInt64), id: String, strip: Bool, storePath: String? = nil) -> Inode {
+        if let storePath, let tag = versionTag(id: Array(id.utf8), storePath: Array(storePath.utf8)) {
+            return inode(key: key, "asset/" + id + (strip ? "/redacted" : "") + String(decoding: tag, as: UTF8.self))
+        }
+        return inode(key: key, "asset/" + id + (strip ? "/redacted" : ""))
     }
 
     init(snapshot s: ViewSnapshot, library: Library) {
@@ -382,6 +396,11 @@ struct ViewModel: Sendable {
             label.append(contentsOf: assetPrefix)
             r.withBytes(.id, i) { label.append(contentsOf: $0) }
             if strip { label.append(contentsOf: redacted) }
+            if f.contains(.referencePathNull) {
+                var tag: [UInt8]? = nil
+                r.withBytes(.id, i) { id in r.withBytes(.storePath, i) { sp in tag = ViewModel.versionTag(id: id, storePath: sp) } }
+                if let tag { label.append(contentsOf: tag) }
+            }
             inos.append((SipHash24.hash(key: key, label) >> 2) | (1 << 62))
             r.withBytes(.id, i) { text.append(contentsOf: $0) }
             ends.append(UInt32(text.count))
@@ -556,7 +575,8 @@ extension ViewModel {
             if let j = st.index(ofName: name), !affected.contains(st.rowIDs[j]) { return nil }
             let id = r.text(.id, i)!
             let strip = f.contains(.strip)
-            let ino = ViewModel.assetInode(key: key, id: id, strip: strip)
+            let ino = ViewModel.assetInode(key: key, id: id, strip: strip,
+                                           storePath: f.contains(.referencePathNull) ? r.text(.storePath, i) : nil)
             guard !FixedInode.all.contains(ino), inodes.insert(ino).inserted else { return nil }
             if let j = st.index(ofIno: ino), !affected.contains(st.rowIDs[j]) { return nil }
             let inStore = f.contains(.referencePathNull)

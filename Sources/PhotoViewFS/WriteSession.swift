@@ -32,6 +32,8 @@ final class SessionFile: @unchecked Sendable {
     let album: String?
     /// The upload folder it is written in (see UploadFolders.swift), if any.
     let folder: Inode?
+    /// An edit: the asset (row id) whose new version this file becomes (EditSession.swift).
+    let editing: Int64?
     private let lock = NSLock()
 
     var id: String
@@ -59,9 +61,10 @@ final class SessionFile: @unchecked Sendable {
     /// sends that close too), until its last release discards it or a later close commits it.
     var hidden = false
 
-    init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?) {
+    init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
         self.id = id
         self.folder = folder
+        self.editing = editing
         self.ino = ino
         self.tempPath = tempPath
         self.fd = fd
@@ -193,8 +196,8 @@ extension PhotoFS {
         if f.folder == nil { sessionNames.withLock { $0[f.name] = f.ino } }
     }
 
-    func writeSession(_ ino: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        guard let f = session(ino) else { throw .badFile }
+    func writeSession(_ ino: Inode, edit: Bool = false, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        guard let f = edit ? editSession(ino) : session(ino) else { throw .badFile }
         return try f.run { () throws(Errno) -> Int in
             guard f.isWriting, f.fd >= 0 else {
                 // A descriptor kept (dup, fork) past the close that committed the file: the
@@ -229,7 +232,13 @@ extension PhotoFS {
     /// truncate, chmod and utimes of a file being written: kept (times on the temp file, where
     /// the commit reads the date of a file without a capture date). Nil when `ino` is not one.
     func setSessionAttributes(_ ino: Inode, _ changes: SetAttributes, handle: UInt64?) throws(Errno) -> Attributes? {
-        guard let f = session(ino) else { return nil }
+        // truncate through an edit's handle (open(O_TRUNC) arrives as open, then this) or by path
+        // while an edit of the asset is open.
+        let viaEdit: Bool = {
+            if let handle, case .edit? = handles.withLock({ $0[handle] }) { return true }
+            return handle == nil && editSession(ino) != nil
+        }()
+        guard let f = viaEdit ? editSession(ino) : session(ino) else { return nil }
         return try f.run { () throws(Errno) -> Attributes? in
             if case .committed = f.state {
                 // Read-write: an asset, the view answers. Add-only: the file is the library's now;
@@ -267,9 +276,9 @@ extension PhotoFS {
                    atime: f.mtime, mtime: f.mtime, ctime: f.mtime)
     }
 
-    func readSession(_ ino: Inode, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+    func readSession(_ ino: Inode, edit: Bool = false, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         // Add-only: what an app writes is never read back. Read-write: its own pending bytes.
-        guard access == .readWrite, let f = session(ino) else { throw .accessDenied }
+        guard access == .readWrite, let f = edit ? editSession(ino) : session(ino) else { throw .accessDenied }
         return try f.run { () throws(Errno) -> ReadReply in
             guard f.isWriting, f.fd >= 0 else { throw .accessDenied }
             var buf = [UInt8](repeating: 0, count: size)
@@ -280,8 +289,8 @@ extension PhotoFS {
         }
     }
 
-    func fsyncSession(_ ino: Inode) throws(Errno) {
-        guard let f = session(ino) else { return }
+    func fsyncSession(_ ino: Inode, edit: Bool = false) throws(Errno) {
+        guard let f = edit ? editSession(ino) : session(ino) else { return }
         try f.run { () throws(Errno) in
             guard f.isWriting, f.fd >= 0 else { return }
             if Glibc.fsync(f.fd) != 0 { throw Errno(errno) }
@@ -296,8 +305,8 @@ extension PhotoFS {
     /// close of every copy of a descriptor, and a child that inherited one and exits (a shell
     /// running a command, any fork) must not commit a file its parent is still writing. Such a
     /// file is committed at its last release, when the last copy is gone.
-    func flushSession(_ ino: Inode, handle: UInt64, context: RequestContext) throws(Errno) {
-        guard let f = session(ino) else { return }
+    func flushSession(_ ino: Inode, edit: Bool = false, handle: UInt64, context: RequestContext) throws(Errno) {
+        guard let f = edit ? editSession(ino) : session(ino) else { return }
         let closer = PhotoFS.process(of: context.pid)
         try f.run { () throws(Errno) in
             guard f.isWriting else { return }
@@ -321,8 +330,8 @@ extension PhotoFS {
     /// The last release of a handle. An empty or uncommitted file is discarded at the last one; a
     /// committed one is forgotten (read-write: the view shows it) or kept by name for a while
     /// (add-only: see `keptCommittedNames`).
-    func releaseSession(_ ino: Inode, handle: UInt64) {
-        guard let f = session(ino) else { return }
+    func releaseSession(_ ino: Inode, edit: Bool = false, handle: UInt64) {
+        guard let f = edit ? editSession(ino) : session(ino) else { return }
         let drop: Bool = f.run {
             f.handles[handle] = nil
             f.openers[handle] = nil
@@ -339,13 +348,15 @@ extension PhotoFS {
             case .discarded:
                 return true
             case .committed:
-                return access == .readWrite
+                return access == .readWrite || f.editing != nil
             }
         }
-        if drop {
+        if drop, edit {
+            edits.withLock { e in if e[ino] === f { e[ino] = nil } }
+        } else if drop {
             files.withLock { $0[ino] = nil }
             sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
-        } else if f.committedRowID != nil {
+        } else if f.committedRowID != nil, !edit {
             keepCommitted(ino)
         }
     }
@@ -353,6 +364,7 @@ extension PhotoFS {
     /// Validates, makes durable and catalogs the file; refuses (and discards) what is not complete
     /// media. On success the view shows the asset before the caller's close returns.
     func commitLocked(_ f: SessionFile, last: Bool) throws(Errno) {
+        if let rowID = f.editing, f.failedWrite == 0 { return try commitEditLocked(f, rowID: rowID, last: last) }
         if f.failedWrite != 0 {
             let e = f.failedWrite
             log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not added")
@@ -436,6 +448,7 @@ extension PhotoFS {
         f.state = .discarded
         f.dirty = false
         f.ready = false
+        if f.editing != nil { return }   // an edit: the asset keeps its name and current version
         sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
         if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(f.ino)) }
         forgetAlbumSession(f)

@@ -106,8 +106,12 @@ struct Security {
         let mp = try f.mount(app)
         try TestMedia.write(TestMedia.jpeg(tag: "own"), to: mp + "/own.jpg")
         #expect(eventually { listing(mp).contains("own.jpg") })
-        // Across folders: EXDEV (mv falls back to copy and delete).
-        #expect(errnoOf { rename(mp + "/own.jpg", mp + "/Albums/Trip/own.jpg") } == EXDEV)
+        // Into an album (issue 15): the asset joins it, nothing copied or trashed; under another
+        // name, or out of an album: EXDEV (mv falls back to copy and delete).
+        #expect(errnoOf { rename(mp + "/own.jpg", mp + "/Albums/Trip/renamed-there.jpg") } == EXDEV)
+        #expect(errnoOf { rename(mp + "/own.jpg", mp + "/Albums/Trip/own.jpg") } == 0)
+        #expect(try f.pg("assets", "--album", "Trip").stdout.contains("own.jpg"))
+        #expect(eventually { listing(mp).contains("own.jpg") })
         // Someone else's asset: EACCES. Onto an existing asset: EACCES (originals are not replaced).
         #expect(errnoOf { rename(mp + "/a.jpg", mp + "/b.jpg") } == EACCES)
         #expect(errnoOf { rename(mp + "/own.jpg", mp + "/a.jpg") } == EACCES)

@@ -1,0 +1,218 @@
+import FUSE
+import Foundation
+import GrantStore
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Edits (issue 15): an app that may edit a visible asset saves over it, and the save becomes a
+/// new version of that asset (same id, name, albums and grants); the original is never modified.
+///
+/// The three ways tools save, each one new version at a single moment:
+/// - write into an open of the asset (`O_TRUNC` and write, `O_RDWR` in-place tag writers): the
+///   open gets a copy-on-write temp file holding the current version; at the last writer's close
+///   (WriteSession's rules) the temp becomes the new version;
+/// - write a temp file, then rename it over the asset (exiftool, rsync, GIMP): the temp became an
+///   asset of the app at its close; the rename makes its bytes the new version of the target and
+///   dissolves the temp asset (its bytes live on as the version);
+/// Who may edit what is the library's one decision (`Library.editDecision`): the app's own
+/// assets always; others with the person's consent (`grant --edit`, `options --edit-any`). An
+/// open for writing without consent fails with EACCES and records an `edit` request.
+extension PhotoFS {
+    func editSession(_ ino: Inode) -> SessionFile? { edits.withLock { $0[ino] } }
+
+    /// May the app change this asset's content? Records an edit request when the person's
+    /// consent is missing (the library honours prevent-prompt and its caps).
+    func mayEdit(_ node: AssetNode) throws(Errno) {
+        guard access == .readWrite else { throw .accessDenied }
+        let decision: EditDecision
+        do { decision = try library.editDecision(app: appID, rowID: node.rowID, access: access) } catch {
+            log("edit decision for \(node.name) failed: \(error)")
+            throw .io
+        }
+        switch decision {
+        case .allowed:
+            return
+        case .needsConsent:
+            do { try library.recordEditRequest(app: appID, rowID: node.rowID) } catch {
+                log("could not record an edit request for \(node.name): \(error)")
+            }
+            throw .accessDenied
+        case .never:
+            throw .accessDenied
+        }
+    }
+
+    /// open(2) for writing of a visible asset the app may edit.
+    func openEdit(_ node: AssetNode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
+        try mayEdit(node)
+        let h = nextHandle.add(1, ordering: .relaxed).oldValue
+        let opener = PhotoFS.process(of: context.pid)
+        // One edit per asset at a time: a second writer joins it (one file, several writers).
+        if let f = editSession(node.ino), f.run({ () -> Bool in
+            guard f.isWriting else { return false }
+            f.handles[h] = false
+            f.openers[h] = opener
+            return true
+        }) {
+            handles.withLock { $0[h] = .edit(ino: node.ino) }
+            return OpenReply(handle: h, directIO: true)
+        }
+        let temp: (id: String, path: String, fd: Int32)
+        do { temp = try writer.makeTemp() } catch {
+            if case .noSpace = error as? LibraryError { throw .noSpace }
+            throw .io
+        }
+        // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
+        // as a truncate after this open.)
+        let size: UInt64
+        do {
+            size = try library.copyFile(at: try library.currentPath(rowID: node.rowID), to: temp.fd)
+        } catch {
+            Glibc.close(temp.fd)
+            Glibc.unlink(temp.path)
+            if case .noSpace = error as? LibraryError { throw .noSpace }
+            log("cannot open \(node.name) for editing: \(error)")
+            throw .io
+        }
+        let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, fd: temp.fd, name: node.name, album: nil,
+                            folder: nil, editing: node.rowID)
+        f.size = size
+        f.handles[h] = false
+        f.openers[h] = opener
+        let raced: SessionFile? = edits.withLock { e in
+            if let other = e[node.ino], other !== f, other.run({ other.isWriting }) { return other }
+            e[node.ino] = f
+            return nil
+        }
+        if let other = raced {
+            // Another open started an edit meanwhile: join it, drop this copy.
+            Glibc.close(temp.fd)
+            Glibc.unlink(temp.path)
+            other.run { other.handles[h] = false; other.openers[h] = opener }
+        }
+        handles.withLock { $0[h] = .edit(ino: node.ino) }
+        return OpenReply(handle: h, directIO: true)
+    }
+
+    /// The last close of an edit: the temp becomes the asset's new version (or nothing changes
+    /// when the bytes are the current version's); what is not complete media is refused and the
+    /// current version stays.
+    func commitEditLocked(_ f: SessionFile, rowID: Int64, last: Bool) throws(Errno) {
+        guard Glibc.fsync(f.fd) == 0 else {
+            let e = errno
+            discardLocked(f)
+            throw Errno(e)
+        }
+        let result: (asset: Asset, changed: Bool)
+        do {
+            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd)
+        } catch {
+            switch error as? LibraryError {
+            case .badInput(let why)?:
+                log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
+                if last { discardLocked(f) } else { f.dirty = false }
+                throw .invalid
+            case .noSpace?:
+                discardLocked(f)
+                throw .noSpace
+            default:
+                // The database is unavailable: keep the edit durable and marked; recovery makes it
+                // the new version after a crash, the last release retries.
+                do {
+                    try writer.markVersionReady(tempPath: f.tempPath, fd: f.fd, app: appID, rowID: rowID)
+                    f.ready = true
+                    f.dirty = false
+                    log("the edit of \(f.name) is kept to be committed later: \(error)")
+                    return
+                } catch {
+                    log("could not save the edit of \(f.name): \(error)")
+                    discardLocked(f)
+                    throw .io
+                }
+            }
+        }
+        log(result.changed ? "saved a new version of \(result.asset.displayName) from \(appID)"
+                           : "\(f.name) saved by \(appID) unchanged")
+        Glibc.close(f.fd)
+        f.fd = -1
+        f.dirty = false
+        f.ready = false
+        f.state = .committed(rowID: rowID)
+        refresh()
+    }
+
+    /// rename(2) of a file the app wrote over a visible asset it may edit: the file's bytes become
+    /// the asset's new version, and the file (an asset since its close) is dissolved into it.
+    /// Returns false when this is not such a rename.
+    func renameOver(sourceRow: Int64, sourceIno: Inode, target: AssetNode) throws(Errno) -> Bool {
+        guard let source = model.withLock({ $0.nodes[sourceRow] }), source.owned else { return false }
+        try mayEdit(target)
+        // A link of the source's stored file, so that no byte is copied and the file the version
+        // moves into the store from is never the source's own name.
+        let link = writer.tmpDir + "/\(StoreWriter.randomID()).part"
+        guard Glibc.link(source.path, link) == 0 else {
+            log("cannot link \(source.name) for a rename over \(target.name): \(String(cString: strerror(errno)))")
+            throw .io
+        }
+        let fd = Glibc.open(link, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { Glibc.unlink(link); throw .io }
+        defer { Glibc.close(fd) }
+        do {
+            let r = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd)
+            try library.dissolveOwnAsset(rowID: sourceRow, app: appID)
+            log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
+        } catch {
+            Glibc.unlink(link)
+            switch error as? LibraryError {
+            case .badInput?: throw .invalid
+            case .noSpace?: throw .noSpace
+            default:
+                log("rename of \(source.name) over \(target.name) failed: \(error)")
+                throw .io
+            }
+        }
+        // The kernel now has the target's name on the source's inode: serve the target there.
+        aliases.withLock { a in
+            a[sourceIno] = target.rowID
+            if a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
+        }
+        refresh(handled: [sourceRow])
+        invalidator?.invalidateEntry(parent: FixedInode.root, name: Array(target.name.utf8))
+        return true
+    }
+
+    /// The asset an inode stands for after a rename over it (see `renameOver`).
+    func aliasedNode(_ ino: Inode) -> AssetNode? {
+        guard let row = aliases.withLock({ $0[ino] }) else { return nil }
+        return model.withLock { $0.nodes[row] }
+    }
+
+    /// `mv` (or `ln`) of a visible asset into `Albums/X/` in an authorized mount: the asset joins
+    /// the album; nothing is copied or trashed.
+    func addToAlbum(rowID: Int64, albumIno: Inode, name: String) throws(Errno) {
+        let target: (String, String)? = model.withLock { m in
+            guard m.policy.canEditAlbums, let al = m.album(ino: albumIno), !al.isShared,
+                  let n = m.nodes[rowID], n.name == name else { return nil }
+            return (al.name, n.assetID)
+        }
+        guard let (album, id) = target else { throw .crossDevice }
+        do { try library.addToAlbum(album, [id]) } catch {
+            log("adding \(name) to \(album) failed: \(error)")
+            throw .io
+        }
+        refresh()
+    }
+
+    /// ln of a visible asset into `Albums/X/` (authorized): it joins the album, one inode.
+    public func link(_ inode: Inode, newParent: Inode, newName: FileName, context: RequestContext) throws(Errno) -> Entry {
+        guard let name = newName.string, let row = model.withLock({ $0.byIno[inode] }),
+              model.withLock({ $0.album(ino: newParent) != nil }) else { throw .permission }
+        do throws(Errno) { try addToAlbum(rowID: row, albumIno: newParent, name: name) } catch {
+            throw error == .crossDevice ? .permission : error
+        }
+        let (a, t) = try attributes(of: inode)
+        return entry(a, timeout: t)
+    }
+}

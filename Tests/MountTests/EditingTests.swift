@@ -1,0 +1,185 @@
+import Foundation
+import GrantStore
+import PhotoLibrary
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 15 through real mounts and real tools: every way tools save makes one new version, the
+/// original stays, consent is asked for, and every mount sees the edit.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct Editing {
+    let editor = "org.example.Editor"
+
+    func versions(_ f: MountFixture, _ ref: String) throws -> [[String: Any]] {
+        let o = try f.pg("versions", ref, "--json")
+        let obj = try JSONSerialization.jsonObject(with: Data(o.stdout.utf8))
+        if let list = obj as? [[String: Any]] { return list }
+        return (obj as? [String: Any])?["versions"] as? [[String: Any]] ?? []
+    }
+
+    func assetID(_ f: MountFixture, _ name: String) throws -> String {
+        try #require(try f.assetsJSON().first { $0["name"] as? String == name }?["id"] as? String)
+    }
+
+    func verifyClean(_ f: MountFixture) throws {
+        let report = try Verifier(library: try Library.open(at: LibraryPaths(root: f.library))).run()
+        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+    }
+
+    func exif(_ path: String, _ tag: String) throws -> String {
+        try TestSupport.run("exiftool", ["-s3", "-" + tag, path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The app's own file, saved over by each kind of tool: one new version each, same id and
+    /// name, the original's bytes kept in the store.
+    @Test func everyWayToolsSaveMakesANewVersionOfAnOwnFile() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", editor, "--status", "limited")
+        let mp = try f.mount(editor)
+        let original = try TestMedia.jpeg(tag: "own original")
+        #expect(cpWrite(original, to: mp + "/own.jpg") == 0)
+        let id = try assetID(f, "own.jpg")
+        var expectedVersions = 1
+        func saved(_ label: String, _ body: () throws -> Bool) throws {
+            let before = readAll(mp + "/own.jpg")
+            #expect(try body(), "\(label) failed")
+            expectedVersions += 1
+            #expect(try assetID(f, "own.jpg") == id, "\(label): the id changed")
+            #expect(readAll(mp + "/own.jpg") != before, "\(label): the content did not change")
+            let count = try versions(f, id).count
+            #expect(count == expectedVersions, "\(label): \(count) versions")
+            try verifyClean(f)
+        }
+        // truncate and write (cp over it)
+        try saved("O_TRUNC") { cpWrite(try TestMedia.jpeg(tag: "rewritten"), to: mp + "/own.jpg") == 0 }
+        // an in-place writer: O_RDWR, change bytes inside the comment segment
+        try saved("O_RDWR") {
+            let fd = open(mp + "/own.jpg", O_RDWR)
+            guard fd >= 0 else { return false }
+            let n = pwrite(fd, Array("XY".utf8), 2, 6)
+            return n == 2 && close(fd) == 0
+        }
+        // exiftool: a temp file, then rename over
+        try saved("exiftool") {
+            try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-Artist=photogate", mp + "/own.jpg"]).status == 0
+        }
+        #expect(try exif(mp + "/own.jpg", "Artist") == "photogate")
+        // ImageMagick
+        try saved("mogrify") { try TestSupport.run("mogrify", ["-resize", "50%", mp + "/own.jpg"]).status == 0 }
+        // Pillow
+        try saved("Pillow") {
+            let py = "from PIL import Image; im = Image.open('\(mp)/own.jpg'); im.load(); im.rotate(90, expand=True).save('\(mp)/own.jpg')"
+            let o = try TestSupport.run("/usr/bin/python3", ["-c", py])
+            if o.status != 0 { print(o.stderr) }
+            return o.status == 0
+        }
+        // The original is version 0, byte for byte.
+        let v0 = try #require(try versions(f, id).first)
+        #expect(v0["hash"] as? String == "sha256:" + hexString(SHA256.hash(original)))
+        // Saving the same bytes again changes nothing.
+        let current = try #require(readAll(mp + "/own.jpg"))
+        #expect(cpWrite(current, to: mp + "/own.jpg") == 0)
+        #expect(try versions(f, id).count == expectedVersions)
+        // Not media: refused at close, the current version stays.
+        #expect(cpWrite(Array("not a photo".utf8), to: mp + "/own.jpg") == EINVAL)
+        #expect(readAll(mp + "/own.jpg") == current ? true : false)
+        // rsync's changed-file flow (temp name, rename over).
+        let src = f.dir + "/own.jpg"
+        try TestMedia.write(try TestMedia.jpeg(tag: "from rsync, a longer comment"), to: src)
+        let r = try TestSupport.run("rsync", ["-a", src, mp + "/"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(readAll(mp + "/own.jpg") == readAll(src) ? true : false)
+        #expect(try assetID(f, "own.jpg") == id)
+        #expect(!listing(mp).contains { $0.hasPrefix(".own.jpg") }, "\(listing(mp))")
+        try verifyClean(f)
+        // Revert: back to the original, everywhere.
+        try f.pg("revert", id)
+        #expect(eventually { readAll(mp + "/own.jpg") == original })
+        try f.unmount(mp)
+    }
+
+    /// Another's photo: EACCES and an edit request without consent; with `grant --edit` the save
+    /// works and another app's running mount sees the new version at once.
+    @Test func othersPhotosNeedConsentAndEveryMountSeesTheEdit() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["p.jpg"])
+        let viewer = "org.example.Viewer"
+        // A limited editor with the photo in its selection (an authorized app may delete, so a
+        // refused save could fall back to delete-and-create: Recently Deleted keeps the photo).
+        try f.pg("authorize", editor, "--status", "limited")
+        try f.pg("grant", editor, "p.jpg")
+        try f.pg("authorize", viewer, "--status", "authorized")
+        let mp = try f.mount(editor)
+        let other = try f.mount(viewer)
+        let before = try #require(readAll(other + "/p.jpg"))
+        #expect(openErrno(mp + "/p.jpg", O_WRONLY) == EACCES)
+        #expect(try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-Artist=x", mp + "/p.jpg"]).status != 0)
+        let requests = try f.pg("requests", "--json").stdout
+        #expect(requests.contains("\"edit\"") && requests.contains("p.jpg"), "\(requests)")
+        #expect(readAll(other + "/p.jpg") == before ? true : false)
+        try f.pg("grant", editor, "--edit", "p.jpg")
+        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-Artist=consented", mp + "/p.jpg"])
+        #expect(e.status == 0, "\(e.stderr)")
+        #expect(try exif(mp + "/p.jpg", "Artist") == "consented")
+        #expect(eventually { (try? exif(other + "/p.jpg", "Artist")) == "consented" }, "the other mount did not see the edit")
+        #expect(try f.assetsJSON().count == 1, "the save made another asset")
+        try verifyClean(f)
+        try f.unmount(other)
+        try f.unmount(mp)
+    }
+
+    /// An edit that adds GPS is redacted for strip-location readers; a handle opened before the
+    /// edit keeps reading the version it opened.
+    @Test func anEditAddingGPSIsRedactedAndOldHandlesKeepTheirVersion() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["q.jpg"])
+        let reader = "org.example.Reader"
+        try f.pg("authorize", editor, "--status", "authorized")
+        try f.pg("options", editor, "--edit-any", "on")
+        try f.pg("authorize", reader, "--status", "authorized")
+        try f.pg("options", reader, "--strip-location", "on")
+        let mp = try f.mount(editor)
+        let rd = try f.mount(reader)
+        let old = try #require(readAll(mp + "/q.jpg"))
+        let held = open(mp + "/q.jpg", O_RDONLY)
+        #expect(held >= 0)
+        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=48.85", "-GPSLatitudeRef=N",
+                                                 "-GPSLongitude=2.35", "-GPSLongitudeRef=E", mp + "/q.jpg"])
+        #expect(e.status == 0, "\(e.stderr)")
+        #expect(try exif(mp + "/q.jpg", "GPSLatitude") != "")
+        #expect(eventually { (try? exif(rd + "/q.jpg", "ImageWidth")) != "" && (try? exif(rd + "/q.jpg", "GPSLatitude")) == "" && readAll(rd + "/q.jpg")?.count == readAll(mp + "/q.jpg")?.count },
+                "a strip-location reader sees the edit's GPS")
+        var buf = [UInt8](repeating: 0, count: old.count)
+        #expect(pread(held, &buf, old.count, 0) == old.count && buf == old, "an old handle changed version")
+        close(held)
+        try f.unmount(rd)
+        try f.unmount(mp)
+    }
+
+    /// mv into Albums/X/ adds to the album (nothing copied, nothing trashed); rm inside an album
+    /// removes from the album only.
+    @Test func moveIntoAnAlbumAddsItAndRmThereOnlyRemovesIt() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["m.jpg"])
+        try f.pg("album", "create", "Trip")
+        try f.pg("authorize", editor, "--status", "authorized")
+        let mp = try f.mount(editor)
+        let id = try assetID(f, "m.jpg")
+        let o = try TestSupport.run("mv", [mp + "/m.jpg", mp + "/Albums/Trip/"])
+        #expect(o.status == 0, "\(o.stderr)")
+        #expect(try f.pg("assets", "--album", "Trip", "--json").stdout.contains(id))
+        #expect(try f.assetsJSON().count == 1, "mv copied")
+        #expect(!(try f.pg("trash").stdout.contains("m.jpg")), "mv trashed the original")
+        #expect(eventually { listing(mp).contains("m.jpg") })
+        #expect(unlink(mp + "/Albums/Trip/m.jpg") == 0)
+        #expect(!(try f.pg("assets", "--album", "Trip", "--json").stdout.contains(id)))
+        #expect(try f.assetsJSON().count == 1)
+        // ln into the album works the same.
+        #expect(link(mp + "/m.jpg", mp + "/Albums/Trip/m.jpg") == 0)
+        #expect(try f.pg("assets", "--album", "Trip", "--json").stdout.contains(id))
+        try f.unmount(mp)
+    }
+}
