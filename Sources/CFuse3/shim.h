@@ -53,6 +53,16 @@ static inline int cfuse_session_loop_mt(struct fuse_session *se, struct fuse_loo
     return fuse_session_loop_mt(se, config);
 }
 
+/// FUSE_CAP_DIRECT_IO_ALLOW_MMAP (libfuse >= 3.16): MAP_SHARED on files opened with direct I/O.
+/// 0 where this libfuse does not know it (asking for 0 asks for nothing).
+static inline uint64_t cfuse_cap_direct_io_allow_mmap(void) {
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+    return FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+#else
+    return 0;
+#endif
+}
+
 /// Ask for a capability if the kernel offers it. Returns 1 when it is now wanted.
 static inline int cfuse_want(struct fuse_conn_info *conn, uint64_t flag) {
 #if FUSE_MINOR_VERSION >= 17

@@ -320,6 +320,8 @@ final class SessionCore: @unchecked Sendable {
         _ = cfuse_want(conn, UInt64(FUSE_CAP_ASYNC_READ))
         _ = cfuse_want(conn, UInt64(FUSE_CAP_PARALLEL_DIROPS))
         _ = cfuse_want(conn, UInt64(FUSE_CAP_AUTO_INVAL_DATA))
+        // Files opened with direct I/O (files being written) may be mapped MAP_SHARED (else ENODEV).
+        if cfuse_cap_direct_io_allow_mmap() != 0 { _ = cfuse_want(conn, cfuse_cap_direct_io_allow_mmap()) }
         let splice = cfuse_want(conn, UInt64(FUSE_CAP_SPLICE_WRITE)) != 0
         // No SPLICE_MOVE: the kernel then tries to steal each backing page (dropping it from the
         // store's page cache) and copies it anyway. Measured on Linux 6.18, a read whose store

@@ -94,6 +94,7 @@ enum Schema {
         registerV3(&m)
         registerV4(&m)
         registerV5(&m)
+        registerV6(&m)
         return m
     }
 }
@@ -228,6 +229,26 @@ extension Schema {
                 ALTER TABLE requests_v5 RENAME TO requests;
                 CREATE UNIQUE INDEX requests_unique ON requests(app_id, kind, reason, IFNULL(asset_rowid, 0));
                 CREATE INDEX requests_by_asset ON requests(asset_rowid) WHERE asset_rowid IS NOT NULL;
+                """)
+        }
+    }
+}
+
+extension Schema {
+    /// v6: files an app wrote that were refused at their close (not media, incomplete, a failed
+    /// write), so that the app (`.photogate/refused`) and the person (`photogate refused`) see
+    /// why, not only the daemon's log. The last 100 per app are kept.
+    static func registerV6(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v6-refusals") { db in
+            try db.execute(sql: """
+                CREATE TABLE refusals (
+                    id INTEGER PRIMARY KEY,
+                    app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+                    at REAL NOT NULL,
+                    name TEXT NOT NULL,
+                    reason TEXT NOT NULL CHECK (length(reason) <= 1024)
+                );
+                CREATE INDEX refusals_by_app ON refusals(app_id, id);
                 """)
         }
     }

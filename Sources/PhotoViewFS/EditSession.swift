@@ -112,6 +112,7 @@ extension PhotoFS {
             switch error as? LibraryError {
             case .badInput(let why)?:
                 log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
+                if f.dirty { noteRefusal(f.name, "edit refused: \(why); the current version stays") }
                 if last { discardLocked(f) } else { f.dirty = false }
                 throw .invalid
             case .noSpace?:

@@ -297,7 +297,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     }
 
     func specialAttributes(_ ino: Inode) -> Attributes {
-        let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count) : 0
+        let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count)
+            : ino == FixedInode.refused ? UInt64(refusedContent().count) : 0
         let mode: UInt32 = ino == FixedInode.request ? 0o222 : 0o444
         return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
                           atime: started, mtime: started, ctime: started)
@@ -319,7 +320,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             return (dirAttributes(ino, writable: canEdit && ino == FixedInode.albums), PhotoFS.longTimeout)
         case FixedInode.control:
             return (dirAttributes(ino, writable: false), PhotoFS.longTimeout)
-        case FixedInode.status, FixedInode.changes, FixedInode.request:
+        case FixedInode.status, FixedInode.changes, FixedInode.request, FixedInode.refused:
             return (specialAttributes(ino), 0)
         default:
             if let a = model.withLock({ m -> Attributes? in
@@ -397,6 +398,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             case "status": return FixedInode.status
             case "changes": return FixedInode.changes
             case "request": return FixedInode.request
+            case "refused": return FixedInode.refused
             default: return nil
             }
         default:
@@ -503,6 +505,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             add("status", specialAttributes(FixedInode.status))
             add("changes", specialAttributes(FixedInode.changes))
             add("request", specialAttributes(FixedInode.request))
+            add("refused", specialAttributes(FixedInode.refused))
         default:
             if let list = folderListing(inode) {
                 for (name, a) in list { add(name, a) }
@@ -559,6 +562,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         case FixedInode.status:
             if wantsWrite { throw .accessDenied }
             return OpenReply(handle: newHandle(.status(content: statusContent())), directIO: true)
+        case FixedInode.refused:
+            if wantsWrite { throw .accessDenied }
+            return OpenReply(handle: newHandle(.status(content: refusedContent())), directIO: true)
         case FixedInode.changes:
             if wantsWrite { throw .accessDenied }
             let position = feed.withLock { $0.latest }
@@ -987,6 +993,19 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         ]
         let data = (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted])) ?? Data()
         return [UInt8](data) + [0x0a]
+    }
+
+    /// `.photogate/refused`: the app's files refused at their close, oldest first, one a line:
+    /// date (ISO 8601 UTC), tab, the name it wrote, tab, why.
+    func refusedContent() -> [UInt8] {
+        guard let list = try? library.refusals(appID) else { return [] }
+        let f = ISO8601DateFormatter()
+        return Array(list.map { "\(f.string(from: $0.date))\t\($0.name)\t\($0.reason)\n" }.joined().utf8)
+    }
+
+    /// Records a refused file where the app and the person can read why.
+    func noteRefusal(_ name: String, _ why: String) {
+        do { try library.recordRefusal(appID, name: name, reason: why) } catch { log("could not record the refusal of \(name): \(error)") }
     }
 
     /// `.photogate/request`: "read-write", "add-only" or "picker", then an optional reason line.

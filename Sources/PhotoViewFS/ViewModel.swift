@@ -12,7 +12,8 @@ enum FixedInode {
     static let status: Inode = 5
     static let changes: Inode = 6
     static let request: Inode = 7
-    static let all: Set<Inode> = [root, albums, shared, control, status, changes, request]
+    static let refused: Inode = 8     // .photogate/refused
+    static let all: Set<Inode> = [root, albums, shared, control, status, changes, request, refused]
 }
 
 /// One visible asset in a mount.

@@ -368,6 +368,7 @@ extension PhotoFS {
         if f.failedWrite != 0 {
             let e = f.failedWrite
             log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not added")
+            noteRefusal(f.name, "a write failed: \(String(cString: strerror(e)))")
             discardLocked(f)
             throw Errno(e)
         }
@@ -379,6 +380,7 @@ extension PhotoFS {
             switch error as? LibraryError {
             case .badInput(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
+                if !f.hidden { noteRefusal(f.name, why) }
                 if last {
                     discardLocked(f)
                 } else {
@@ -387,6 +389,7 @@ extension PhotoFS {
                 throw .invalid
             case .noSpace?:
                 log("no space to add \(f.name)")
+                noteRefusal(f.name, "no space left on the library's disk")
                 discardLocked(f)
                 throw .noSpace
             default:

@@ -173,3 +173,57 @@ struct Backups {
         try f.unmount(mp)
     }
 }
+
+/// Video the way tools write it, and files mapped while written (issue 13).
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct VideoAndMapping {
+    @Test func ffmpegWritesMatroskaWebMAndFaststartMP4() throws {
+        let f = try MountFixture()
+        let app = "org.example.Recorder"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let src = try TestMedia.write(try TestMedia.mp4(), to: f.dir + "/in.mp4")
+        for (out, extra) in [("remux.mkv", ["-c", "copy"]), ("clip.webm", ["-c:v", "libvpx", "-b:v", "100k", "-an"]),
+                             ("fast.mp4", ["-c", "copy", "-movflags", "+faststart"])] {
+            let o = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-i", src] + extra + [mp + "/" + out])
+            #expect(o.status == 0, "\(out): \(o.stderr)")
+        }
+        let assets = try f.assetsJSON()
+        let types = Dictionary(uniqueKeysWithValues: assets.compactMap { a in (a["name"] as? String).map { ($0, a["type"] as? String ?? "") } })
+        #expect(types["remux.mkv"] == "mkv", "\(types)")
+        #expect(types["clip.webm"] == "webm", "\(types)")
+        #expect(types["fast.mp4"] == "mp4", "\(types)")
+        // faststart rewrote the file after writing it: the asset is the rewritten, complete file.
+        let probe = try TestSupport.run("ffprobe", ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", mp + "/fast.mp4"])
+        #expect(probe.status == 0 && !probe.stdout.isEmpty, "\(probe.stderr)")
+        try verifyClean(f)
+        try f.unmount(mp)
+    }
+
+    /// mmap(MAP_SHARED) of a file being written works (direct I/O with the kernel's consent).
+    @Test func aFileBeingWrittenCanBeMappedShared() throws {
+        let f = try MountFixture()
+        let app = "org.example.Mapper"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        let bytes = try TestMedia.jpeg(tag: "mapped")
+        let fd = open(mp + "/m.jpg", O_CREAT | O_RDWR | O_EXCL, 0o644)
+        #expect(fd >= 0)
+        #expect(ftruncate(fd, off_t(bytes.count)) == 0)
+        let p = mmap(nil, bytes.count, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+        #expect(p != MAP_FAILED, "mmap: errno \(errno)")
+        if let p, p != MAP_FAILED {
+            bytes.withUnsafeBytes { p.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            #expect(msync(p, bytes.count, MS_SYNC) == 0)
+            munmap(p, bytes.count)
+        }
+        #expect(close(fd) == 0)
+        #expect(readAll(mp + "/m.jpg") == bytes ? true : false)
+        try f.unmount(mp)
+    }
+
+    func verifyClean(_ f: MountFixture) throws {
+        let report = try Verifier(library: try Library.open(at: LibraryPaths(root: f.library))).run()
+        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+    }
+}

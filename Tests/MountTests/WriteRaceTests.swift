@@ -225,6 +225,29 @@ struct FilesBeingWritten {
         try f.unmount(mp)
     }
 
+    /// A file refused at its close is visible to the app (.photogate/refused) and to the person
+    /// (photogate refused), with its name, the reason and the time.
+    @Test func refusedFilesAreRecordedForTheAppAndThePerson() throws {
+        let f = try MountFixture()
+        let app = "org.example.Refused"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        #expect(cpWrite(Array("plain text".utf8), to: mp + "/notes.jpg") == EINVAL)
+        let whole = try TestMedia.jpeg(tag: "cut")
+        let cut = Array(whole.prefix(whole.count - 40))   // ends inside the scan data: no end of image
+        #expect(cpWrite(cut, to: mp + "/cut.jpg") == EINVAL, "an incomplete JPEG must be refused")
+        let text = String(decoding: readAll(mp + "/.photogate/refused") ?? [], as: UTF8.self)
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 2, "\(text)")
+        #expect(lines.first?.contains("\tnotes.jpg\t") == true && lines.first?.contains("not a photo or video") == true, "\(text)")
+        #expect(lines.last?.contains("\tcut.jpg\t") == true && lines.last?.contains("truncated") == true, "\(text)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("refused", app, "--json").stdout.utf8)) as? [[String: Any]])
+        #expect(json.map { $0["name"] as? String } == ["notes.jpg", "cut.jpg"])
+        #expect(json.allSatisfy { ($0["date"] as? String)?.hasSuffix("Z") == true && $0["app"] as? String == app })
+        #expect(try f.assetsJSON().isEmpty)
+        try f.unmount(mp)
+    }
+
     /// A child that inherited the descriptor of a file being written and exits sends a close too:
     /// that close must not commit what the parent has written so far.
     @Test func aChildClosingAnInheritedDescriptorCommitsNothing() throws {

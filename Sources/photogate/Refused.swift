@@ -1,0 +1,33 @@
+import ArgumentParser
+import GrantStore
+import PhotoLibrary
+
+struct Refused: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List files apps wrote that were refused at their close, and why.",
+        discussion: """
+            A file an app writes through its mount becomes an asset when its writer closes it; one that
+            is not a photo or video, is incomplete (a writer killed mid-write) or whose write failed (a
+            full disk) is refused: the app's close(2) fails (EINVAL, ENOSPC) and nothing stays. The
+            last 100 refusals of each app are kept here; the app reads its own in .photogate/refused.
+
+            Example: photogate refused org.example.Camera --json
+            """)
+    @Argument(help: "Only this app's.") var app: String?
+    @OptionGroup var lib: LibraryOption
+    @OptionGroup var output: JSONFlag
+
+    func run() throws {
+        try photogate.run {
+            let id = try app.map { try parseApp($0) }
+            let list = try lib.open().refusals(id)
+            if output.json {
+                printJSON(list.map { r -> [String: Any] in
+                    ["id": r.id, "app": r.app.rawValue, "date": iso(r.date), "name": r.name, "reason": r.reason]
+                })
+            } else {
+                printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [iso(r.date), r.app.rawValue, r.name, r.reason] })
+            }
+        }
+    }
+}
