@@ -79,6 +79,7 @@ extension PhotoFS {
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, fd: temp.fd, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
         f.size = size
+        f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
         let raced: SessionFile? = edits.withLock { e in
@@ -140,6 +141,7 @@ extension PhotoFS {
         f.fd = -1
         f.dirty = false
         f.ready = false
+        uncount(f)
         f.state = .committed(rowID: rowID)
         refresh()
     }

@@ -38,6 +38,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let model: Mutex<ViewModel>
     /// Files this mount is writing (see WriteSession.swift for their lock order).
     let files = Mutex<[Inode: SessionFile]>([:])
+    /// Bytes of files being written in this mount, and its limits (WriteSession.admitGrowth).
+    let writingBytes = Mutex<UInt64>(0)
+    let writeLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_WRITE_LIMIT_MB"] ?? "") ?? 4096) << 20
+    let diskReserve: UInt64? = UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_DISK_RESERVE_MB"] ?? "").map { $0 << 20 }
     /// Edits in progress, by the asset's inode (EditSession.swift).
     let edits = Mutex<[Inode: SessionFile]>([:])
     /// Inodes that stand for another asset after a rename over it (EditSession.swift).
@@ -197,8 +201,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     func invalidate(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
                     new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
         guard let inv = invalidator, !diff.isEmpty else { return }
-        for n in diff.removed where !handled.contains(n.rowID) {
-            inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
+        for n in diff.removed {
+            // Its cached pages go first (queued before the name's deletion, so that once the name
+            // is gone no page is left either): a handle opened before the revoke then reads
+            // through the daemon, which refuses it, instead of from pages the kernel read ahead.
+            inv.invalidateInode(n.ino, offset: 0, length: 0)
+            if !handled.contains(n.rowID) {
+                inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
+            }
         }
         for n in diff.updated {
             inv.invalidateInode(n.ino, offset: 0, length: 0)
@@ -430,8 +440,19 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
         noteAccess()
-        let (a, t) = try attributes(of: inode)
-        return (a, t)
+        do {
+            return try attributes(of: inode)
+        } catch {
+            // fstat (or the kernel refreshing attributes before a read) through a handle opened
+            // before a revoke describes the file that handle has open, which tells the app nothing
+            // it did not know; the read itself is then refused (EACCES).
+            guard let handle, case .asset(_, let ino, let fd, _)? = handles.withLock({ $0[handle] }), ino == inode else { throw error }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { throw error }
+            let m = Timespec(seconds: Int(st.st_mtim.tv_sec), nanoseconds: Int(st.st_mtim.tv_nsec))
+            return (Attributes(ino: inode, mode: FileMode.regular | 0o444, nlink: 1, size: UInt64(st.st_size), uid: uid, gid: gid,
+                               atime: m, mtime: m, ctime: m), 0)
+        }
     }
 
     // MARK: directories

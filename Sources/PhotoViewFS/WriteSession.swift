@@ -56,6 +56,8 @@ final class SessionFile: @unchecked Sendable {
     /// The errno of a write that failed (a full disk): such a file never becomes an asset, since
     /// part of what the app wrote is missing; its close fails with that errno.
     var failedWrite: Int32 = 0
+    /// Bytes of this file counted against the mount's limit on bytes being written.
+    var counted: UInt64 = 0
     /// Refused at a close (not complete media yet): its name is gone at once, but the file stays
     /// writable through descriptors still open elsewhere (a child that inherited one and exited
     /// sends that close too), until its last release discards it or a later close commits it.
@@ -210,6 +212,14 @@ extension PhotoFS {
                 writer.clearReady(tempPath: f.tempPath)
                 f.ready = false
             }
+            let end = UInt64(offset) + UInt64(data.count)
+            if end > f.counted {
+                do throws(Errno) { try admitGrowth(f, to: end) } catch {
+                    f.failedWrite = error.rawValue
+                    f.dirty = true
+                    throw error
+                }
+            }
             var done = 0
             while done < data.count {
                 let n = pwrite(f.fd, data.baseAddress! + done, data.count - done, off_t(offset) + done)
@@ -252,6 +262,7 @@ extension PhotoFS {
             }
             guard f.isWriting, f.fd >= 0 else { throw .noEntry }
             if let size = changes.size {
+                if size > f.counted { try admitGrowth(f, to: size) }
                 if ftruncate(f.fd, off_t(size)) != 0 { throw Errno(errno) }
                 f.size = size
                 f.dirty = true
@@ -420,6 +431,7 @@ extension PhotoFS {
         f.ready = false
         // The view learns of the asset before the session lets go of the name, so the name never
         // disappears in between (rsync renames right after close).
+        uncount(f)
         refresh()
         f.state = .committed(rowID: asset.rowID)
         forgetAlbumSession(f)
@@ -438,9 +450,46 @@ extension PhotoFS {
         invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
     }
 
+    /// What one mount may have being written at once (one app must not fill the disk for the
+    /// others), and the room it leaves on the library's disk for the database and the CLI (so
+    /// that `photogate authorize APP --status denied` works on a full disk): a write past either
+    /// fails (EDQUOT, ENOSPC), and the file is then refused at its close. Settings of the daemon:
+    /// PHOTOGATE_WRITE_LIMIT_MB (default 4096) and PHOTOGATE_DISK_RESERVE_MB (default the smaller
+    /// of 64 MiB and 2% of the disk).
+    func admitGrowth(_ f: SessionFile, to end: UInt64) throws(Errno) {
+        let growth = end - f.counted
+        let admitted = writingBytes.withLock { total -> Bool in
+            if total + growth > writeLimit { return false }
+            total += growth
+            return true
+        }
+        guard admitted else {
+            log("\(appID) has \(writingBytes.withLock { $0 } >> 20) MiB being written, the limit is \(writeLimit >> 20) MiB: \(f.name) refused")
+            throw Errno(EDQUOT)
+        }
+        var st = statvfs()
+        if statvfs(library.paths.store, &st) == 0 {
+            let avail = UInt64(st.f_bavail) * UInt64(st.f_frsize)
+            let reserve = diskReserve ?? min(64 << 20, UInt64(st.f_blocks) * UInt64(st.f_frsize) / 50)
+            if avail < growth + reserve {
+                writingBytes.withLock { $0 -= growth }
+                throw .noSpace
+            }
+        }
+        f.counted = end
+    }
+
+    /// A file leaves the bytes being written (committed or dropped).
+    func uncount(_ f: SessionFile) {
+        let c = f.counted
+        f.counted = 0
+        if c > 0 { writingBytes.withLock { $0 -= min($0, c) } }
+    }
+
     /// Drops a file being written and its temp data.
     func discardLocked(_ f: SessionFile) {
         guard f.state != .discarded else { return }
+        uncount(f)
         let wasWriting = f.isWriting
         if f.fd >= 0 { Glibc.close(f.fd) }
         f.fd = -1

@@ -60,6 +60,32 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// Without O_DIRECT the kernel reads ahead past what the app read: after a revoke, those
+    /// cached pages must not stay readable through a handle opened before (issue 14).
+    @Test func pagesReadAheadAreDroppedAtARevoke() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/big"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(try TestMedia.jpeg(tag: "big") + [UInt8](repeating: 0x5a, count: 256 << 10), to: src + "/big.jpg")
+        try f.pg("import", src)
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "big.jpg")
+        let mp = try f.mount(app, extra: ["--no-passthrough"])
+        let fd = open(mp + "/big.jpg", O_RDONLY)
+        #expect(fd >= 0)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        #expect(pread(fd, &buf, 4096, 0) == 4096)
+        try f.pg("revoke", app, "big.jpg")
+        #expect(eventually(2) { statErrno(mp + "/big.jpg") == ENOENT })
+        let n = pread(fd, &buf, 4096, 8192)   // read ahead by the kernel, never by the app
+        let e = errno
+        // Refused: the kernel refreshes the revoked inode's attributes first (ENOENT: hidden looks
+        // missing) or asks the daemon, which answers EACCES; either way no byte comes back.
+        #expect(n < 0 && [ENOENT, EACCES, EIO].contains(e), "read \(n) bytes of a revoked photo from the page cache (errno \(e))")
+        close(fd)
+        try f.unmount(mp)
+    }
+
     @Test func notDeterminedTouchRecordsOneRequestUnlessPrevented() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])
