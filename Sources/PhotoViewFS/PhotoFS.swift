@@ -614,6 +614,17 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 log("cannot open original of \(node.name): \(String(cString: strerror(errno)))")
                 throw .io
             }
+            // An original indexed in place (import --reference) may have changed since: serve only
+            // the bytes the catalog (and the redaction plan) describe.
+            if !node.path.hasPrefix(library.paths.store + "/") {
+                var st = stat()
+                let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
+                if changed {
+                    Glibc.close(fd)
+                    log("refused \(node.name) to \(appID): its original at \(node.path) changed after it was imported (photogate verify reports it)")
+                    throw .accessDenied
+                }
+            }
             let h = newHandle(.asset(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
             let usePassthrough = passthrough && plan == nil
             // Keep the kernel's cached pages unless they are of another version of this file.

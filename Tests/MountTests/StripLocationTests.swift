@@ -126,4 +126,27 @@ struct StripLocation {
         #expect(ex.stdout.contains("refused"))
         try f.unmount(mp)
     }
+
+    /// A referenced original edited after import (say, GPS added) is never served with the old
+    /// plan or size: the open is refused, and `photogate verify` reports it.
+    @Test func aReferencedOriginalChangedAfterImportIsRefused() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/ref"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(try TestMedia.jpeg(tag: "ref"), to: src + "/r.jpg")
+        try f.pg("import", "--reference", src)
+        let app = "org.example.RefReader"
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("options", app, "--strip-location", "on")
+        let mp = try f.mount(app)
+        #expect(readAll(mp + "/r.jpg") != nil)
+        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=43.3", "-GPSLatitudeRef=N", src + "/r.jpg"])
+        #expect(e.status == 0)
+        // A new file time, as any edit makes (a same-second edit would look unchanged by time).
+        #expect(try TestSupport.run("touch", ["-d", "+5 seconds", src + "/r.jpg"]).status == 0)
+        #expect(openErrno(mp + "/r.jpg", O_RDONLY) == EACCES)
+        let v = try f.pgStatus("verify", "--json")
+        #expect(v.status != 0 && v.stdout.contains("reference-changed"), "\(v.stdout)")
+        try f.unmount(mp)
+    }
 }
