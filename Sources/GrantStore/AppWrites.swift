@@ -113,8 +113,9 @@ extension Library {
 
     /// An app's own file that it renamed over another asset (an editor's save through a temp
     /// file) became that asset's new version: the file's own asset row goes away, and its stored
-    /// file with it (its bytes are the version's now, under the version's own file name). Only
-    /// the app that created it may dissolve it; views and histories see it leave like a delete.
+    /// file with it (its bytes are the version's now, under the version's own file name); one that
+    /// has versions of its own goes to Recently Deleted instead, its history kept. Only the app
+    /// that created it may dissolve it; views and histories see it leave like a delete.
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws {
         let rel: String? = try write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT owner_app, store_path FROM assets WHERE rowid = ?", arguments: [rowID]),
@@ -122,8 +123,18 @@ extension Library {
                 throw LibraryError.conflict("only the app that created an asset may dissolve it")
             }
             let path: String? = row[1]
-            if let path, try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE store_path = ?", arguments: [path]) == true {
+            if let path, try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE store_path = ? AND asset_rowid <> ?",
+                                             arguments: [path, rowID]) == true {
                 throw LibraryError.conflict("the stored file is a version of another asset")
+            }
+            // An asset with a history of its own (edited before) keeps it: it goes to Recently
+            // Deleted, where the person can still restore it, instead of being dissolved.
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE asset_rowid = ?", arguments: [rowID]) == true {
+                try ViewDelta.tracking(db, [rowID]) {
+                    try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), rowID])
+                    try Library.record(db, "trash", app: app.rawValue, asset: rowID)
+                }
+                return nil
             }
             try ViewDelta.tracking(db, [rowID]) {
                 try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [rowID])
