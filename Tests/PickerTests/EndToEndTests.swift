@@ -403,8 +403,14 @@ func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
         try f.waitFor("1 selected")
         let o = try TestSupport.run("tmux", ["-S", f.socket, "resize-window", "-t", "pick", "-x", "100", "-y", "30"])
         #expect(o.status == 0, "\(o.stderr)")
-        let s = try f.waitFor("a 100-column frame") { $0.split(separator: "\n").first?.hasSuffix("All Photos") == true
-            && $0.split(separator: "\n", omittingEmptySubsequences: false).first?.count == 99 }
+        // Wait for the whole new frame: tmux may capture a frame half drawn (its header already at
+        // 100 columns, its footer not yet on line 29), which made this test flaky.
+        func resized(_ screen: String) -> Bool {
+            let lines = screen.split(separator: "\n", omittingEmptySubsequences: false)
+            return lines.first?.hasSuffix("All Photos") == true && lines.first?.count == 99
+                && lines.count >= 29 && lines[28].contains("strip location")
+        }
+        let s = try f.waitFor("a whole 100x30 frame", resized)
         let lines = s.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.count >= 29 && lines[28].contains("strip location"))
         try f.keys("Escape")
