@@ -626,7 +626,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 }
             }
             let h = newHandle(.asset(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
-            let usePassthrough = passthrough && plan == nil
+            // The app's own files in a read-write mount are read through the daemon: the app may
+            // always edit them, and the kernel refuses to mix passthrough and daemon I/O on one
+            // inode (rsync --inplace reads a file while it writes it: EIO otherwise).
+            let usePassthrough = passthrough && plan == nil && !(access == .readWrite && node.owned)
             // Keep the kernel's cached pages unless they are of another version of this file.
             let same = openedPaths.withLock { p -> Bool in
                 let prev = p.updateValue(node.path, forKey: inode)
@@ -744,7 +747,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         switch DisplayName.validate(name.bytes) {
         case .success(let s): return s
         case .failure(.tooLong): throw .nameTooLong
-        case .failure(.reserved): throw .exists
+        // A reserved name reaches here only where the view does not show it (where it does, the
+        // kernel answers from its own lookup): not a name a file may take (README: EINVAL).
+        case .failure(.reserved): throw .invalid
         case .failure: throw .invalid
         }
     }

@@ -86,6 +86,30 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// Strip-location turned on while a handle is open: on the daemon's read path, the next read
+    /// through that handle follows the new rule (it never returns the location bytes again).
+    @Test func stripLocationTurnedOnReachesAnOpenHandle() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["g.jpg"], gps: true)
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app, extra: ["--no-passthrough"])
+        let fd = open(mp + "/g.jpg", O_RDONLY | 0o40000)   // O_DIRECT: every read reaches the daemon
+        #expect(fd >= 0)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let first = pread(fd, &buf, 4096, 0)
+        #expect(first > 0)
+        let original = Array(buf.prefix(max(0, first)))
+        try f.pg("options", app, "--strip-location", "on")
+        #expect(eventually { (readAll(mp + "/.photogate/status").map { String(decoding: $0, as: UTF8.self) } ?? "").contains("\"stripLocation\" : true") })
+        let n = pread(fd, &buf, 4096, 0)
+        #expect(n < 0 || Array(buf.prefix(n)) != original, "an open handle still served the original's location bytes")
+        close(fd)
+        // A new open reads the redacted file.
+        let redacted = try #require(readAll(mp + "/g.jpg"))
+        #expect(redacted.count >= original.count && Array(redacted.prefix(original.count)) != original)
+        try f.unmount(mp)
+    }
+
     @Test func notDeterminedTouchRecordsOneRequestUnlessPrevented() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])

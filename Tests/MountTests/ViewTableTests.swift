@@ -64,6 +64,9 @@ struct ViewTable {
         #expect(statErrno(mp + "/s.jpg") == ENOENT)
         #expect(statErrno(mp + "/b.jpg") == ENOENT)
         #expect(errnoOf { mkdir(mp + "/Albums", 0o755) } == EACCES)
+        // A file may not take a reserved name either: EINVAL, as the README says (was EEXIST).
+        #expect(openErrno(mp + "/Albums", O_CREAT | O_WRONLY | O_EXCL) == EINVAL)
+        #expect(openErrno(mp + "/Shared", O_CREAT | O_WRONLY) == EINVAL)
         // Creating works and stays visible; it is owned by the app.
         try Data(try TestMedia.jpeg(tag: "own")).write(to: URL(fileURLWithPath: mp + "/own.jpg"))
         #expect(eventually { listing(mp) == ["a.jpg", "own.jpg", "p.jpg"] })
