@@ -299,7 +299,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     func specialAttributes(_ ino: Inode) -> Attributes {
         let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count)
             : ino == FixedInode.refused ? UInt64(refusedContent().count) : 0
-        let mode: UInt32 = ino == FixedInode.request ? 0o222 : 0o444
+        // `.photogate/request` is the owner's alone to write (issue 14: with allow_other, the
+        // kernel checks these bits for everyone else).
+        let mode: UInt32 = ino == FixedInode.request ? 0o200 : 0o444
         return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
                           atime: started, mtime: started, ctime: started)
     }
