@@ -690,6 +690,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             releaseSession(ino, edit: true, handle: handle)
         case .request(let buffer):
             if !buffer.isEmpty { try? submitRequest(buffer) }
+        case .changes:
+            // Its poll handle goes with it (fuse_pollhandle_destroy when the last reference drops).
+            _ = feed.withLock { $0.removePoller(for: handle) }
         default: return
         }
     }
@@ -969,7 +972,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         case .changes(let position):
             return feed.withLock { f -> Int16 in
                 if f.hasEntries(after: position) { return Int16(POLLIN | POLLRDNORM) }
-                if let p = pollHandle { f.pollers.append(p) }
+                // One waiter per open file: a newer handle replaces (and frees) the older one.
+                if let p = pollHandle { f.addPoller(p, for: handle) }
                 return 0
             }
         case .request:
@@ -1027,11 +1031,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 }
 
 /// The live feed behind `.photogate/changes`: recent history lines plus the poll handles of
-/// sleeping readers.
+/// sleeping readers, at most one per open file (issue 14: one app polling and closing 5,000
+/// times kept 5,000 libfuse handles until the next change).
 struct ChangeFeed: @unchecked Sendable {
     var latest: Int64
     var lines: [(token: Int64, text: String)] = []
-    var pollers: [PollHandle] = []
+    /// The newest poll handle of each open file, by file handle. The kernel hands one per poll
+    /// that will sleep; all of one file's wake the same waiters, so the newest is enough.
+    var pollers: [UInt64: PollHandle] = [:]
     static let keep = 4096
 
     init(latest: Int64) { self.latest = latest }
@@ -1042,9 +1049,15 @@ struct ChangeFeed: @unchecked Sendable {
         latest = max(latest, l)
     }
 
+    /// Keeps `p` as the file's waiter; the handle it replaces is dropped (and so destroyed).
+    mutating func addPoller(_ p: PollHandle, for handle: UInt64) { pollers[handle] = p }
+
+    /// Drops the file's waiter (at release).
+    mutating func removePoller(for handle: UInt64) -> PollHandle? { pollers.removeValue(forKey: handle) }
+
     mutating func takePollers() -> [PollHandle] {
-        let p = pollers
-        pollers = []
+        let p = Array(pollers.values)
+        pollers = [:]
         return p
     }
 
