@@ -1024,6 +1024,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         let reason = lines.count == 2 ? lines[1] : ""
         if DisplayName.containsUnsafe(reason) { throw .invalid }
         do { try library.recordRequest(appID, kind: kind, reason: reason) } catch {
+            // Too many pending of this kind (issue 14): EBUSY until the person answers them.
+            if case .tooManyRequests = error as? LibraryError { throw .busy }
             log("could not record request: \(error)")
             throw .io
         }
