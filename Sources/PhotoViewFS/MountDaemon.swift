@@ -250,6 +250,10 @@ public enum MountDaemon {
         let opts = MountOptions(fsName: "photogate:\(settings.app.rawValue)", subtype: "photogate", allowOther: allowOther,
                                 defaultPermissions: defaultPermissions, extra: extra, threads: settings.threads,
                                 passthrough: settings.passthrough)
+        // Descriptors: the soft limit goes up to the hard limit, and an app's opens of originals
+        // may hold all but a reserve (FDBudget.swift).
+        let budget = FDBudget.mount
+        log("descriptors: \(budget.limit) for the app's opens, \(FDBudget.reserve) kept for the daemon")
         let session: FUSESession
         do {
             session = try FUSESession(operations: fs, options: opts)

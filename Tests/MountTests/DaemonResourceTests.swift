@@ -39,4 +39,20 @@ import Glibc
         try f.unmount(m)
         try f.unmount(watcher)
     }
+
+    @Test func theDaemonRaisesItsDescriptorLimit() throws {
+        guard fuseAvailable else { return }
+        let f = try MountFixture()
+        try f.pg("authorize", "org.example.Opener", "--status", "authorized")
+        let m = try f.mount("org.example.Opener")
+        defer { try? f.unmount(m) }
+        let records = try FileManager.default.contentsOfDirectory(atPath: f.library + "/run/mounts").filter { $0.hasSuffix(".json") }
+        let pid = try #require(records.compactMap { Int32($0.dropLast(5)) }.first)
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let fields = line.split(separator: " ").suffix(3)
+        #expect(fields.count == 3 && fields.first == fields.dropFirst().first, "soft limit raised to the hard limit: \(line)")
+        let log = (try? String(contentsOfFile: f.library + "/run/logs/org.example.Opener.read-write.log", encoding: .utf8)) ?? ""
+        #expect(log.contains("descriptors: "), "\(log)")
+    }
 }
