@@ -141,8 +141,16 @@ extension Library {
 
     // MARK: requests
 
+    /// Pending requests one app may have of one kind (read-write, add-only, picker); edit
+    /// requests have their own cap (`maxEditRequestsPerApp`).
+    public static let maxPendingRequestsPerKind = 16
+
     /// Records a prompt. Identical pending requests are one request. Returns the request and
-    /// whether it is new.
+    /// whether it is new. An app with `maxPendingRequestsPerKind` pending requests of this kind
+    /// gets `tooManyRequests` for a new one (issue 14: 3,000 distinct reasons made 3,000): the
+    /// person still sees the first ones, unchanged, and answering them (`authorize`) clears
+    /// them all. Requests change no view: recording one neither rings the bell nor appends to
+    /// the change log, so no mount wakes for it (`photogate requests` reads the table).
     @discardableResult
     public func recordRequest(_ id: AppID, kind: RequestKind, reason: String = "") throws -> (RequestRecord, Bool) {
         // An edit request names an asset: only the library records one (`recordEditRequest`).
@@ -153,18 +161,27 @@ extension Library {
             throw LibraryError.invalid("a request reason may not hold control characters (newline, tab, ESC, C1) or bidirectional formatting characters")
         }
         let reason = String(reason.prefix(1024))
-        return try write { db in
+        var newApp = false
+        let result = try quietWrite { db -> (RequestRecord, Bool) in
+            // A new app is a change mounts follow (it is logged by ensureApp): ring for that.
+            newApp = try Library.fetchApp(db, id) == nil
             try Library.ensureApp(db, id)
             let existing = try Row.fetchOne(db, sql: "SELECT * FROM requests WHERE app_id = ? AND kind = ? AND reason = ?",
                                             arguments: [id.rawValue, kind.rawValue, reason])
             if let row = existing { return (Library.request(row), false) }
+            let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM requests WHERE app_id = ? AND kind = ?",
+                                           arguments: [id.rawValue, kind.rawValue]) ?? 0
+            if pending >= Library.maxPendingRequestsPerKind {
+                throw LibraryError.tooManyRequests(app: id.rawValue, kind: kind.rawValue, limit: Library.maxPendingRequestsPerKind)
+            }
             try db.execute(sql: "INSERT INTO requests (app_id, kind, reason, created_at) VALUES (?, ?, ?, ?)",
                            arguments: [id.rawValue, kind.rawValue, reason, Library.now()])
             let requestID = db.lastInsertedRowID
-            try Library.record(db, "request", app: id.rawValue, detail: kind.rawValue)
             let row = try Row.fetchOne(db, sql: "SELECT * FROM requests WHERE id = ?", arguments: [requestID])!
             return (Library.request(row), true)
         }
+        if newApp { ringBell() }
+        return result
     }
 
     static func request(_ row: Row) -> RequestRecord {

@@ -128,14 +128,20 @@ public final class Library: Sendable {
     /// Runs a write transaction, maps database errors, and rings the change bell after commit.
     @discardableResult
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        let result: T
+        let result = try quietWrite(body)
+        ringBell()
+        return result
+    }
+
+    /// A write transaction that does not ring the bell: for what no view shows (requests), so
+    /// that it wakes no mount. It must not append to `changes` either (mounts follow that log).
+    @discardableResult
+    func quietWrite<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            result = try pool.write(body)
+            return try pool.write(body)
         } catch let e as DatabaseError {
             throw Library.map(e, paths: paths)
         }
-        ringBell()
-        return result
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {

@@ -15,6 +15,8 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     case unknownRequest(String)
     case albumExists(String)
     case conflict(String)
+    /// An app has as many pending requests of one kind as it may (`maxPendingRequestsPerKind`).
+    case tooManyRequests(app: String, kind: String, limit: Int)
     case invalid(String)
     case badInput(String)
     case noSpace(String)
@@ -38,6 +40,8 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .unknownRequest(let n): return "unknown request '\(n)'"
         case .albumExists(let n): return "an album named '\(n)' already exists"
         case .conflict(let m): return m
+        case .tooManyRequests(let app, let kind, let limit):
+            return "\(app) already has \(limit) pending \(kind) requests; answer them first (photogate requests, photogate authorize)"
         case .invalid(let m): return m
         case .badInput(let m): return m
         case .noSpace(let m): return "no space left on device: \(m)"

@@ -74,7 +74,8 @@ extension Library {
     /// edit it or never may (only a `needsConsent` answer asks the person), or when the app has
     /// `maxEditRequestsPerApp` pending. Identical requests are one.
     public func recordEditRequest(app: AppID, rowID: Int64) throws {
-        try write { db in
+        // Requests change no view: no bell, no change-log row (see `recordRequest`).
+        try quietWrite { db in
             guard let record = try Library.fetchApp(db, app), !record.options.preventPrompt else { return }
             guard case .needsConsent = try Library.editDecision(db, app: app, rowID: rowID, access: .readWrite) else { return }
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM requests WHERE app_id = ? AND kind = 'edit' AND asset_rowid = ?",
@@ -84,7 +85,6 @@ extension Library {
             if pending >= Library.maxEditRequestsPerApp { return }
             try db.execute(sql: "INSERT INTO requests (app_id, kind, reason, created_at, asset_rowid) VALUES (?, 'edit', '', ?, ?)",
                            arguments: [app.rawValue, Library.now(), rowID])
-            try Library.record(db, "request", app: app.rawValue, asset: rowID, detail: RequestKind.edit.rawValue)
         }
     }
 

@@ -201,6 +201,15 @@ final class ChangeWatcher: @unchecked Sendable {
 
 /// Runs one mount in this process until it is unmounted or signalled.
 public enum MountDaemon {
+    /// The access options for libfuse: allow_other, whether default_permissions is on (always
+    /// when anyone but the owner may come in), and the other options without it.
+    static func mountAccess(_ settings: Settings) -> (allowOther: Bool, defaultPermissions: Bool, extra: [String]) {
+        let allowOther = settings.allowOther || settings.extraOptions.contains("allow_other")
+        let others = allowOther || settings.extraOptions.contains("allow_root")
+        let extra = settings.extraOptions.filter { $0 != "default_permissions" && $0 != "allow_other" }
+        return (allowOther, others || settings.extraOptions.contains("default_permissions"), extra)
+    }
+
     public struct Settings: Sendable {
         public var app: AppID
         public var access: AccessLevel
@@ -232,8 +241,19 @@ public enum MountDaemon {
             ready("\(error)")
             return 1
         }
-        let opts = MountOptions(fsName: "photogate:\(settings.app.rawValue)", subtype: "photogate", allowOther: settings.allowOther,
-                                extra: settings.extraOptions, threads: settings.threads, passthrough: settings.passthrough)
+        // Who may use the mount (issue 14). Without allow_other the kernel lets only the mounting
+        // user in. With allow_other (or allow_root), other users reach the same handlers, which
+        // decide for the app, not per caller: the kernel must check the mode bits photogate
+        // reports (files and folders owned by the mount's owner; 0444 originals, 0755/0555
+        // folders, `.photogate/request` 0200), so default_permissions always goes with it.
+        let (allowOther, defaultPermissions, extra) = mountAccess(settings)
+        let opts = MountOptions(fsName: "photogate:\(settings.app.rawValue)", subtype: "photogate", allowOther: allowOther,
+                                defaultPermissions: defaultPermissions, extra: extra, threads: settings.threads,
+                                passthrough: settings.passthrough)
+        // Descriptors: the soft limit goes up to the hard limit, and an app's opens of originals
+        // may hold all but a reserve (FDBudget.swift).
+        let budget = FDBudget.mount
+        log("descriptors: \(budget.limit) for the app's opens, \(FDBudget.reserve) kept for the daemon")
         let session: FUSESession
         do {
             session = try FUSESession(operations: fs, options: opts)

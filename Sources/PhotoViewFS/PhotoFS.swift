@@ -309,7 +309,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     func specialAttributes(_ ino: Inode) -> Attributes {
         let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count)
             : ino == FixedInode.refused ? UInt64(refusedContent().count) : 0
-        let mode: UInt32 = ino == FixedInode.request ? 0o222 : 0o444
+        // `.photogate/request` is the owner's alone to write (issue 14: with allow_other, the
+        // kernel checks these bits for everyone else).
+        let mode: UInt32 = ino == FixedInode.request ? 0o200 : 0o444
         return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
                           atime: started, mtime: started, ctime: started)
     }
@@ -609,9 +611,13 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                     throw .accessDenied
                 }
             }
-            let fd = Glibc.open(node.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            // Within the descriptors the daemon may spend on one app's opens (FDBudget): the excess
+            // open fails with EMFILE, every other file keeps working.
+            let fd = try FDBudget.mount.opening { Glibc.open(node.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
             guard fd >= 0 else {
-                log("cannot open original of \(node.name): \(String(cString: strerror(errno)))")
+                let e = errno
+                log("cannot open original of \(node.name): \(String(cString: strerror(e)))")
+                if e == EMFILE || e == ENFILE { throw Errno(e) }
                 throw .io
             }
             // An original indexed in place (import --reference) may have changed since: serve only
@@ -620,7 +626,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 var st = stat()
                 let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
                 if changed {
-                    Glibc.close(fd)
+                    FDBudget.mount.close(fd)
                     log("refused \(node.name) to \(appID): its original at \(node.path) changed after it was imported (photogate verify reports it)")
                     throw .accessDenied
                 }
@@ -716,13 +722,16 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard let kind = handles.withLock({ $0.removeValue(forKey: handle) }) else { return }
         switch kind {
         case .asset(_, _, let fd, _):
-            Glibc.close(fd)
+            FDBudget.mount.close(fd)
         case .session(let ino):
             releaseSession(ino, handle: handle)
         case .edit(let ino):
             releaseSession(ino, edit: true, handle: handle)
         case .request(let buffer):
             if !buffer.isEmpty { try? submitRequest(buffer) }
+        case .changes:
+            // Its poll handle goes with it (fuse_pollhandle_destroy when the last reference drops).
+            _ = feed.withLock { $0.removePoller(for: handle) }
         default: return
         }
     }
@@ -1004,7 +1013,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         case .changes(let position):
             return feed.withLock { f -> Int16 in
                 if f.hasEntries(after: position) { return Int16(POLLIN | POLLRDNORM) }
-                if let p = pollHandle { f.pollers.append(p) }
+                // One waiter per open file: a newer handle replaces (and frees) the older one.
+                if let p = pollHandle { f.addPoller(p, for: handle) }
                 return 0
             }
         case .request:
@@ -1055,6 +1065,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         let reason = lines.count == 2 ? lines[1] : ""
         if DisplayName.containsUnsafe(reason) { throw .invalid }
         do { try library.recordRequest(appID, kind: kind, reason: reason) } catch {
+            // Too many pending of this kind (issue 14): EBUSY until the person answers them.
+            if case .tooManyRequests = error as? LibraryError { throw .busy }
             log("could not record request: \(error)")
             throw .io
         }
@@ -1062,11 +1074,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 }
 
 /// The live feed behind `.photogate/changes`: recent history lines plus the poll handles of
-/// sleeping readers.
+/// sleeping readers, at most one per open file (issue 14: one app polling and closing 5,000
+/// times kept 5,000 libfuse handles until the next change).
 struct ChangeFeed: @unchecked Sendable {
     var latest: Int64
     var lines: [(token: Int64, text: String)] = []
-    var pollers: [PollHandle] = []
+    /// The newest poll handle of each open file, by file handle. The kernel hands one per poll
+    /// that will sleep; all of one file's wake the same waiters, so the newest is enough.
+    var pollers: [UInt64: PollHandle] = [:]
     static let keep = 4096
 
     init(latest: Int64) { self.latest = latest }
@@ -1077,9 +1092,15 @@ struct ChangeFeed: @unchecked Sendable {
         latest = max(latest, l)
     }
 
+    /// Keeps `p` as the file's waiter; the handle it replaces is dropped (and so destroyed).
+    mutating func addPoller(_ p: PollHandle, for handle: UInt64) { pollers[handle] = p }
+
+    /// Drops the file's waiter (at release).
+    mutating func removePoller(for handle: UInt64) -> PollHandle? { pollers.removeValue(forKey: handle) }
+
     mutating func takePollers() -> [PollHandle] {
-        let p = pollers
-        pollers = []
+        let p = Array(pollers.values)
+        pollers = [:]
         return p
     }
 

@@ -42,7 +42,7 @@ enum Exit: Int32, CaseIterable {
 func exitCode(for e: LibraryError) -> Exit {
     switch e {
     case .libraryMissing: return .libraryMissing
-    case .libraryExists, .albumExists, .conflict: return .conflict
+    case .libraryExists, .albumExists, .conflict, .tooManyRequests: return .conflict
     case .libraryTooNew, .libraryDamaged: return .libraryIncompatible
     case .libraryBusy: return .busy
     case .invalidAppID, .invalid: return .usage

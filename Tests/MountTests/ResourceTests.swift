@@ -71,4 +71,39 @@ struct Resources {
         #expect(deny.status == 0, "\(deny.stderr)")
         #expect(errnoOf { close(fd) } == ENOSPC)
     }
+
+    /// Opening one granted file until the daemon's budget is spent (issue 14: 20,000 opens broke
+    /// the mount): the excess open fails with EMFILE, and the mount keeps working (a new file is
+    /// written, and once the app lets go, opens work again).
+    @Test func manyOpensOfOneFileFailWithEMFILEAndBreakNothing() throws {
+        var lim = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &lim)
+        lim.rlim_cur = lim.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &lim)
+        let f = try MountFixture()
+        try f.importPhotos(["one.jpg"])
+        let app = "org.example.Opener"
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app, extra: ["--no-passthrough"])
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        var failure: Int32 = 0
+        for _ in 0..<Int(lim.rlim_max) {
+            let fd = open(mp + "/one.jpg", O_RDONLY)
+            if fd < 0 { failure = errno; break }
+            fds.append(fd)
+        }
+        print("held \(fds.count) opens of one file; then errno \(failure)")
+        // The daemon's budget ran out before this process's own limit did.
+        #expect(failure == EMFILE)
+        #expect(fds.count < Int(lim.rlim_max) - 200, "the daemon kept no reserve (\(fds.count) opens held)")
+        // Close a few of the test's own, so that the test itself can open files again.
+        for fd in fds.suffix(16) { close(fd) }
+        fds.removeLast(16)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "while full"), to: mp + "/new.jpg") == 0, "creating a file while the opens are held")
+        for fd in fds { close(fd) }
+        fds = []
+        #expect(readAll(mp + "/one.jpg") != nil, "opens work again")
+        try f.unmount(mp)
+    }
 }

@@ -1,0 +1,92 @@
+import FUSE
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What one app's opens may cost its mount daemon in file descriptors (issue 14).
+///
+/// Every open of an original holds one descriptor in the daemon until the app closes it (the
+/// kernel reads through it with passthrough; the daemon reads through it otherwise). Without a
+/// bound, an app opening one granted file 20,000 times runs the daemon out of descriptors, and
+/// then the database, the logs, new files and every other open fail: the whole mount breaks.
+/// With a budget, the excess open fails with EMFILE (the app's own "too many open files"), and
+/// the descriptors the daemon needs for everything else stay free.
+///
+/// One mount is one daemon process, so the process-wide `mount` budget is the mount's: its
+/// limit is the descriptor hard limit minus `reserve` (database and WAL, logs, inotify, files
+/// being written). Creating it raises the soft limit to the hard limit (the daemon's share of
+/// the machine is the hard limit; the soft default of 1024 is a select(2)-era guard).
+public final class FDBudget: Sendable {
+    /// Descriptors kept for the daemon itself, never handed to an app's opens.
+    public static let reserve = 256
+
+    /// The mount daemon's budget (raises RLIMIT_NOFILE's soft limit on first use).
+    public static let mount: FDBudget = {
+        let hard = raiseDescriptorLimit()
+        return FDBudget(limit: max(16, hard - reserve))
+    }()
+
+    /// How many descriptors the budget's holders may hold at once.
+    public let limit: Int
+    private let held = Atomic<Int>(0)
+
+    public init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Descriptors held now.
+    public var inUse: Int { held.load(ordering: .relaxed) }
+
+    /// Takes one descriptor from the budget, or fails with EMFILE when it is spent.
+    public func acquire() throws(Errno) {
+        var current = held.load(ordering: .relaxed)
+        while true {
+            guard current < limit else { throw Errno(EMFILE) }
+            let (exchanged, original) = held.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
+    }
+
+    /// Gives back one descriptor taken with `acquire()`.
+    public func release() {
+        held.subtract(1, ordering: .relaxed)
+    }
+
+    /// Runs `open` (a call that returns a descriptor, or -1 with errno) inside the budget: EMFILE
+    /// without calling it when the budget is spent; its result otherwise, giving the descriptor
+    /// back to the budget when it failed (errno is kept for the caller).
+    public func opening(_ open: () -> Int32) throws(Errno) -> Int32 {
+        try acquire()
+        let fd = open()
+        if fd < 0 {
+            let e = errno
+            release()
+            errno = e
+        }
+        return fd
+    }
+
+    /// Closes a descriptor obtained through `opening` and gives it back to the budget.
+    public func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+        release()
+    }
+
+    /// Raises this process's RLIMIT_NOFILE soft limit to its hard limit; returns the soft limit
+    /// now in effect (the old one if raising failed).
+    @discardableResult
+    public static func raiseDescriptorLimit() -> Int {
+        var rl = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &rl) == 0 else { return 1024 }
+        if rl.rlim_cur < rl.rlim_max {
+            var raised = rl
+            raised.rlim_cur = rl.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { rl = raised }
+        }
+        // RLIM_INFINITY cannot happen for RLIMIT_NOFILE on Linux (bounded by fs.nr_open), but
+        // keep the arithmetic safe.
+        return rl.rlim_cur > UInt(Int32.max) ? Int(Int32.max) : Int(rl.rlim_cur)
+    }
+}

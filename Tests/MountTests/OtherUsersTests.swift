@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 14, other users and `allow_other`: a mount serves its owner only; with allow_other,
+/// the kernel enforces the mode bits photogate reports (default_permissions), so another local
+/// user can read what they allow and cannot create, delete, or file requests.
+@Suite(.serialized) struct OtherUsers {
+    static let otherUser = "photogate-test"
+
+    /// A second local user; nil (after saying why) when it cannot be had here.
+    static func secondUser(_ test: String) throws -> String? {
+        guard getuid() == 0 else {
+            print("\(test): SKIPPED — needs root to add a second local user (useradd) and run commands as it (runuser)")
+            return nil
+        }
+        guard TestSupport.which("useradd"), TestSupport.which("runuser") else {
+            print("\(test): SKIPPED — useradd or runuser is missing")
+            return nil
+        }
+        if try TestSupport.run("id", ["-u", otherUser]).status != 0 {
+            let o = try TestSupport.run("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", otherUser])
+            if o.status != 0 && o.status != 9 { throw FixtureError("useradd: \(o.stderr)") }
+        }
+        return otherUser
+    }
+
+    /// `sh -c SCRIPT` as `user`, with the arguments as $1...
+    static func shellAs(_ user: String, _ script: String, _ args: String...) throws -> TestSupport.Output {
+        try TestSupport.run("runuser", ["-u", user, "--", "/bin/sh", "-c", script, "sh"] + args)
+    }
+
+    /// A folder another user can reach (the test temp folder is private), for mount points.
+    static func openFolder() throws -> String {
+        var template = Array("/tmp/photogate-others.XXXXXX".utf8CString)
+        guard let p = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else { throw FixtureError("mkdtemp") }
+        let dir = String(cString: p)
+        chmod(dir, 0o755)
+        return dir
+    }
+
+    @Test func withoutAllowOtherTheKernelKeepsOtherUsersOut() throws {
+        guard fuseAvailable, let user = try Self.secondUser("withoutAllowOtherTheKernelKeepsOtherUsersOut") else { return }
+        let f = try MountFixture()
+        let open = try Self.openFolder()
+        defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        let m = try f.mount("org.example.Frame", at: open + "/m")
+        #expect(photos(m) == ["a.jpg"], "the owner sees the view")
+        for (what, script) in [("stat", "stat \"$1\""), ("ls", "ls \"$1\""), ("read", "cat \"$1/a.jpg\" >/dev/null"),
+                               ("create", "echo x > \"$1/new.jpg\""), ("request", "echo picker > \"$1/.photogate/request\"")] {
+            let o = try Self.shellAs(user, script, m)
+            #expect(o.status != 0, "\(what) as another user succeeded")
+            #expect(o.stderr.contains("Permission denied"), "\(what): \(o.stderr)")
+        }
+        #expect(photos(m) == ["a.jpg"])
+        #expect(try pendingRequests(f).isEmpty)
+        try f.unmount(m)
+        withExtendedLifetime(f) {}
+    }
+
+    @Test func withAllowOtherTheKernelChecksTheModeBits() throws {
+        guard fuseAvailable, let user = try Self.secondUser("withAllowOtherTheKernelChecksTheModeBits") else { return }
+        let f = try MountFixture()
+        let open = try Self.openFolder()
+        defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
+        let src = try f.importPhotos(["a.jpg", "b.jpg"])
+        // Authorized: the app itself may create, delete and request; another user may not.
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        let m = try f.mount("org.example.Frame", extra: ["-o", "allow_other"], at: open + "/m")
+        let before = try f.assetsJSON().count
+        // What the mode bits allow: list, stat, read the photos and the status.
+        for (what, script) in [("ls", "ls \"$1\" | grep -qx a.jpg"), ("read", "test \"$(cat \"$1/a.jpg\" | wc -c)\" = \"$2\""),
+                               ("status", "grep -q org.example.Frame \"$1/.photogate/status\"")] {
+            let o = try Self.shellAs(user, script, m, String(readAll(src + "/a.jpg")?.count ?? -1))
+            #expect(o.status == 0, "\(what) as another user failed: \(o.stderr)")
+        }
+        // What they do not: create, copy in, make folders, delete, rename, request.
+        for (what, script) in [("create", "echo x > \"$1/new.jpg\""), ("copy", "cp \"$2\" \"$1/copy.jpg\""),
+                               ("mkdir", "mkdir \"$1/folder\""), ("rm", "rm -f \"$1/a.jpg\""),
+                               ("rename", "mv \"$1/a.jpg\" \"$1/c.jpg\""), ("request", "echo picker > \"$1/.photogate/request\"")] {
+            let o = try Self.shellAs(user, script, m, src + "/b.jpg")
+            #expect(o.status != 0, "\(what) as another user succeeded")
+            #expect(o.stderr.contains("Permission denied"), "\(what): \(o.stderr)")
+        }
+        #expect(photos(m) == ["a.jpg", "b.jpg"])
+        #expect(try f.assetsJSON().count == before, "another user's file became an asset")
+        #expect(try f.pg("trash").stdout.contains("a.jpg") == false, "another user's rm reached the trash")
+        #expect(try pendingRequests(f).isEmpty)
+        // The request file is the owner's: 0200.
+        var st = stat()
+        #expect(stat(m + "/.photogate/request", &st) == 0 && st.st_mode & 0o777 == 0o200)
+        // The owner still works as before.
+        let fd = Glibc.open(m + "/.photogate/request", O_WRONLY)
+        #expect(fd >= 0)
+        if fd >= 0 {
+            _ = "picker\n".withCString { Glibc.write(fd, $0, strlen($0)) }
+            #expect(Glibc.close(fd) == 0)
+        }
+        #expect(try pendingRequests(f).map { $0["kind"] as? String } == ["picker"])
+        try f.unmount(m)
+        withExtendedLifetime(f) {}
+    }
+}
+
+/// The photos a mount lists (the folders and control files aside).
+func photos(_ m: String) -> [String] { listing(m).filter { $0.hasSuffix(".jpg") } }
+
+/// `photogate requests --json`.
+func pendingRequests(_ f: MountFixture) throws -> [[String: Any]] {
+    try JSONSerialization.jsonObject(with: Data(f.pg("requests", "--json").stdout.utf8)) as? [[String: Any]] ?? []
+}
