@@ -117,6 +117,7 @@ r.update(workload="edit-save-durable", label=d["label"], note="same samples as t
 print(json.dumps(r))
 EOF
     ratio_note edit-save; ratio_note edit-save-durable
+    echo "bench: versions in the library after the saves: $(sqlq "$wlib" "SELECT count(*) FROM versions" 2>/dev/null || echo '?') (original included)" >&2
 elif grep -q -i 'permission denied' "$work/edit-try.log"; then
     record edit-save "$el" passthrough s lower null "" "n/a (EACCES)"
     record edit-save-durable "$eld" passthrough s lower null "" "n/a (EACCES)"
