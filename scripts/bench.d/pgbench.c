@@ -8,6 +8,12 @@
 //   pgbench orc LISTFILE                                           open, read all, close each path
 //   pgbench statall LISTFILE                                       stat each path
 //   pgbench appear PATH TIMEOUT_MS -- CMD ARGS...                  run CMD, then time until PATH exists
+//   pgbench cpsync LISTFILE DSTDIR WRITERS                         durable copy: per file open, write,
+//                                                                  fsync, close; WRITERS processes, file i
+//                                                                  to writer i % WRITERS
+//   pgbench save PATH SOURCE [fsync]                               an edit saved in place: SOURCE's bytes with
+//                                                                  16 bytes before its last 32 made unique,
+//                                                                  written with open(O_TRUNC), write, close
 //
 // Timings go to stdout as one line of `key=value` pairs (seconds, counts).
 #define _GNU_SOURCE
@@ -284,6 +290,86 @@ static int appear(const char *path, long timeout_ms, char **argv) {
     return 0;
 }
 
+// Copies each listed file into DSTDIR (same base name) and fsyncs it before closing: what a
+// copy that wants each file on disk when it returns does. Errors name the path and the errno.
+static int copy_one(const char *src, const char *dstdir, int do_fsync) {
+    char dst[4096];
+    const char *base = strrchr(src, '/');
+    snprintf(dst, sizeof dst, "%s/%s", dstdir, base ? base + 1 : src);
+    int in = open(src, O_RDONLY);
+    if (in < 0) die("open", src);
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0) die("create", dst);
+    for (;;) {
+        ssize_t r = read(in, buf, sizeof buf);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            die("read", src);
+        }
+        if (r == 0) break;
+        write_all(out, buf, (size_t)r, dst);
+    }
+    if (do_fsync && fsync(out) != 0) die("fsync", dst);
+    if (close(out) != 0) die("close", dst);
+    close(in);
+    return 0;
+}
+
+static int cpsync(const char *listfile, const char *dstdir, long writers) {
+    long n;
+    char **paths = read_list(listfile, &n);
+    if (writers < 1) writers = 1;
+    double t0 = now();
+    for (long w = 0; w < writers; w++) {
+        pid_t pid = fork();
+        if (pid < 0) die("fork", NULL);
+        if (pid == 0) {
+            for (long i = w; i < n; i += writers) copy_one(paths[i], dstdir, 1);
+            _exit(0);
+        }
+    }
+    int failed = 0, status;
+    for (long w = 0; w < writers; w++) {
+        while (wait(&status) < 0) {
+            if (errno != EINTR) die("wait", NULL);
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+    }
+    double t = now() - t0;
+    if (failed) {
+        fprintf(stderr, "pgbench: a writer failed\n");
+        return 1;
+    }
+    printf("seconds=%.6f files=%ld writers=%ld\n", t, n, writers);
+    return 0;
+}
+
+// Saves an edit in place, as an editor that rewrites the file does: open(O_WRONLY | O_TRUNC),
+// write the new bytes, (fsync,) close. The bytes are SOURCE's with 16 bytes before its last 32
+// (the generated photos' random tail, after the JPEG's end of image) set to the time and pid, so
+// every save is new content. Errors (EACCES at open, a refusal at close) name the errno.
+static int save(const char *path, const char *source, int do_fsync) {
+    size_t len;
+    unsigned char *b = read_whole(source, &len);
+    if (len >= 48) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, p = (uint64_t)getpid();
+        memcpy(b + len - 48, &a, 8);
+        memcpy(b + len - 40, &p, 8);
+    }
+    double t0 = now();
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    if (fd < 0) die("open", path);
+    write_all(fd, b, len, path);
+    if (do_fsync && fsync(fd) != 0) die("fsync", path);
+    if (close(fd) != 0) die("close", path);
+    double t = now() - t0;
+    printf("seconds=%.6f bytes=%zu\n", t, len);
+    free(b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 8 && strcmp(argv[1], "gen-photos") == 0)
         return gen_photos(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]), argv[6], strtoull(argv[7], NULL, 10),
@@ -294,6 +380,8 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "orc") == 0) return orc(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "statall") == 0) return statall(argv[2]);
     if (argc >= 6 && strcmp(argv[1], "appear") == 0 && strcmp(argv[4], "--") == 0) return appear(argv[2], atol(argv[3]), argv + 5);
+    if (argc >= 5 && strcmp(argv[1], "cpsync") == 0) return cpsync(argv[2], argv[3], atol(argv[4]));
+    if (argc >= 4 && strcmp(argv[1], "save") == 0) return save(argv[2], argv[3], argc >= 5 && strcmp(argv[4], "fsync") == 0);
     fprintf(stderr, "usage: see the comment at the top of pgbench.c\n");
     return 64;
 }

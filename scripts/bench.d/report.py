@@ -62,7 +62,10 @@ def main():
         cells = [row["label"]]
         for name in VARIANTS:
             rec = v.get(name)
-            cells.append(fmt(rec.get("median"), row["unit"]) if rec else "")
+            if rec and rec.get("median") is None and (rec.get("note") or "").startswith("n/a"):
+                cells.append(rec["note"])  # e.g. "n/a (EACCES)": not measurable on this build
+            else:
+                cells.append(fmt(rec.get("median"), row["unit"]) if rec else "")
         s = {name: speed(v[name]) if name in v else None for name in VARIANTS}
         cells += [ratio(s["passthrough"], s["native"]), ratio(s["fallback"], s["native"]),
                   ratio(s["bindfs"], s["native"]), ratio(s["fallback"], s["bindfs"])]
