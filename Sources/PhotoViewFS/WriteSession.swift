@@ -156,7 +156,10 @@ extension PhotoFS {
                 guard access == .addOnly, accmode == O_WRONLY else { throw .noEntry }
                 try restartLocked(f, copyFrom: flags & O_TRUNC == 0 ? rowID : nil)
             case .writing:
-                if access == .addOnly && !wantsWrite { throw .noEntry }
+                // Add-only too: a file the app is still writing is its own bytes, not the
+                // library's (ffmpeg's faststart re-opens its output to move the index forward);
+                // once committed it is unreadable like every asset.
+                if f.hidden { throw .noEntry }
             }
             f.handles[h] = false
             f.openers[h] = PhotoFS.process(of: context.pid)
@@ -288,8 +291,8 @@ extension PhotoFS {
     }
 
     func readSession(_ ino: Inode, edit: Bool = false, offset: Int64, size: Int) throws(Errno) -> ReadReply {
-        // Add-only: what an app writes is never read back. Read-write: its own pending bytes.
-        guard access == .readWrite, let f = edit ? editSession(ino) : session(ino) else { throw .accessDenied }
+        // The app's own bytes while it writes them (add-only included); never a committed file.
+        guard let f = edit ? editSession(ino) : session(ino) else { throw .accessDenied }
         return try f.run { () throws(Errno) -> ReadReply in
             guard f.isWriting, f.fd >= 0 else { throw .accessDenied }
             var buf = [UInt8](repeating: 0, count: size)

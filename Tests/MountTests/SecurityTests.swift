@@ -129,8 +129,10 @@ struct Security {
         #expect(fd >= 0)
         let bytes = try TestMedia.jpeg(tag: "rb")
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        // While writing, the bytes are the app's own, not the library's: it may read them back
+        // (issue 13: ffmpeg's faststart re-opens its output). Once committed, never.
         var buf = [UInt8](repeating: 0, count: 16)
-        #expect(errnoOf { Int32(pread(fd, &buf, 16, 0)) } == EACCES)
+        #expect(pread(fd, &buf, 16, 0) == 16 && Array(buf) == Array(bytes.prefix(16)))
         #expect(close(fd) == 0)
         #expect(openErrno(mp + "/x.jpg", O_RDONLY) == ENOENT)
         #expect(listing(mp).isEmpty)

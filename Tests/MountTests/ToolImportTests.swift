@@ -208,6 +208,23 @@ struct VideoAndMapping {
         try f.unmount(mp)
     }
 
+    /// A camera app (add-only) recording with ffmpeg: faststart re-opens the file it is writing to
+    /// move the index forward; the result is one complete asset the app can no longer read.
+    @Test func ffmpegFaststartIntoAnAddOnlyMount() throws {
+        let f = try MountFixture()
+        let app = "org.example.Camera"
+        try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
+        let mp = try f.mount(app, access: "add-only")
+        let o = try TestSupport.run("ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=1:size=64x48:rate=5",
+                                               "-pix_fmt", "yuv420p", "-movflags", "+faststart", mp + "/fast.mp4"])
+        #expect(o.status == 0 && o.stderr.isEmpty, "\(o.stderr)")
+        let a = try #require(try f.assetsJSON().first { $0["name"] as? String == "fast.mp4" }, "faststart stored nothing")
+        #expect(a["type"] as? String == "mp4")
+        #expect(openErrno(mp + "/fast.mp4", O_RDONLY) == ENOENT)
+        #expect(try f.pg("refused", app).stdout.split(separator: "\n").count <= 1, "a refusal was recorded")
+        try f.unmount(mp)
+    }
+
     /// mmap(MAP_SHARED) of a file being written works (direct I/O with the kernel's consent).
     @Test func aFileBeingWrittenCanBeMappedShared() throws {
         let f = try MountFixture()
