@@ -24,6 +24,7 @@ struct Assets: ParsableCommand {
 
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -44,10 +45,10 @@ struct Assets: ParsableCommand {
             if output.json {
                 printJSON(rows.map { assetJSON($0.0, name: $0.1) })
             } else {
-                printTable(["ID", "NAME", "TYPE", "SIZE", "CAPTURED", "LOCATION", "OWNER"], rows.map { a, name in
-                    [a.id, name, a.mediaKind, humanSize(a.byteSize), shortDate(a.captureDate),
-                     a.hasLocation ? "yes" : "-", a.owner?.rawValue ?? (a.isShared ? "(shared)" : "-")]
-                })
+                try printTable(["ID", "NAME", "TYPE", "SIZE", "CAPTURED", "LOCATION", "OWNER"], rows.map { a, name in
+                    [Cell(a.id), Cell(name), Cell(a.mediaKind), .size(a.byteSize), .date(a.captureDate),
+                     Cell(a.hasLocation ? "yes" : "-"), Cell(a.owner?.rawValue ?? (a.isShared ? "(shared)" : "-"))]
+                }, columns: columns)
             }
         }
     }

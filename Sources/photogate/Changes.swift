@@ -20,6 +20,7 @@ struct Changes: ParsableCommand {
     @Option(help: "Only changes after this token.") var since: Int64 = 0
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -43,8 +44,8 @@ struct Changes: ParsableCommand {
                         },
                     ] as [String: Any])
                 } else {
-                    printTable(["TOKEN", "KIND", "ID", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.assetID ?? "-", $0.name ?? $0.detail ?? ""] })
-                    say("latest token: \(latest)")
+                    try printTable(["TOKEN", "KIND", "ID", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.assetID ?? "-", $0.name ?? $0.detail ?? ""] }, columns: columns)
+                    sayNote("latest token: \(latest)")
                 }
             }
         }

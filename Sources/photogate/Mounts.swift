@@ -23,6 +23,7 @@ struct Mounts: ParsableCommand {
             """)
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -37,10 +38,10 @@ struct Mounts: ParsableCommand {
                             "state": e.state.rawValue, "problem": e.problem.map { $0 as Any } ?? NSNull()]
                 })
             } else {
-                printTable(["APP", "ACCESS", "MOUNTPOINT", "PID", "STATE", "READS"], entries.map {
+                try printTable(["APP", "ACCESS", "MOUNTPOINT", "PID", "STATE", "READS"], entries.map {
                     [$0.record.app, $0.record.access, $0.record.mountpoint, String($0.record.pid),
                      $0.state == .live ? "live" : "dead", $0.state == .live ? $0.record.readPath : "-"]
-                })
+                }, columns: columns)
             }
             for e in entries where e.state == .dead {
                 printWarning("the daemon of \(e.record.app) (pid \(e.record.pid)) is gone; \(e.record.mountpoint) is stale (\(e.problem ?? "not connected")): clear it with fusermount3 -u -z \(e.record.mountpoint)")

@@ -16,6 +16,7 @@ struct Refused: ParsableCommand {
     @Argument(help: "Only this app's.") var app: String?
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -26,7 +27,7 @@ struct Refused: ParsableCommand {
                     ["id": r.id, "app": r.app.rawValue, "date": iso(r.date), "name": r.name, "reason": r.reason]
                 })
             } else {
-                printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [iso(r.date), r.app.rawValue, r.name, r.reason] })
+                try printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [Cell(iso(r.date)), Cell(r.app.rawValue), Cell(r.name), Cell(r.reason)] }, columns: columns)
             }
         }
     }
