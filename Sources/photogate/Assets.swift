@@ -6,8 +6,10 @@ import PhotoLibrary
 struct Assets: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List assets; with --app, exactly what that app's mount shows.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate assets [<options>]",
         discussion: """
-            With --app the list is computed by the same policy code the mount uses, and names are the
+            With --app the list is computed by the same policy code the mount uses, and names are the \
             names that app sees.
 
             Example: photogate assets --app org.example.Editor --json | jq -r '.[].id'

@@ -5,12 +5,14 @@ import GrantStore
 struct Changes: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate changes <app> [--since <since>] [<options>]",
         discussion: """
-            Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and
-            the name the app sees (the app's own files under the names it gave them: use the id to
-            act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens
-            survive daemon restarts. A token older than the retained history is expired (exit 73):
-            refetch everything with `photogate assets --app APP`, as PhotoKit asks.
+            Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and \
+            the name the app sees (the app's own files under the names it gave them: use the id to \
+            act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens \
+            survive daemon restarts. A token older than the retained history is expired (exit 73): \
+            refetch everything with `photogate assets --app APP`, as PhotoKit asks. \
             A "status" entry means the app's status or options changed: its whole view may differ.
 
             Example: photogate changes org.example.Editor --since 41 --json

@@ -7,16 +7,16 @@ struct Mounts: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List mounts: app, access level, mount point, pid, state and read path.",
         discussion: """
-            Only mounts whose daemon runs are "live". A daemon that died without unmounting (killed
-            with SIGKILL, crashed) leaves a stale mount point: it is listed as "dead" with why
-            (e.g. "Transport endpoint is not connected"), and a warning says how to clear it
-            (`fusermount3 -u -z MOUNTPOINT`, or mount again there); the entry goes once the mount
+            Only mounts whose daemon runs are "live". A daemon that died without unmounting (killed \
+            with SIGKILL, crashed) leaves a stale mount point: it is listed as "dead" with why \
+            (e.g. "Transport endpoint is not connected"), and a warning says how to clear it \
+            (`fusermount3 -u -z MOUNTPOINT`, or mount again there); the entry goes once the mount \
             point is clear.
 
-            The read path is the one in effect: "passthrough" when the kernel reads originals itself
-            (FUSE passthrough, which needs libfuse >= 3.17 and a daemon with CAP_SYS_ADMIN),
-            "daemon" when photogate serves reads. --json also gives the state, the reason of a dead
-            mount (problem) and the mount's readahead in KiB (readaheadKiB): a daemon run as root
+            The read path is the one in effect: "passthrough" when the kernel reads originals itself \
+            (FUSE passthrough, which needs libfuse >= 3.17 and a daemon with CAP_SYS_ADMIN), \
+            "daemon" when photogate serves reads. --json also gives the state, the reason of a dead \
+            mount (problem) and the mount's readahead in KiB (readaheadKiB): a daemon run as root \
             raises it to 512 for the reads it serves.
 
             Example: photogate mounts --json

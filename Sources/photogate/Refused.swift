@@ -6,9 +6,9 @@ struct Refused: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List files apps wrote that were refused at their close, and why.",
         discussion: """
-            A file an app writes through its mount becomes an asset when its writer closes it; one that
-            is not a photo or video, is incomplete (a writer killed mid-write) or whose write failed (a
-            full disk) is refused: the app's close(2) fails (EINVAL, ENOSPC) and nothing stays. The
+            A file an app writes through its mount becomes an asset when its writer closes it; one that \
+            is not a photo or video, is incomplete (a writer killed mid-write) or whose write failed (a \
+            full disk) is refused: the app's close(2) fails (EINVAL, ENOSPC) and nothing stays. The \
             last 100 refusals of each app are kept here; the app reads its own in .photogate/refused.
 
             Example: photogate refused org.example.Camera --json

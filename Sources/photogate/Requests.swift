@@ -5,9 +5,9 @@ struct Requests: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List pending authorization requests (prompts).",
         discussion: """
-            A request is recorded when a not-determined app touches its mount, or when an app writes to
-            .photogate/request. `photogate authorize` answers one and clears it. An edit request names
-            the asset an app opened for writing without consent; `photogate grant APP --edit ASSET`
+            A request is recorded when a not-determined app touches its mount, or when an app writes to \
+            .photogate/request. `photogate authorize` answers one and clears it. An edit request names \
+            the asset an app opened for writing without consent; `photogate grant APP --edit ASSET` \
             (or `options APP --edit-any on`) answers it.
 
             Example: photogate requests --json

@@ -8,6 +8,8 @@ import Glibc
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every original against its catalog hash, and that every file in the library is accounted for.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate verify [--repair] [<options>]",
         discussion: """
             Hashes every asset's original (store files, and --reference originals where they are) on \
             several threads and compares it with the catalog; reports store files no asset names, temp \

@@ -7,9 +7,9 @@ struct Versions: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the versions of an asset: the original and each edit an app saved.",
         discussion: """
-            Version 0 is the original, which no edit ever modifies or deletes; 1, 2, 3... are the edits,
-            in the order they were saved, each with the app that saved it, its date, size and hash. The
-            current version (what every app reads) is marked. `photogate revert` goes back to the
+            Version 0 is the original, which no edit ever modifies or deletes; 1, 2, 3... are the edits, \
+            in the order they were saved, each with the app that saved it, its date, size and hash. The \
+            current version (what every app reads) is marked. `photogate revert` goes back to the \
             original (or, with --to, to another version).
 
             Example: photogate versions IMG_0001.jpg --json

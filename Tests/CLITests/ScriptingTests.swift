@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 /// Issue 16, scripting conventions: piped listings are tab-separated (a header, then one row per
-/// line, bytes and ISO 8601 dates), and --columns chooses and orders columns.
+/// line, bytes and ISO 8601 dates), --columns chooses and orders columns, and --help wraps cleanly.
 @Suite(.serialized) struct CLIScripting {
     /// A library with two photos in an album whose name has a space, one photo's name too.
     static func library() throws -> CLI {
@@ -95,5 +95,52 @@ import TestSupport
         #expect(!o.stdout.contains("\t"))
         let a = try TestSupport.run("script", ["-qec", "'\(TestSupport.photogateBinary)' assets --library '\(c.library)'", "/dev/null"])
         #expect(a.stdout.contains(" KB") || a.stdout.contains(" B "), "human sizes on a terminal: \(a.stdout)")
+    }
+
+    /// Every `--help` at 80 columns: no line over 80, and no hard break inside a paragraph (a prose
+    /// line that does not end a sentence or clause, followed by one whose first word would have fit
+    /// on it: argument-parser's own wrapping never leaves that; a hard line break in the source does).
+    @Test func helpWrapsCleanlyAt80Columns() throws {
+        let c = try CLI(initialize: false)
+        let top = try c.run(["--help"], env: ["COLUMNS": "80"]).stdout
+        // The subcommand names, from the SUBCOMMANDS section.
+        var cmds: [String] = []
+        var inSub = false
+        for l in top.split(separator: "\n", omittingEmptySubsequences: false) {
+            if l.hasPrefix("SUBCOMMANDS:") { inSub = true; continue }
+            if inSub && l.hasPrefix("  ") && !l.hasPrefix("   ") { cmds.append(String(l.dropFirst(2).prefix { $0 != " " })) }
+            if inSub && l.isEmpty { inSub = false }
+        }
+        #expect(cmds.count >= 25, "\(cmds)")
+        for cmd in [[]] + cmds.map({ [$0] }) {
+            let o = try c.run(cmd + ["--help"], env: ["COLUMNS": "80"])
+            #expect(o.status == 0, "\(cmd)")
+            let lines = o.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            for (i, l) in lines.enumerated() {
+                #expect(l.count <= 80, "\(cmd) line over 80: \(l)")
+                guard i + 1 < lines.count else { continue }
+                let next = lines[i + 1]
+                let indent = l.prefix { $0 == " " }.count
+                let body = l.trimmingCharacters(in: .whitespaces), nextBody = next.trimmingCharacters(in: .whitespaces)
+                // Prose lines only: same indentation, not a command line or an option's line.
+                // Prose is at column 0 (overview, discussion) or in the options' help column;
+                // lines indented less (examples, tables such as exit-codes') are verbatim.
+                guard indent == 0 || indent >= 20 else { continue }
+                guard !body.isEmpty, !nextBody.isEmpty, indent == next.prefix(while: { $0 == " " }).count,
+                      !body.hasPrefix("photogate"), !nextBody.hasPrefix("photogate"), !nextBody.hasPrefix("-"),
+                      !body.hasPrefix("-") else { continue }
+                if let last = body.last, ".:;!?".contains(last) { continue }
+                let word = nextBody.prefix { $0 != " " }
+                // argument-parser breaks before a word that would end exactly at column 80.
+                #expect(l.count + 1 + word.count >= 80, "\(cmd): a hard break mid-sentence:\n\(l)\n\(next)")
+            }
+        }
+    }
+
+    @Test func versionIsPrinted() throws {
+        let o = try CLI(initialize: false).run("--version")
+        #expect(o.status == 0)
+        let v = o.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(v.split(separator: ".").count == 3 && v.split(separator: ".").allSatisfy { Int($0) != nil }, "\(o.stdout)")
     }
 }
