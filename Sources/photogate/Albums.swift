@@ -6,6 +6,7 @@ struct Albums: ParsableCommand {
                                                     discussion: "Example: photogate albums --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -13,7 +14,7 @@ struct Albums: ParsableCommand {
             if output.json {
                 printJSON(albums.map { ["name": $0.name, "shared": $0.isShared, "count": $0.count, "createdDate": iso($0.createdAt)] as [String: Any] })
             } else {
-                printTable(["NAME", "KIND", "ASSETS"], albums.map { [$0.name, $0.isShared ? "shared" : "album", String($0.count)] })
+                try printTable(["NAME", "KIND", "ASSETS"], albums.map { [$0.name, $0.isShared ? "shared" : "album", String($0.count)] }, columns: columns)
             }
         }
     }

@@ -15,6 +15,7 @@ struct Apps: ParsableCommand {
                                                     discussion: "Example: photogate apps --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -22,9 +23,9 @@ struct Apps: ParsableCommand {
             if output.json {
                 printJSON(apps.map(statusJSON))
             } else {
-                printTable(["APP", "READ-WRITE", "ADD-ONLY", "OPTIONS"], apps.map {
+                try printTable(["APP", "READ-WRITE", "ADD-ONLY", "OPTIONS"], apps.map {
                     [$0.id.rawValue, $0.readWrite.rawValue, $0.addOnly.rawValue, optionsText($0)]
-                })
+                }, columns: columns)
             }
         }
     }

@@ -6,8 +6,10 @@ import PhotoLibrary
 struct Assets: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List assets; with --app, exactly what that app's mount shows.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate assets [<options>]",
         discussion: """
-            With --app the list is computed by the same policy code the mount uses, and names are the
+            With --app the list is computed by the same policy code the mount uses, and names are the \
             names that app sees.
 
             Example: photogate assets --app org.example.Editor --json | jq -r '.[].id'
@@ -24,6 +26,7 @@ struct Assets: ParsableCommand {
 
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -44,10 +47,10 @@ struct Assets: ParsableCommand {
             if output.json {
                 printJSON(rows.map { assetJSON($0.0, name: $0.1) })
             } else {
-                printTable(["ID", "NAME", "TYPE", "SIZE", "CAPTURED", "LOCATION", "OWNER"], rows.map { a, name in
-                    [a.id, name, a.mediaKind, humanSize(a.byteSize), shortDate(a.captureDate),
-                     a.hasLocation ? "yes" : "-", a.owner?.rawValue ?? (a.isShared ? "(shared)" : "-")]
-                })
+                try printTable(["ID", "NAME", "TYPE", "SIZE", "CAPTURED", "LOCATION", "OWNER"], rows.map { a, name in
+                    [Cell(a.id), Cell(name), Cell(a.mediaKind), .size(a.byteSize), .date(a.captureDate),
+                     Cell(a.hasLocation ? "yes" : "-"), Cell(a.owner?.rawValue ?? (a.isShared ? "(shared)" : "-"))]
+                }, columns: columns)
             }
         }
     }

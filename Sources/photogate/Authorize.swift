@@ -5,8 +5,10 @@ import PhotoLibrary
 struct Authorize: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Set an app's authorization status for one access level (answers its pending requests).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate authorize <app> --status <status> [<options>]",
         discussion: """
-            Statuses: not-determined, restricted, denied, authorized, limited (read-write only).
+            Statuses: not-determined, restricted, denied, authorized, limited (read-write only). \
             Running mounts of the app change at once.
 
             Example: photogate authorize org.example.Editor --access read-write --status limited

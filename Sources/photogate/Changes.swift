@@ -5,12 +5,14 @@ import GrantStore
 struct Changes: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate changes <app> [--since <since>] [<options>]",
         discussion: """
-            Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and
-            the name the app sees (the app's own files under the names it gave them: use the id to
-            act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens
-            survive daemon restarts. A token older than the retained history is expired (exit 73):
-            refetch everything with `photogate assets --app APP`, as PhotoKit asks.
+            Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and \
+            the name the app sees (the app's own files under the names it gave them: use the id to \
+            act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens \
+            survive daemon restarts. A token older than the retained history is expired (exit 73): \
+            refetch everything with `photogate assets --app APP`, as PhotoKit asks. \
             A "status" entry means the app's status or options changed: its whole view may differ.
 
             Example: photogate changes org.example.Editor --since 41 --json
@@ -20,6 +22,7 @@ struct Changes: ParsableCommand {
     @Option(help: "Only changes after this token.") var since: Int64 = 0
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -43,8 +46,8 @@ struct Changes: ParsableCommand {
                         },
                     ] as [String: Any])
                 } else {
-                    printTable(["TOKEN", "KIND", "ID", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.assetID ?? "-", $0.name ?? $0.detail ?? ""] })
-                    say("latest token: \(latest)")
+                    try printTable(["TOKEN", "KIND", "ID", "NAME"], list.map { [String($0.token), $0.kind.rawValue, $0.assetID ?? "-", $0.name ?? $0.detail ?? ""] }, columns: columns)
+                    sayNote("latest token: \(latest)")
                 }
             }
         }

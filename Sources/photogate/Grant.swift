@@ -4,24 +4,27 @@ import GrantStore
 struct Grant: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add assets to an app's limited selection (or hand them over as picked).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate grant <app> [<assets> ...] [<options>]",
         discussion: """
-            ASSET is an id or a name; - reads more from standard input, one per line. A name is read
-            first as the app sees it (the names of `photogate assets --app APP`), else as a library
-            display name (`photogate assets`); a name that means different assets in different
-            listings (an app named its own file like another photo) is refused (exit 68): use the
-            id. The same holds for `photogate revoke`. A call naming any unknown asset changes nothing and names the unknown ones (exit
-            66). Granting is idempotent. Shared-album assets cannot be put in a limited selection,
-            nor picked for a limited app, which never sees them (exit 68).
-            The app must be known (authorized, mounted or granted before): an unknown app id is
+            ASSET is an id or a name; - reads more from standard input, one per line. A name is read \
+            first as the app sees it (the names of `photogate assets --app APP`), else as a library \
+            display name (`photogate assets`); a name that means different assets in different \
+            listings (an app named its own file like another photo) is refused (exit 68): use the \
+            id. The same holds for `photogate revoke`. A call naming any unknown asset changes nothing and names the unknown ones (exit \
+            66). Granting is idempotent. Shared-album assets cannot be put in a limited selection, \
+            nor picked for a limited app, which never sees them (exit 68). \
+            The app must be known (authorized, mounted or granted before): an unknown app id is \
             refused (exit 66), so that a typo grants nothing; --new-app registers it.
 
-            --edit gives the person's consent to edits instead: the app may save new versions of these
-            assets whenever it can see them (it may always edit what it created). It answers the app's
+            --edit gives the person's consent to edits instead: the app may save new versions of these \
+            assets whenever it can see them (it may always edit what it created). It answers the app's \
             pending edit requests for them. Shared-album assets cannot be edited (exit 68).
 
             Examples:
               photogate grant org.example.Editor IMG_0001.jpg IMG_0002.jpg
-              photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' | photogate grant org.example.Editor -
+              photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' \\
+                | photogate grant org.example.Editor -
               photogate grant org.example.Editor --edit IMG_0001.jpg
               photogate grant org.example.NewApp --new-app 3f2a9c0d1e4b5a6c
             """)

@@ -11,6 +11,7 @@ struct Grants: ParsableCommand {
     @Argument(help: "The app id.") var app: String
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -30,9 +31,9 @@ struct Grants: ParsableCommand {
                     return d
                 })
             } else {
-                printTable(["ID", "NAME", "GRANT", "STRIP-LOCATION"], grants.map {
+                try printTable(["ID", "NAME", "GRANT", "STRIP-LOCATION"], grants.map {
                     [$0.asset.id, name($0.asset), $0.kind.rawValue, $0.stripLocation ? "yes" : "-"]
-                })
+                }, columns: columns)
             }
         }
     }

@@ -8,10 +8,12 @@ import Glibc
 struct Import: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add photos and videos (files and folders, recursively) to the library.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate import <paths> ... [<options>]",
         discussion: """
-            Originals are copied into the store durably (temporary file, fsync, rename); --reference
-            indexes them where they are instead. The media type comes from the content. The same
-            content imported twice is one asset. Files that are not photos or videos are skipped
+            Originals are copied into the store durably (temporary file, fsync, rename); --reference \
+            indexes them where they are instead. The media type comes from the content. The same \
+            content imported twice is one asset. Files that are not photos or videos are skipped \
             with a warning naming each; the exit code is then 65 and everything else was imported.
 
             Example: photogate import ~/DCIM --album "Summer 2024"

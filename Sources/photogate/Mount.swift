@@ -11,27 +11,29 @@ import Glibc
 struct Mount: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Mount an app's view of the library (returns once the mount is ready).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate mount <app> <mountpoint> [<options>]",
         discussion: """
-            The mount shows exactly what the app may see (see the README's table). It runs in a
-            background daemon (logs in <library>/run/logs/) unless --foreground, which keeps it
-            attached with logs on stderr; SIGINT and SIGTERM unmount cleanly. A mount point left
+            The mount shows exactly what the app may see (see the README's table). It runs in a \
+            background daemon (logs in <library>/run/logs/) unless --foreground, which keeps it \
+            attached with logs on stderr; SIGINT and SIGTERM unmount cleanly. A mount point left \
             stale by a killed daemon is cleared first.
 
-            Options (-o, comma-separated, also from an fstab line): access=read-write|add-only,
-            library=DIR, no_passthrough, allow_other, and the usual mount flags (ro, nosuid,
-            nodev, noexec, noatime, default_permissions, ...); mount(8)'s own (noauto, nofail,
+            Options (-o, comma-separated, also from an fstab line): access=read-write|add-only, \
+            library=DIR, no_passthrough, allow_other, and the usual mount flags (ro, nosuid, \
+            nodev, noexec, noatime, default_permissions, ...); mount(8)'s own (noauto, nofail, \
             user, _netdev, x-*) are ignored.
 
-            A user without CAP_SYS_ADMIN mounts through the setuid fusermount3 (libfuse runs it), and
-            needs read-write access to /dev/fuse (fusermount3 opens it as that user). Kernel
-            passthrough needs CAP_SYS_ADMIN: elsewhere photogate serves reads itself, and
+            A user without CAP_SYS_ADMIN mounts through the setuid fusermount3 (libfuse runs it), and \
+            needs read-write access to /dev/fuse (fusermount3 opens it as that user). Kernel \
+            passthrough needs CAP_SYS_ADMIN: elsewhere photogate serves reads itself, and \
             `photogate mounts` says which.
 
             With --foreground under systemd (Type=notify), readiness is sent to $NOTIFY_SOCKET.
 
-            fstab (mount.fuse3 runs `photogate SOURCE MOUNTPOINT -o OPTIONS`; photogate must be
+            fstab (mount.fuse3 runs `photogate SOURCE MOUNTPOINT -o OPTIONS`; photogate must be \
             on the default PATH, e.g. /usr/local/bin):
-              photogate#org.example.Camera /mnt/camera fuse.photogate access=add-only,library=/srv/photos,nofail 0 0
+              photogate#org.example.Camera /camera fuse.photogate access=add-only,nofail 0 0
 
             Examples:
               photogate mount org.example.Editor ~/mnt/editor

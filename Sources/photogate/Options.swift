@@ -9,12 +9,15 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
 struct Options: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show or set an app's options: strip-location, prevent-prompt and edit-any.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate options <app> [<options>]",
         discussion: """
             strip-location: every file the app reads carries no location (the picker's Options menu).
             prevent-prompt: touching the mount while not-determined records no request (nor an edit request).
-            edit-any: the app may edit every asset it can see without asking (a trusted editor); turning
+            edit-any: the app may edit every asset it can see without asking (a trusted editor); turning \
             it on answers the app's pending edit requests.
-            Setting options of an app that is not known yet is refused (exit 66) unless --new-app
+
+            Setting options of an app that is not known yet is refused (exit 66) unless --new-app \
             registers it (e.g. to set strip-location before its first mount).
 
             Example: photogate options org.example.Editor --strip-location on

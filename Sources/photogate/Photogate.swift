@@ -10,8 +10,8 @@ struct Photogate: ParsableCommand {
         commandName: "photogate",
         abstract: "Give every app its own limited view of a photo library, as a FUSE filesystem.",
         discussion: """
-            A library is a folder with the original files (the store) and a database of assets, albums,
-            apps and their grants. Each app mounts its own view: only what the person granted it,
+            A library is a folder with the original files (the store) and a database of assets, albums, \
+            apps and their grants. Each app mounts its own view: only what the person granted it, \
             plus what it created. Grants change live from this command line.
 
             mount(8) and /etc/fstab work too (`mount -t fuse.photogate`): see `photogate help mount`.

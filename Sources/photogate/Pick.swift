@@ -31,18 +31,20 @@ enum PickMedia: String, EnumerableFlag {
 struct Pick: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Choose what an app gets in a full-screen picker (a terminal UI; works in tmux and over SSH).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate pick [<app>] [<options>]",
         discussion: """
-            Lists the library (name, capture date, type, size, album, location);
-            search, browse albums and select with the keyboard. `?` shows the keys.
-            Enter confirms; Escape cancels and changes nothing. The footer shows
-            the selection count and strip-location (key s: the picked assets
+            Lists the library (name, capture date, type, size, album, location); \
+            search, browse albums and select with the keyboard. `?` shows the keys. \
+            Enter confirms; Escape cancels and changes nothing. The footer shows \
+            the selection count and strip-location (key s: the picked assets \
             reach the app without location).
 
-            --continuous writes each change at once, so a running mount shows it
-            live (Escape then takes the changes back). --request answers an app's
+            --continuous writes each change at once, so a running mount shows it \
+            live (Escape then takes the changes back). --request answers an app's \
             `picker` request from `photogate requests`; confirming removes it.
 
-            The picker needs a terminal. From a script, use `photogate grant`
+            The picker needs a terminal. From a script, use `photogate grant` \
             (with --picked to hand assets over as picked).
 
             Examples:

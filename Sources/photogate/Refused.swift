@@ -6,9 +6,9 @@ struct Refused: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List files apps wrote that were refused at their close, and why.",
         discussion: """
-            A file an app writes through its mount becomes an asset when its writer closes it; one that
-            is not a photo or video, is incomplete (a writer killed mid-write) or whose write failed (a
-            full disk) is refused: the app's close(2) fails (EINVAL, ENOSPC) and nothing stays. The
+            A file an app writes through its mount becomes an asset when its writer closes it; one that \
+            is not a photo or video, is incomplete (a writer killed mid-write) or whose write failed (a \
+            full disk) is refused: the app's close(2) fails (EINVAL, ENOSPC) and nothing stays. The \
             last 100 refusals of each app are kept here; the app reads its own in .photogate/refused.
 
             Example: photogate refused org.example.Camera --json
@@ -16,6 +16,7 @@ struct Refused: ParsableCommand {
     @Argument(help: "Only this app's.") var app: String?
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -26,7 +27,7 @@ struct Refused: ParsableCommand {
                     ["id": r.id, "app": r.app.rawValue, "date": iso(r.date), "name": r.name, "reason": r.reason]
                 })
             } else {
-                printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [iso(r.date), r.app.rawValue, r.name, r.reason] })
+                try printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [Cell(iso(r.date)), Cell(r.app.rawValue), Cell(r.name), Cell(r.reason)] }, columns: columns)
             }
         }
     }

@@ -5,15 +5,16 @@ struct Requests: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List pending authorization requests (prompts).",
         discussion: """
-            A request is recorded when a not-determined app touches its mount, or when an app writes to
-            .photogate/request. `photogate authorize` answers one and clears it. An edit request names
-            the asset an app opened for writing without consent; `photogate grant APP --edit ASSET`
+            A request is recorded when a not-determined app touches its mount, or when an app writes to \
+            .photogate/request. `photogate authorize` answers one and clears it. An edit request names \
+            the asset an app opened for writing without consent; `photogate grant APP --edit ASSET` \
             (or `options APP --edit-any on`) answers it.
 
             Example: photogate requests --json
             """)
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -25,10 +26,10 @@ struct Requests: ParsableCommand {
                     return d
                 })
             } else {
-                printTable(["ID", "APP", "KIND", "DATE", "ASSET", "REASON"], reqs.map { r in
-                    [String(r.id), r.app.rawValue, r.kind.rawValue, shortDate(r.createdAt),
-                     r.asset.map { "\($0.id) \($0.displayName)" } ?? "-", r.reason]
-                })
+                try printTable(["ID", "APP", "KIND", "DATE", "ASSET", "REASON"], reqs.map { r in
+                    [Cell(String(r.id)), Cell(r.app.rawValue), Cell(r.kind.rawValue), .date(r.createdAt),
+                     Cell(r.asset.map { "\($0.id) \($0.displayName)" } ?? "-"), Cell(r.reason)]
+                }, columns: columns)
             }
         }
     }

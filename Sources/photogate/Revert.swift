@@ -6,11 +6,11 @@ struct Revert: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Revert an asset to its original (PhotoKit's Revert to Original).",
         discussion: """
-            The original becomes what every app reads again: same id, name, albums and grants; its hash,
-            size, capture date, location and strip-location plan are the catalog's again. Running mounts
-            see the change at once, and the history of every app that sees the asset records `updated`.
-            The edits stay listed by `photogate versions` (their files stay in the store), so --to N
-            can make edit N current again. Reverting to the version already current changes nothing
+            The original becomes what every app reads again: same id, name, albums and grants; its hash, \
+            size, capture date, location and strip-location plan are the catalog's again. Running mounts \
+            see the change at once, and the history of every app that sees the asset records `updated`. \
+            The edits stay listed by `photogate versions` (their files stay in the store), so --to N \
+            can make edit N current again. Reverting to the version already current changes nothing \
             (exit 0). An unknown version is a usage error (exit 64).
 
             Examples:

@@ -4,9 +4,11 @@ import GrantStore
 struct Revoke: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Remove assets from an app's selection (or from its picked assets).",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate revoke <app> [<assets> ...] [<options>]",
         discussion: """
-            Running mounts stop showing them at once, and handles opened before fail their next read.
-            Names are read as for `photogate grant`: a name that means different assets in different
+            Running mounts stop showing them at once, and handles opened before fail their next read. \
+            Names are read as for `photogate grant`: a name that means different assets in different \
             listings is refused (exit 68), so a revoke never silently misses; ids always work.
 
             Examples:

@@ -13,13 +13,15 @@ import Glibc
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a command in a sandbox (bubblewrap) whose pictures folder is the app's view.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate run <app> [<options>] -- [<command> ...]",
         discussion: """
-            The view is mounted for the run (and unmounted after), or reused if that app's view
-            with that access is already mounted. Inside: the system read-only (/usr, /etc), a
-            private /tmp, /proc and /dev; the home is empty except the pictures folder (the view:
-            ~/Pictures, the XDG pictures folder, or --pictures); no network unless --share-net.
-            The library (its store, database and run/ folder) and the other apps' mounts are not
-            reachable by any path, even under a folder passed with --bind. The exit status is the
+            The view is mounted for the run (and unmounted after), or reused if that app's view \
+            with that access is already mounted. Inside: the system read-only (/usr, /etc), a \
+            private /tmp, /proc and /dev; the home is empty except the pictures folder (the view: \
+            ~/Pictures, the XDG pictures folder, or --pictures); no network unless --share-net. \
+            The library (its store, database and run/ folder) and the other apps' mounts are not \
+            reachable by any path, even under a folder passed with --bind. The exit status is the \
             command's (128+N if it died of signal N); 72 if the view could not be mounted.
 
             Needs bwrap (Debian's bubblewrap) on the PATH.

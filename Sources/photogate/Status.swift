@@ -7,12 +7,18 @@ struct Status: ParsableCommand {
     @Argument(help: "The app id.") var app: String
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
             let a = try lib.open().requireApp(parseApp(app))
             if output.json {
                 printJSON(statusJSON(a))
+            } else if outputIsPiped || columns.columns != nil {
+                // For scripts (issue 16): one row, a column per field.
+                try printTable(["APP", "READ-WRITE", "ADD-ONLY", "STRIP-LOCATION", "PREVENT-PROMPT", "EDIT-ANY"],
+                               [[a.id.rawValue, a.readWrite.rawValue, a.addOnly.rawValue, a.options.stripLocation ? "on" : "off",
+                                 a.options.preventPrompt ? "on" : "off", a.options.editAny ? "on" : "off"]], columns: columns)
             } else {
                 say("app:             \(a.id)")
                 say("read-write:      \(a.readWrite.rawValue)")

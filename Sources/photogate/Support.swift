@@ -186,11 +186,57 @@ func humanSize(_ n: UInt64) -> String {
     return i == 0 ? "\(n) B" : String(format: "%.1f %@", v, units[i])
 }
 
-/// Prints rows as aligned columns (a header, then rows), every cell escaped (`escaped`): one row
-/// is one line, whatever the names hold.
-func printTable(_ header: [String], _ rawRows: [[String]]) {
-    let rows = rawRows.map { $0.map(escaped) }
-    var widths = header.map { $0.count }
+/// One table cell: what a person reads on a terminal, and what a script reads from a pipe
+/// (issue 16: sizes in bytes, dates in ISO 8601 UTC). Most cells are the same text for both.
+struct Cell: ExpressibleByStringLiteral {
+    var human: String
+    var raw: String
+    init(_ s: String) { human = s; raw = s }
+    init(human: String, raw: String) { self.human = human; self.raw = raw }
+    init(stringLiteral s: String) { self.init(s) }
+    static func size(_ n: UInt64) -> Cell { Cell(human: humanSize(n), raw: String(n)) }
+    static func date(_ d: Date) -> Cell { Cell(human: shortDate(d), raw: iso(d)) }
+}
+
+/// Whether text listings are for a script: stdout is not a terminal (issue 16).
+var outputIsPiped: Bool { isatty(1) == 0 }
+
+/// `--columns a,b,c` on every listing (like `flatpak document-list --columns`).
+struct ColumnsOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Print only these columns, in this order (comma-separated header names, any case).", valueName: "a,b,c"))
+    var columns: String?
+
+    /// The indexes into `header` to print, in order; exit 64 naming the valid columns on an unknown one.
+    func select(_ header: [String]) throws -> [Int] {
+        guard let columns else { return Array(header.indices) }
+        let valid = header.map { $0.lowercased() }
+        var out: [Int] = []
+        for raw in columns.split(separator: ",", omittingEmptySubsequences: false) {
+            let name = raw.trimmingCharacters(in: .whitespaces).lowercased()
+            guard let i = valid.firstIndex(of: name) else {
+                throw CommandFailure("unknown column '\(name)' (valid: \(valid.joined(separator: ",")))", .usage)
+            }
+            out.append(i)
+        }
+        return out
+    }
+}
+
+/// Prints a listing: a header, then one line per row, every cell escaped (`escaped`) so one row
+/// is one line whatever the names hold. On a terminal: aligned columns, sizes and dates for
+/// people. Piped (issue 16): tab-separated, no padding, sizes in bytes, ISO 8601 UTC dates.
+func printTable(_ header: [String], _ rawRows: [[Cell]], columns: ColumnsOption = ColumnsOption()) throws {
+    let pick = try columns.select(header)
+    let piped = outputIsPiped
+    let head = pick.map { header[$0] }
+    let rows = rawRows.map { r in pick.map { i in i < r.count ? escaped(piped ? r[i].raw : r[i].human) : "" } }
+    if piped {
+        var out = head.joined(separator: "\t") + "\n"
+        for r in rows { out += r.joined(separator: "\t") + "\n" }
+        FileHandle.standardOutput.write(Data(out.utf8))
+        return
+    }
+    var widths = head.map { $0.count }
     for r in rows { for (i, c) in r.enumerated() where i < widths.count { widths[i] = max(widths[i], c.count) } }
     func line(_ cells: [String]) -> String {
         var s = ""
@@ -199,9 +245,24 @@ func printTable(_ header: [String], _ rawRows: [[String]]) {
         }
         return s
     }
-    var out = line(header) + "\n"
+    var out = line(head) + "\n"
     for r in rows { out += line(r) + "\n" }
     FileHandle.standardOutput.write(Data(out.utf8))
+}
+
+/// Plain-string rows (every cell the same on a terminal and in a pipe).
+func printTable(_ header: [String], _ rawRows: [[String]], columns: ColumnsOption = ColumnsOption()) throws {
+    try printTable(header, rawRows.map { $0.map { Cell($0) } }, columns: columns)
+}
+
+/// A line that is not a row (a title, a summary): stdout on a terminal; stderr when piped, so
+/// that stdout stays header + rows for scripts.
+func sayNote(_ s: String) {
+    if outputIsPiped {
+        FileHandle.standardError.write(Data((escaped(s) + "\n").utf8))
+    } else {
+        say(s)
+    }
 }
 
 /// Prints one line of text output, escaped (`escaped`).

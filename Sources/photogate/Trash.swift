@@ -7,6 +7,7 @@ struct Trash: ParsableCommand {
         discussion: "Example: photogate trash --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -14,7 +15,7 @@ struct Trash: ParsableCommand {
             if output.json {
                 printJSON(assets.map { assetJSON($0) })
             } else {
-                printTable(["ID", "NAME", "DELETED"], assets.map { [$0.id, $0.displayName, $0.trashedDate.map(shortDate) ?? "-"] })
+                try printTable(["ID", "NAME", "DELETED"], assets.map { [Cell($0.id), Cell($0.displayName), $0.trashedDate.map(Cell.date) ?? "-"] }, columns: columns)
             }
         }
     }

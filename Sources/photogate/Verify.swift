@@ -8,6 +8,8 @@ import Glibc
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every original against its catalog hash, and that every file in the library is accounted for.",
+        // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
+        usage: "photogate verify [--repair] [<options>]",
         discussion: """
             Hashes every asset's original (store files, and --reference originals where they are) on \
             several threads and compares it with the catalog; reports store files no asset names, temp \
@@ -37,6 +39,7 @@ struct Verify: ParsableCommand {
 
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         var failed = false
@@ -59,13 +62,22 @@ struct Verify: ParsableCommand {
                 printJSON(Verify.json(report))
                 return
             }
-            for p in report.problems {
-                var line = "\(p.kind.rawValue)  \(p.path.isEmpty ? "-" : p.path)"
-                if let id = p.asset { line += "  \(id)" }
-                if let n = p.name { line += "  \(n)" }
-                line += ": \(p.detail)"
-                if let a = p.action { line += (p.repaired ? "; repaired: " : "; ") + a }
-                say(line)
+            if outputIsPiped || columns.columns != nil {
+                // For scripts (issue 16): a header and one tab-separated row per problem; the
+                // summary stays the last line.
+                try printTable(["KIND", "PATH", "ID", "NAME", "DETAIL", "ACTION", "REPAIRED"], report.problems.map { p in
+                    [p.kind.rawValue, p.path.isEmpty ? "-" : p.path, p.asset ?? "-", p.name ?? "-", p.detail, p.action ?? "-",
+                     p.repaired ? "yes" : "no"]
+                }, columns: columns)
+            } else {
+                for p in report.problems {
+                    var line = "\(p.kind.rawValue)  \(p.path.isEmpty ? "-" : p.path)"
+                    if let id = p.asset { line += "  \(id)" }
+                    if let n = p.name { line += "  \(n)" }
+                    line += ": \(p.detail)"
+                    if let a = p.action { line += (p.repaired ? "; repaired: " : "; ") + a }
+                    say(line)
+                }
             }
             let open = report.problems.filter { !$0.repaired }.count
             let repaired = report.problems.count - open

@@ -7,9 +7,9 @@ struct Versions: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the versions of an asset: the original and each edit an app saved.",
         discussion: """
-            Version 0 is the original, which no edit ever modifies or deletes; 1, 2, 3... are the edits,
-            in the order they were saved, each with the app that saved it, its date, size and hash. The
-            current version (what every app reads) is marked. `photogate revert` goes back to the
+            Version 0 is the original, which no edit ever modifies or deletes; 1, 2, 3... are the edits, \
+            in the order they were saved, each with the app that saved it, its date, size and hash. The \
+            current version (what every app reads) is marked. `photogate revert` goes back to the \
             original (or, with --to, to another version).
 
             Example: photogate versions IMG_0001.jpg --json
@@ -18,6 +18,7 @@ struct Versions: ParsableCommand {
     @Argument(help: "The asset: id or display name.") var asset: String
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
+    @OptionGroup var columns: ColumnsOption
 
     func run() throws {
         try photogate.run {
@@ -25,11 +26,11 @@ struct Versions: ParsableCommand {
             if output.json {
                 printJSON(versions.map { versionJSON($0) })
             } else {
-                say("\(a.displayName) (\(a.id))")
-                printTable(["VERSION", "APP", "DATE", "SIZE", "TYPE", "HASH", "CURRENT"], versions.map { v in
-                    [v.isOriginal ? "0 original" : String(v.version), v.app?.rawValue ?? "-", shortDate(v.date), humanSize(v.byteSize),
-                     v.mediaKind, v.contentHash, v.isCurrent ? "*" : ""]
-                })
+                sayNote("\(a.displayName) (\(a.id))")
+                try printTable(["VERSION", "APP", "DATE", "SIZE", "TYPE", "HASH", "CURRENT"], versions.map { v in
+                    [Cell(v.isOriginal ? "0 original" : String(v.version)), Cell(v.app?.rawValue ?? "-"), .date(v.date), .size(v.byteSize),
+                     Cell(v.mediaKind), Cell(v.contentHash), Cell(v.isCurrent ? "*" : "")]
+                }, columns: columns)
             }
         }
     }
