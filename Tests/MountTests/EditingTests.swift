@@ -182,4 +182,32 @@ struct Editing {
         #expect(try f.pg("assets", "--album", "Trip", "--json").stdout.contains(id))
         try f.unmount(mp)
     }
+
+    /// A daemon killed during a save leaves the old version or the new one, never a mix, and
+    /// `photogate verify` agrees: here the save had not closed, so the old version stays.
+    @Test func aDaemonKilledDuringASaveLeavesTheOldVersion() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", editor, "--status", "limited")
+        let mp = try f.mount(editor)
+        let original = try TestMedia.jpeg(tag: "before the crash")
+        #expect(cpWrite(original, to: mp + "/k.jpg") == 0)
+        let id = try assetID(f, "k.jpg")
+        let fd = open(mp + "/k.jpg", O_WRONLY | O_TRUNC)
+        #expect(fd >= 0)
+        let next = try TestMedia.jpeg(tag: "never closed")
+        #expect(next.withUnsafeBytes { write(fd, $0.baseAddress, $0.count / 2) } == next.count / 2)
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int)
+        #expect(kill(pid_t(pid), SIGKILL) == 0)
+        close(fd)
+        #expect(eventually(10) { statErrno(mp + "/k.jpg") == ENOTCONN })
+        #expect(try TestSupport.run("fusermount3", ["-u", "-z", mp]).status == 0)
+        let again = try f.mount(editor, at: mp)
+        #expect(readAll(again + "/k.jpg") == original ? true : false, "the half-written save became the asset")
+        #expect(try versions(f, id).count <= 1)
+        try verifyClean(f)
+        let temps = ((try? FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp")) ?? []).filter { $0.hasSuffix(".part") }
+        #expect(temps.isEmpty, "\(temps)")
+        try f.unmount(again)
+    }
 }
