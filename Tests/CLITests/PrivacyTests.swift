@@ -35,27 +35,10 @@ enum Privacy {
         return bad
     }
 
-    static let otherUser = "photogate-test"
+    static let otherUser = TestSupport.otherUser
 
-    /// A second local user for the tests that try to read the library as someone else; nil (after
-    /// saying why the test skips) when that cannot be done here.
-    static func secondUser(_ test: String) throws -> String? {
-        guard getuid() == 0 else {
-            print("\(test): SKIPPED — needs root to add a second local user (useradd) and run commands as it (runuser)")
-            return nil
-        }
-        guard TestSupport.which("useradd"), TestSupport.which("runuser") else {
-            print("\(test): SKIPPED — useradd or runuser is missing")
-            return nil
-        }
-        if try TestSupport.run("id", ["-u", otherUser]).status != 0 {
-            let o = try TestSupport.run("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", otherUser])
-            if o.status != 0 && o.status != 9 {   // 9: it exists (a test running alongside added it)
-                throw NSError(domain: "Privacy", code: Int(o.status), userInfo: [NSLocalizedDescriptionKey: "useradd: \(o.stderr)"])
-            }
-        }
-        return otherUser
-    }
+    /// A second local user (TestSupport's); nil when it cannot be had here (the test skips).
+    static func secondUser(_ test: String) throws -> String? { try TestSupport.secondUser(test) }
 
     /// Runs a command as another user; returns its exit status and stderr.
     static func runAs(_ user: String, _ args: [String]) throws -> TestSupport.Output {

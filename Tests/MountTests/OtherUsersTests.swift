@@ -9,24 +9,10 @@ import Glibc
 /// the kernel enforces the mode bits photogate reports (default_permissions), so another local
 /// user can read what they allow and cannot create, delete, or file requests.
 @Suite(.serialized) struct OtherUsers {
-    static let otherUser = "photogate-test"
+    static let otherUser = TestSupport.otherUser
 
-    /// A second local user; nil (after saying why) when it cannot be had here.
-    static func secondUser(_ test: String) throws -> String? {
-        guard getuid() == 0 else {
-            print("\(test): SKIPPED — needs root to add a second local user (useradd) and run commands as it (runuser)")
-            return nil
-        }
-        guard TestSupport.which("useradd"), TestSupport.which("runuser") else {
-            print("\(test): SKIPPED — useradd or runuser is missing")
-            return nil
-        }
-        if try TestSupport.run("id", ["-u", otherUser]).status != 0 {
-            let o = try TestSupport.run("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", otherUser])
-            if o.status != 0 && o.status != 9 { throw FixtureError("useradd: \(o.stderr)") }
-        }
-        return otherUser
-    }
+    /// A second local user (TestSupport's); nil when it cannot be had here (the test skips).
+    static func secondUser(_ test: String) throws -> String? { try TestSupport.secondUser(test) }
 
     /// `sh -c SCRIPT` as `user`, with the arguments as $1...
     static func shellAs(_ user: String, _ script: String, _ args: String...) throws -> TestSupport.Output {

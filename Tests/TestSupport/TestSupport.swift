@@ -42,6 +42,27 @@ public enum TestSupport {
         return base
     }
 
+    /// The second local user the tests that act as someone else use (made once with useradd);
+    /// nil (after printing why the test skips) when that cannot be done here.
+    public static let otherUser = "photogate-test"
+    public static func secondUser(_ test: String) throws -> String? {
+        guard getuid() == 0 else {
+            print("\(test): SKIPPED — needs root to add a second local user (useradd) and run commands as it (runuser)")
+            return nil
+        }
+        guard which("useradd"), which("runuser") else {
+            print("\(test): SKIPPED — useradd or runuser is missing")
+            return nil
+        }
+        if try run("id", ["-u", otherUser]).status != 0 {
+            let o = try run("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", otherUser])
+            if o.status != 0 && o.status != 9 {   // 9: it exists (a test running alongside added it)
+                throw NSError(domain: "TestSupport", code: Int(o.status), userInfo: [NSLocalizedDescriptionKey: "useradd: \(o.stderr)"])
+            }
+        }
+        return otherUser
+    }
+
     public static func removeTmpfs(_ path: String) {
         umount2(path, Int32(MNT_DETACH))
         remove(path)
