@@ -24,10 +24,6 @@ struct Editing {
         try #require(try f.assetsJSON().first { $0["name"] as? String == name }?["id"] as? String)
     }
 
-    func verifyClean(_ f: MountFixture) throws {
-        let report = try Verifier(library: try Library.open(at: LibraryPaths(root: f.library))).run()
-        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
-    }
 
     func exif(_ path: String, _ tag: String) throws -> String {
         try TestSupport.run("exiftool", ["-s3", "-" + tag, path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -247,8 +247,4 @@ struct VideoAndMapping {
         try f.unmount(mp)
     }
 
-    func verifyClean(_ f: MountFixture) throws {
-        let report = try Verifier(library: try Library.open(at: LibraryPaths(root: f.library))).run()
-        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
-    }
 }

@@ -25,6 +25,13 @@ func storeMismatches(_ libraryRoot: String) throws -> [String] {
     return bad
 }
 
+/// `photogate verify`'s check, in process: every stored file (every version) matches its hash and
+/// nothing is unaccounted for.
+func verifyClean(_ f: MountFixture) throws {
+    let report = try Verifier(library: try Library.open(at: LibraryPaths(root: f.library))).run()
+    #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+}
+
 /// The hash of every asset's every version, trashed ones included: where a closed file lives on
 /// (a write over an app's own file makes a new version; the earlier bytes stay as versions).
 func everyStoredHash(_ libraryRoot: String) throws -> Set<String> {
