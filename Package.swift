@@ -31,13 +31,13 @@ let package = Package(
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CSystem"),
         .target(name: "FUSE", dependencies: ["CFuse3"]),
-        .target(name: "PhotoLibrary", dependencies: ["CCrypto"]),
+        .target(name: "PhotoLibrary", dependencies: ["CCrypto", "Redaction"]),
         .target(name: "Redaction"),
         .target(
             name: "GrantStore",
             dependencies: ["PhotoLibrary", "Redaction", "CSystem", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "GrantStore", "Redaction"]),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction"]),
         .target(name: "Picker"),
         .executableTarget(
             name: "photogate",

@@ -2,35 +2,16 @@ import Foundation
 import GRDB
 import PhotoLibrary
 
-public struct AppRecord: Equatable, Sendable {
-    public var id: AppID
-    public var readWrite: AuthorizationStatus
-    public var addOnly: AuthorizationStatus
-    public var options: AppOptions
-    /// 16 random bytes: the key of this app's inode numbers.
-    public var secret: [UInt8]
-    public var createdAt: Date
-
-    public func status(for access: AccessLevel) -> AuthorizationStatus {
-        access == .readWrite ? readWrite : addOnly
-    }
-
-    public var inodeKey: (UInt64, UInt64) {
-        var a: UInt64 = 0, b: UInt64 = 0
-        for i in 0..<8 { a |= UInt64(secret[i]) << (8 * UInt64(i)); b |= UInt64(secret[8 + i]) << (8 * UInt64(i)) }
-        return (a, b)
-    }
-
+extension AppRecord {
     init(row: Row) throws {
         let raw: String = row["id"]
         guard let id = AppID(raw) else { throw LibraryError.libraryDamaged("bad app id \(raw)") }
-        self.id = id
-        readWrite = AuthorizationStatus(rawValue: row["rw_status"]) ?? .notDetermined
-        addOnly = AuthorizationStatus(rawValue: row["ao_status"]) ?? .notDetermined
-        options = AppOptions(stripLocation: row["strip_location"], preventPrompt: row["prevent_prompt"],
-                             editAny: (row["edit_any"] as Bool?) ?? false)
-        secret = [UInt8]((row["secret"] as Data?) ?? Data(count: 16))
-        createdAt = Date(timeIntervalSince1970: row["created_at"])
+        self.init(id: id, readWrite: AuthorizationStatus(rawValue: row["rw_status"]) ?? .notDetermined,
+                  addOnly: AuthorizationStatus(rawValue: row["ao_status"]) ?? .notDetermined,
+                  options: AppOptions(stripLocation: row["strip_location"], preventPrompt: row["prevent_prompt"],
+                                      editAny: (row["edit_any"] as Bool?) ?? false),
+                  secret: [UInt8]((row["secret"] as Data?) ?? Data(count: 16)),
+                  createdAt: Date(timeIntervalSince1970: row["created_at"]))
     }
 }
 

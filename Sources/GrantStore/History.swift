@@ -2,25 +2,6 @@ import Foundation
 import GRDB
 import PhotoLibrary
 
-public enum AppChangeKind: String, Sendable, Codable { case inserted, removed, updated, status }
-
-/// One entry of an app's persistent change history.
-public struct AppChange: Equatable, Sendable {
-    /// Counts this app's entries only (1, 2, 3...): it says nothing about other apps' activity.
-    public var token: Int64
-    public var kind: AppChangeKind
-    public var name: String?
-    public var assetID: String?
-    public var detail: String?
-    public var date: Date
-}
-
-public enum HistoryAnswer: Equatable, Sendable {
-    case changes([AppChange], latest: Int64)
-    /// The token is older than the retained history: refetch everything.
-    case expired(oldestValid: Int64)
-}
-
 /// Records, in the same transaction as a change, what it did to every app's read-write view.
 /// Visibility before and after is computed by `ViewPolicy` for the assets the change touches.
 struct ViewDelta {

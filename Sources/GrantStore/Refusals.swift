@@ -2,15 +2,6 @@ import Foundation
 import GRDB
 import PhotoLibrary
 
-/// A file an app wrote that did not become an asset (or an edit that did not become a version).
-public struct Refusal: Sendable, Equatable {
-    public var id: Int64
-    public var app: AppID
-    public var date: Date
-    public var name: String
-    public var reason: String
-}
-
 extension Library {
     /// How many refusals are kept per app (the oldest go first).
     public static let refusalsKept = 100

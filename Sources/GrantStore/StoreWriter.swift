@@ -7,21 +7,6 @@ import Redaction
 import Glibc
 #endif
 
-/// Which existing asset of the same app a committed file may turn out to be.
-public enum ReuseRule: Sendable, Equatable {
-    /// Same content under the same name (read-write mounts: the name is what the app sees).
-    case sameName
-    /// Same content under any name (add-only mounts show no names).
-    case anyName
-    case never
-}
-
-/// The asset an app's file became, and whether it was one the app already had.
-public struct AppFileCommit: Sendable {
-    public var asset: Asset
-    public var reused: Bool
-}
-
 /// Facts about a complete, validated file that is about to become an asset.
 public struct NewAssetFacts: Sendable {
     public var scan: MediaScan

@@ -2,29 +2,6 @@ import Foundation
 import GRDB
 import PhotoLibrary
 
-/// What a running mount must do to catch up with the library.
-public enum ViewUpdate: Sendable {
-    /// Recompute everything, from this snapshot (lean: see `Library.view(for:access:lean:)`)
-    /// (the app's status or options changed, too many changes, a gap in
-    /// the change log, or a change this code does not know how to apply row by row).
-    case full(ViewSnapshot)
-    /// Only these rows may have changed.
-    case patch(ViewPatch)
-}
-
-public struct ViewPatch: Sendable {
-    /// Row ids (sorted) the changes touched: each may have appeared, gone, or changed.
-    public var affected: [Int64]
-    /// The visible rows among `affected`, as the view would show them (names not settled: each
-    /// row carries its display name and, for the app's own assets, its own name).
-    public var rows: ViewRows
-    /// Every album with all its members (not filtered by visibility), when the view shows albums
-    /// and they may have changed; nil when they did not.
-    public var albums: [ViewAlbum]?
-    /// The change log position this patch brings the view to.
-    public var changeSeq: Int64
-}
-
 extension Library {
     /// Catches a view up from change log position `since`, the view having been computed for
     /// `app` (the record as it was then). Reads one consistent snapshot of the database. Costs

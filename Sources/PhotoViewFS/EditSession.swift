@@ -1,6 +1,5 @@
 import FUSE
 import Foundation
-import GrantStore
 import PhotoLibrary
 #if canImport(Glibc)
 import Glibc
@@ -16,7 +15,7 @@ import Glibc
 /// - write a temp file, then rename it over the asset (exiftool, rsync, GIMP): the temp became an
 ///   asset of the app at its close; the rename makes its bytes the new version of the target and
 ///   dissolves the temp asset (its bytes live on as the version);
-/// Who may edit what is the library's one decision (`Library.editDecision`): the app's own
+/// Who may edit what is the library's one decision (`LibraryPort.editDecision`): the app's own
 /// assets always; others with the person's consent (`grant --edit`, `options --edit-any`). An
 /// open for writing without consent fails with EACCES and records an `edit` request.
 extension PhotoFS {
@@ -60,19 +59,19 @@ extension PhotoFS {
             return OpenReply(handle: h, directIO: true)
         }
         let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTemp() } catch {
-            if case .noSpace = error as? LibraryError { throw .noSpace }
+        do { temp = try writer.makeTempFile() } catch {
+            if case .noSpace = error as? PortError { throw .noSpace }
             throw .io
         }
         // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
         // as a truncate after this open.)
         let size: UInt64
         do {
-            size = try library.copyFile(at: try library.currentPath(rowID: node.rowID), to: temp.fd)
+            size = try library.copyCurrentVersion(rowID: node.rowID, to: temp.fd)
         } catch {
             Glibc.close(temp.fd)
             Glibc.unlink(temp.path)
-            if case .noSpace = error as? LibraryError { throw .noSpace }
+            if case .noSpace = error as? PortError { throw .noSpace }
             log("cannot open \(node.name) for editing: \(error)")
             throw .io
         }
@@ -110,8 +109,8 @@ extension PhotoFS {
         do {
             result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd)
         } catch {
-            switch error as? LibraryError {
-            case .badInput(let why)?:
+            switch error as? PortError {
+            case .refused(let why)?:
                 log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
                 if f.dirty { noteRefusal(f.name, "edit refused: \(why); the current version stays") }
                 if last { discardLocked(f) } else { f.dirty = false }
@@ -154,7 +153,7 @@ extension PhotoFS {
         try mayEdit(target)
         // A link of the source's stored file, so that no byte is copied and the file the version
         // moves into the store from is never the source's own name.
-        let link = writer.tmpDir + "/\(StoreWriter.randomID()).part"
+        let link = writer.newTempPath()
         guard Glibc.link(source.path, link) == 0 else {
             log("cannot link \(source.name) for a rename over \(target.name): \(String(cString: strerror(errno)))")
             throw .io
@@ -168,8 +167,8 @@ extension PhotoFS {
             log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
         } catch {
             Glibc.unlink(link)
-            switch error as? LibraryError {
-            case .badInput?: throw .invalid
+            switch error as? PortError {
+            case .refused?: throw .invalid
             case .noSpace?: throw .noSpace
             default:
                 log("rename of \(source.name) over \(target.name) failed: \(error)")
@@ -201,7 +200,7 @@ extension PhotoFS {
             return (al.name, n.assetID)
         }
         guard let (album, id) = target else { throw .crossDevice }
-        do { try library.addToAlbum(album, [id]) } catch {
+        do { try library.addToAlbum(album, assetIDs: [id]) } catch {
             log("adding \(name) to \(album) failed: \(error)")
             throw .io
         }

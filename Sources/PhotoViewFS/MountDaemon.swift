@@ -1,6 +1,5 @@
 import FUSE
 import Foundation
-import GrantStore
 import PhotoLibrary
 import Synchronization
 #if canImport(Glibc)
@@ -25,9 +24,9 @@ public struct MountRecord: Codable, Sendable, Equatable {
 }
 
 public enum MountRegistry {
-    static func dir(_ library: Library) -> String { library.paths.run + "/mounts" }
+    static func dir(_ library: some LibraryLocations) -> String { library.runDir + "/mounts" }
 
-    static func write(_ r: MountRecord, library: Library) {
+    static func write(_ r: MountRecord, library: some LibraryLocations) {
         let d = dir(library)
         try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
         if let data = try? JSONEncoder().encode(r) {
@@ -36,10 +35,10 @@ public enum MountRegistry {
         }
     }
 
-    static func remove(pid: Int32, library: Library) { unlink(dir(library) + "/\(pid).json") }
+    static func remove(pid: Int32, library: some LibraryLocations) { unlink(dir(library) + "/\(pid).json") }
 
     /// Running mounts (live daemons whose mount is in place); see `entries` for the dead ones.
-    public static func list(_ library: Library) -> [MountRecord] {
+    public static func list(_ library: some LibraryLocations) -> [MountRecord] {
         entries(library).filter { $0.state == .live }.map(\.record)
     }
 
@@ -47,7 +46,7 @@ public enum MountRegistry {
     /// (killed with SIGKILL, crashed) but its mount point is still mounted, stale. Records whose
     /// daemon is gone and whose mount point is clear are dropped; so are records of a daemon that
     /// is unmounting. A pid reused by another process does not count as the daemon.
-    public static func entries(_ library: Library) -> [MountEntry] {
+    public static func entries(_ library: some LibraryLocations) -> [MountEntry] {
         let d = dir(library)
         let mounted = mountedPhotogatePoints()
         var records: [(String, MountRecord)] = []
@@ -179,7 +178,7 @@ final class ChangeWatcher: @unchecked Sendable {
         let ifd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         defer { if ifd >= 0 { close(ifd) } }
         if ifd >= 0 {
-            _ = inotify_add_watch(ifd, fs.library.paths.run, UInt32(IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_CREATE))
+            _ = inotify_add_watch(ifd, fs.library.runDir, UInt32(IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_CREATE))
         }
         var lastSeq = fs.model.withLock { $0.seq }
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -232,7 +231,7 @@ public enum MountDaemon {
 
     /// Mounts, reports readiness through `ready` (nil on success, else the error message), serves,
     /// then cleans up. Returns the process exit status.
-    public static func run(library: Library, settings: Settings, log: @escaping @Sendable (String) -> Void,
+    public static func run(library: any LibraryPort, settings: Settings, log: @escaping @Sendable (String) -> Void,
                            ready: (String?) -> Void) -> Int32 {
         let fs: PhotoFS
         do {

@@ -1,6 +1,5 @@
 import FUSE
 import Foundation
-import GrantStore
 import PhotoLibrary
 import Redaction
 import Synchronization
@@ -31,10 +30,10 @@ enum OpenKind: Sendable {
 /// `ViewModel`) for every decision and answers from memory; the database is read only when the
 /// library changes, and written only for what the app does (create, delete, albums, requests).
 public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
-    public let library: Library
+    public let library: any LibraryPort
     public let appID: AppID
     public let access: AccessLevel
-    let writer: StoreWriter
+    let writer: any AppFileWriter
     let model: Mutex<ViewModel>
     /// Files this mount is writing (see WriteSession.swift for their lock order).
     let files = Mutex<[Inode: SessionFile]>([:])
@@ -79,7 +78,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     static let longTimeout = 86_400.0
 
-    public init(library: Library, app: AppID, access: AccessLevel, passthrough: Bool = true,
+    public init(library: any LibraryPort, app: AppID, access: AccessLevel, passthrough: Bool = true,
                 log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.library = library
         self.appID = app
@@ -87,9 +86,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         self.log = log
         self.passthrough = passthrough
         try library.registerApp(app)
-        writer = try StoreWriter(library: library, purpose: "mount")
+        writer = try library.appFileWriter(purpose: "mount")
         let snapshot = try library.view(for: app, access: access, lean: true)
-        let initial = ViewModel(snapshot: snapshot, library: library)
+        let initial = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
         viewBytes = Atomic(initial.totalBytes)
         model = Mutex(initial)
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))
@@ -157,7 +156,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
                 return
             }
         }
-        let new = ViewModel(snapshot: snapshot, library: library)
+        let new = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
         viewBytes.store(new.totalBytes, ordering: .relaxed)
         let old = model.withLock { m -> ViewModel in
             let o = m
@@ -369,7 +368,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         let lib = library, app = appID, kind: RequestKind = access == .readWrite ? .readWrite : .addOnly
         let log = self.log
         DispatchQueue.global().async {
-            do { try lib.recordRequest(app, kind: kind) } catch { log("could not record request: \(error)") }
+            do { try lib.recordRequest(app, kind: kind, reason: "") } catch { log("could not record request: \(error)") }
         }
     }
 
@@ -622,7 +621,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
             }
             // An original indexed in place (import --reference) may have changed since: serve only
             // the bytes the catalog (and the redaction plan) describe.
-            if !node.path.hasPrefix(library.paths.store + "/") {
+            if !node.path.hasPrefix(library.storeRoot + "/") {
                 var st = stat()
                 let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
                 if changed {
@@ -833,7 +832,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         guard parent == FixedInode.albums, allowed else { throw .accessDenied }
         if model.withLock({ $0.albums[s] }) != nil { throw .exists }
         do { try library.createAlbum(s) } catch {
-            if case .albumExists = error as? LibraryError { throw .exists }
+            if case .exists = error as? PortError { throw .exists }
             throw .invalid
         }
         refresh()
@@ -856,7 +855,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         let writing = albumSessions.withLock { $0[s]?.values.map { $0 } ?? [] }
         if writing.contains(where: { ino in session(ino).map { f in f.run { f.isWriting } } ?? false }) { throw .notEmpty }
         do { try library.deleteAlbum(s, onlyIfEmpty: true) } catch {
-            if case .conflict = error as? LibraryError { throw .notEmpty }
+            if case .notEmpty = error as? PortError { throw .notEmpty }
             throw .io
         }
         refresh(handledAlbums: [s])
@@ -922,7 +921,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         do {
             if let album {
                 let id = model.withLock { $0.nodes[rowID]?.assetID } ?? ""
-                try library.removeFromAlbum(album, [id])
+                try library.removeFromAlbum(album, assetIDs: [id])
             } else {
                 try library.moveToTrash(rowIDs: [rowID], by: appID)
             }
@@ -991,7 +990,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     public func statfs(_ inode: Inode) throws(Errno) -> StatFS {
         var st = statvfs()
-        guard statvfs(library.paths.store, &st) == 0 else { return StatFS() }
+        guard statvfs(library.storeRoot, &st) == 0 else { return StatFS() }
         // Report free space as it is, but "used" as only what this view shows: the disk's other
         // contents (hidden assets among them) are none of the app's business.
         let bsize = UInt64(st.f_frsize)
@@ -1066,7 +1065,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         if DisplayName.containsUnsafe(reason) { throw .invalid }
         do { try library.recordRequest(appID, kind: kind, reason: reason) } catch {
             // Too many pending of this kind (issue 14): EBUSY until the person answers them.
-            if case .tooManyRequests = error as? LibraryError { throw .busy }
+            if case .tooManyRequests = error as? PortError { throw .busy }
             log("could not record request: \(error)")
             throw .io
         }

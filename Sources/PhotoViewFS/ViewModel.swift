@@ -1,6 +1,5 @@
 import FUSE
 import Foundation
-import GrantStore
 import PhotoLibrary
 
 /// Fixed inodes, the same in every mount (they reveal nothing).
@@ -371,7 +370,7 @@ struct ViewModel: Sendable {
         return inode(key: key, "asset/" + id + (strip ? "/redacted" : ""))
     }
 
-    init(snapshot s: ViewSnapshot, library: Library) {
+    init(snapshot s: ViewSnapshot, storeRoot: String) {
         app = s.app
         access = s.access
         policy = s.policy
@@ -431,7 +430,7 @@ struct ViewModel: Sendable {
             inos[i] = ino
         }
         store = NodeStore(rowIDs: rowIDs, inos: inos, sizes: sizes, mtimes: mtimes, ctimes: ctimes, bits: bits, text: text,
-                          ends: ends, storeRoot: library.paths.store, byRow: tables.byRow, byName: tables.byName, byIno: byIno)
+                          ends: ends, storeRoot: storeRoot, byRow: tables.byRow, byName: tables.byName, byIno: byIno)
         // Capture time, then row id: sort packed keys, not indices through the arrays.
         var order = (0..<n).map { (mtimes[$0], rowIDs[$0]) }
         var sorted = true

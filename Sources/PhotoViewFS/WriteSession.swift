@@ -1,6 +1,5 @@
 import FUSE
 import Foundation
-import GrantStore
 import PhotoLibrary
 #if canImport(Glibc)
 import Glibc
@@ -104,8 +103,8 @@ extension PhotoFS {
     /// A new, empty file being written under `name`.
     func newSession(name: String, album: String?, folder: Inode? = nil) throws(Errno) -> SessionFile {
         let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTemp() } catch {
-            if case .noSpace = error as? LibraryError { throw .noSpace }
+        do { temp = try writer.makeTempFile() } catch {
+            if case .noSpace = error as? PortError { throw .noSpace }
             log("cannot make a temp file: \(error)")
             throw .io
         }
@@ -172,8 +171,8 @@ extension PhotoFS {
     /// fresh temp file (and asset id). Without O_TRUNC it starts from the committed bytes.
     private func restartLocked(_ f: SessionFile, copyFrom rowID: Int64?) throws(Errno) {
         let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTemp() } catch {
-            if case .noSpace = error as? LibraryError { throw .noSpace }
+        do { temp = try writer.makeTempFile() } catch {
+            if case .noSpace = error as? PortError { throw .noSpace }
             throw .io
         }
         var size: UInt64 = 0
@@ -183,7 +182,7 @@ extension PhotoFS {
             } catch {
                 Glibc.close(temp.fd)
                 Glibc.unlink(temp.path)
-                if case .noSpace = error as? LibraryError { throw .noSpace }
+                if case .noSpace = error as? PortError { throw .noSpace }
                 log("cannot reopen \(f.name) for writing: \(error)")
                 throw .io
             }
@@ -389,10 +388,10 @@ extension PhotoFS {
         let result: AppFileCommit
         do {
             result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,
-                                             album: f.album, reuseSameContent: access == .addOnly ? .anyName : .sameName)
+                                             album: f.album, reuse: access == .addOnly ? .anyName : .sameName)
         } catch {
-            switch error as? LibraryError {
-            case .badInput(let why)?:
+            switch error as? PortError {
+            case .refused(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
                 if !f.hidden { noteRefusal(f.name, why) }
                 if last {
@@ -471,7 +470,7 @@ extension PhotoFS {
             throw Errno(EDQUOT)
         }
         var st = statvfs()
-        if statvfs(library.paths.store, &st) == 0 {
+        if statvfs(library.storeRoot, &st) == 0 {
             let avail = UInt64(st.f_bavail) * UInt64(st.f_frsize)
             let reserve = diskReserve ?? min(64 << 20, UInt64(st.f_blocks) * UInt64(st.f_frsize) / 50)
             if avail < growth + reserve {

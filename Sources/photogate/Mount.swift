@@ -78,7 +78,7 @@ struct Mount: ParsableCommand {
                 let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
                                                     passthrough: !noPassthrough, allowOther: parsed.allowOther)
                 let readyFd = self.readyFd
-                let status = MountDaemon.run(library: library, settings: settings, log: { logLine($0) }, ready: { err in
+                let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: { err in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
                     if let fd = readyFd {
                         _ = msg.withCString { Glibc.write(fd, $0, strlen($0)) }

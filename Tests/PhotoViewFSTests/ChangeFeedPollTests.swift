@@ -71,7 +71,7 @@ import Glibc
         let library = try Library.create(at: LibraryPaths(root: dir + "/library"))
         let app = AppID("org.example.Poller")!
         _ = try library.authorize(app, access: .readWrite, status: .limited)
-        let fs = try PhotoFS(library: library, app: app, access: .readWrite, passthrough: false)
+        let fs = try PhotoFS(library: LibraryStorePort(library), app: app, access: .readWrite, passthrough: false)
         let pollers = { fs.feed.withLock { $0.pollers.count } }
         try Self.withMounted(fs, in: dir) { mp in
             let changes = mp + "/.photogate/changes"

@@ -58,7 +58,7 @@ import TestSupport
         var rng = SplitMix(seed: seed)
         var models: [AppID: ViewModel] = [:]
         for app in [limited, full, denied] {
-            models[app] = ViewModel(snapshot: try library.view(for: app, access: .readWrite), library: library)
+            models[app] = ViewModel(snapshot: try library.view(for: app, access: .readWrite), storeRoot: library.paths.store)
         }
         var patched = 0, rebuilt = 0
         for step in 0..<120 {
@@ -109,10 +109,10 @@ import TestSupport
                 if case .patch(let p) = update, m.apply(p) != nil {
                     patched += 1
                 } else {
-                    m = ViewModel(snapshot: try library.view(for: a, access: .readWrite), library: library)
+                    m = ViewModel(snapshot: try library.view(for: a, access: .readWrite), storeRoot: library.paths.store)
                     rebuilt += 1
                 }
-                let fresh = ViewModel(snapshot: try library.view(for: a, access: .readWrite), library: library)
+                let fresh = ViewModel(snapshot: try library.view(for: a, access: .readWrite), storeRoot: library.paths.store)
                 #expect(m.seq == fresh.seq)
                 let got = IncrementalView.picture(m), want = IncrementalView.picture(fresh)
                 #expect(got == want, "step \(step): \(a) differs from a full recomputation")

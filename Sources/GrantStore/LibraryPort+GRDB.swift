@@ -1,0 +1,130 @@
+import Foundation
+// GrantStore's API speaks the domain's types (AppRecord, ViewSnapshot, AppChange... moved there
+// for the port): a client of the library gets them with it, as before.
+@_exported import PhotoLibrary
+import Redaction
+
+// The library as a mount's port (`LibraryPort`): each requirement calls the library's own
+// operation, and library errors become the port's (`PortError`) here, once.
+
+extension Library: LibraryLocations {
+    public var storeRoot: String { paths.store }
+    public var runDir: String { paths.run }
+}
+
+/// `LibraryPort` on a GRDB library. A separate type rather than a conformance of `Library`, whose
+/// own methods of the same names take more options and return more.
+public final class LibraryStorePort: LibraryPort {
+    public let library: Library
+
+    public init(_ library: Library) { self.library = library }
+
+    public var storeRoot: String { library.paths.store }
+    public var runDir: String { library.paths.run }
+
+    public func registerApp(_ id: AppID) throws { _ = try port { try library.registerApp(id) } }
+
+    public func view(for id: AppID, access: AccessLevel, lean: Bool) throws -> ViewSnapshot {
+        try port { try library.view(for: id, access: access, lean: lean) }
+    }
+
+    public func viewUpdate(for id: AppID, access: AccessLevel, since: Int64, app: AppRecord, forceFull: Bool) throws -> ViewUpdate {
+        try port { try library.viewUpdate(for: id, access: access, since: since, app: app, forceFull: forceFull) }
+    }
+
+    public func lastChange() throws -> Int64 { try port { try library.lastChange() } }
+    public func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer { try port { try library.changes(app, since: since) } }
+    public func latestChangeToken(_ app: AppID) throws -> Int64 { try port { try library.latestChangeToken(app) } }
+    public func redaction(rowID: Int64) throws -> RedactionResult { try port { try library.redaction(rowID: rowID) } }
+
+    public func recordRequest(_ app: AppID, kind: RequestKind, reason: String) throws {
+        _ = try port { try library.recordRequest(app, kind: kind, reason: reason) }
+    }
+
+    public func recordEditRequest(app: AppID, rowID: Int64) throws { try port { try library.recordEditRequest(app: app, rowID: rowID) } }
+
+    public func recordRefusal(_ app: AppID, name: String, reason: String) throws {
+        try port { try library.recordRefusal(app, name: name, reason: reason) }
+    }
+
+    public func refusals(_ app: AppID) throws -> [Refusal] { try port { try library.refusals(app) } }
+
+    public func editDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
+        try port { try library.editDecision(app: app, rowID: rowID, access: access) }
+    }
+
+    public func createAlbum(_ name: String) throws { _ = try port { try library.createAlbum(name) } }
+
+    public func deleteAlbum(_ name: String, onlyIfEmpty: Bool) throws {
+        do { try library.deleteAlbum(name, onlyIfEmpty: onlyIfEmpty) } catch LibraryError.conflict(let m) where onlyIfEmpty {
+            throw PortError.notEmpty(m)
+        } catch { throw LibraryStorePort.portError(error) }
+    }
+
+    public func addToAlbum(_ album: String, assetIDs: [String]) throws { _ = try port { try library.addToAlbum(album, assetIDs) } }
+
+    public func removeFromAlbum(_ album: String, assetIDs: [String]) throws {
+        _ = try port { try library.removeFromAlbum(album, assetIDs) }
+    }
+
+    public func moveToTrash(rowIDs: [Int64], by app: AppID) throws { try port { try library.moveToTrash(rowIDs: rowIDs, by: app) } }
+
+    public func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws {
+        try port { try library.renameOwnAsset(rowID: rowID, app: app, to: name) }
+    }
+
+    public func dissolveOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.dissolveOwnAsset(rowID: rowID, app: app) } }
+
+    public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 { try port { try library.copyOriginal(rowID: rowID, to: fd) } }
+
+    public func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 {
+        try port { try library.copyFile(at: try library.currentPath(rowID: rowID), to: fd) }
+    }
+
+    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool) {
+        try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd) }
+    }
+
+    public func appFileWriter(purpose: String) throws -> any AppFileWriter {
+        try port { try StoreWriter(library: library, purpose: purpose) }
+    }
+
+    /// The port's error for a library error (others pass unchanged).
+    static func portError(_ error: Error) -> Error {
+        switch error as? LibraryError {
+        case .noSpace(let m)?: return PortError.noSpace(m)
+        case .albumExists(let m)?: return PortError.exists("an album named '\(m)' already exists")
+        case .tooManyRequests?: return PortError.tooManyRequests("\(error)")
+        case .badInput(let m)?: return PortError.refused(m)
+        case .invalid(let m)?: return PortError.invalid(m)
+        case .conflict(let m)?: return PortError.denied(m)
+        default: return error
+        }
+    }
+}
+
+/// Runs a library call, its errors as the port's.
+@inline(__always)
+private func port<T>(_ body: () throws -> T) throws -> T {
+    do { return try body() } catch { throw LibraryStorePort.portError(error) }
+}
+
+extension StoreWriter: AppFileWriter {
+    public func makeTempFile() throws -> (id: String, path: String, fd: Int32) {
+        try port { try makeTemp(extension: "part") }
+    }
+
+    public func newTempPath() -> String { tmpDir + "/\(StoreWriter.randomID()).part" }
+
+    public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
+                              reuse: ReuseRule) throws -> AppFileCommit {
+        try port { try commitAppFile(tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album, reuseSameContent: reuse) }
+    }
+    // markReady, markVersionReady and clearReady are StoreWriter's own.
+}
+
+extension ViewRows {
+    /// Where each text field is in `Library.assetColumns`.
+    static let textColumns: [(Field, Int32)] = [(.id, 1), (.displayName, 2), (.ownerName, 3), (.ownerApp, 4), (.mediaKind, 5),
+                                                (.mediaClass, 6), (.contentHash, 11), (.storePath, 14), (.referencePath, 15)]
+}

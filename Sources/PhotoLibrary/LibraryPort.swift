@@ -1,0 +1,113 @@
+import Foundation
+import Redaction
+
+/// Where a library keeps what a running mount needs on disk.
+public protocol LibraryLocations: Sendable {
+    /// The store of originals (`<library>/store`): statfs reports this disk, and originals inside
+    /// it are the library's own (outside it, `import --reference` originals).
+    var storeRoot: String { get }
+    /// The run folder (`<library>/run`): its bell file is rung after every committed change, and
+    /// running mounts register there.
+    var runDir: String { get }
+}
+
+/// Everything a mount asks of the library: the port between the FUSE adapter (PhotoViewFS) and
+/// the store (GrantStore implements it on its database). Like MediaProvider's daemon asking its
+/// provider, the adapter never sees SQL, and tests drive it through an in-memory port.
+///
+/// Failures: implementations throw `PortError` for the outcomes a mount tells apart (no space,
+/// an existing album, a refused file...), anything else for a plain failure.
+public protocol LibraryPort: AnyObject, LibraryLocations {
+    /// Registers an app on its first mount (a no-op afterwards).
+    func registerApp(_ id: AppID) throws
+
+    // MARK: the view
+
+    /// Everything the app may see at this access level. `lean`: leave out the text a mount never
+    /// reads (content hash, media kind and class).
+    func view(for id: AppID, access: AccessLevel, lean: Bool) throws -> ViewSnapshot
+    /// Catches a view computed for `app` (the record as it was then) up from change log position
+    /// `since`: a patch of the rows that changed, or a whole (lean) snapshot.
+    func viewUpdate(for id: AppID, access: AccessLevel, since: Int64, app: AppRecord, forceFull: Bool) throws -> ViewUpdate
+    /// The position of the newest change to the library, by anyone.
+    func lastChange() throws -> Int64
+    /// The app's own history after `since` (what `.photogate/changes` shows).
+    func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer
+    /// The newest entry of the app's history.
+    func latestChangeToken(_ app: AppID) throws -> Int64
+    /// How to serve an asset with its location removed.
+    func redaction(rowID: Int64) throws -> RedactionResult
+
+    // MARK: what the app asks for and what it was refused
+
+    /// Records a request; throws `PortError.tooManyRequests` when the app has as many pending of
+    /// the kind as it may.
+    func recordRequest(_ app: AppID, kind: RequestKind, reason: String) throws
+    /// Records that the app asked to edit an asset.
+    func recordEditRequest(app: AppID, rowID: Int64) throws
+    func recordRefusal(_ app: AppID, name: String, reason: String) throws
+    func refusals(_ app: AppID) throws -> [Refusal]
+
+    // MARK: changes an app makes through its mount
+
+    /// Whether (and why) the app may write a new version of an asset.
+    func editDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision
+    /// Throws `PortError.exists` for an album of that name, `PortError.invalid` for a bad name.
+    func createAlbum(_ name: String) throws
+    /// Throws `PortError.notEmpty` when `onlyIfEmpty` and the album has members.
+    func deleteAlbum(_ name: String, onlyIfEmpty: Bool) throws
+    func addToAlbum(_ album: String, assetIDs: [String]) throws
+    func removeFromAlbum(_ album: String, assetIDs: [String]) throws
+    func moveToTrash(rowIDs: [Int64], by app: AppID) throws
+    /// The app renames an asset it created.
+    func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws
+    /// The app's own asset became another asset's new version (a save by rename): it goes away.
+    func dissolveOwnAsset(rowID: Int64, app: AppID) throws
+    /// Copies the stored original into `fd` from its start; returns the size.
+    func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64
+    /// Copies the asset's current version into `fd` from its start; returns the size.
+    func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64
+    /// A complete temp file becomes the asset's new current version (`PortError.refused` when it
+    /// is not media; nothing changes then and the temp stays the caller's).
+    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool)
+    /// A folder of temp files for a mount's writes (held until the process exits).
+    func appFileWriter(purpose: String) throws -> any AppFileWriter
+}
+
+/// Temp files of one process and their commits into the library.
+public protocol AppFileWriter: Sendable {
+    /// A new temp file, for an asset id chosen now.
+    func makeTempFile() throws -> (id: String, path: String, fd: Int32)
+    /// A fresh, unused path in the temp folder (for a link of a stored file).
+    func newTempPath() -> String
+    /// A complete, fsynced temp file becomes an asset of `app` (`PortError.refused` with the
+    /// reason when it is not complete media; `PortError.noSpace`).
+    func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
+                       reuse: ReuseRule) throws -> AppFileCommit
+    /// Marks a durable temp file complete, so that recovery commits it after a crash.
+    func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws
+    func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws
+    func clearReady(tempPath: String)
+}
+
+/// The outcomes of a library call that a mount answers differently; anything else is a failure.
+public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
+    case noSpace(String)
+    case exists(String)
+    case notEmpty(String)
+    case tooManyRequests(String)
+    /// A file the library will not take (not complete media): the reason, for the app.
+    case refused(String)
+    /// A name or value the library does not accept.
+    case invalid(String)
+    /// A rule of the library forbids it.
+    case denied(String)
+
+    public var description: String {
+        switch self {
+        case .noSpace(let m): return "no space left on device: \(m)"
+        case .exists(let m), .notEmpty(let m), .tooManyRequests(let m), .refused(let m), .invalid(let m), .denied(let m):
+            return m
+        }
+    }
+}
