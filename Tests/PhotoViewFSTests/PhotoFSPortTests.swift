@@ -1,0 +1,236 @@
+import Foundation
+import Testing
+import FUSE
+import PhotoLibrary
+@testable import PhotoViewFS
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// PhotoFS driven in this process through a fake library (`FakeLibrary`), with no mount: what
+/// each handler answers and what it tells the kernel (`RecordingInvalidator`).
+@Suite struct PhotoFSPortTests {
+    static let app = AppID("org.example.Viewer")!
+    static let other = AppID("org.example.Other")!
+    let context = RequestContext(uid: getuid(), gid: getgid(), pid: getpid(), umask: 0o022)
+
+    /// A library with two of the person's photos and one of another app's, and a mount of `app`.
+    func make(_ status: AuthorizationStatus, access: AccessLevel = .readWrite) throws
+        -> (FakeLibrary, PhotoFS, RecordingInvalidator) {
+        let lib = try FakeLibrary()
+        lib.setApp(Self.app, readWrite: status, addOnly: status)
+        lib.setApp(Self.other)
+        try lib.addAsset("beach.jpg", captured: 1_700_000_001)
+        try lib.addAsset("dog.jpg", captured: 1_700_000_002)
+        try lib.addAsset("theirs.jpg", owner: Self.other, captured: 1_700_000_003)
+        let fs = try PhotoFS(library: lib, app: Self.app, access: access, passthrough: false)
+        let rec = RecordingInvalidator()
+        fs.setInvalidator(rec)
+        return (lib, fs, rec)
+    }
+
+    func names(_ fs: PhotoFS, _ dir: Inode = FixedInode.root) throws -> [String] {
+        try fs.readdir(dir, handle: 0, offset: 0, plus: true, context: context)
+            .map { String(decoding: $0.name, as: UTF8.self) }.filter { $0 != "." && $0 != ".." }
+    }
+
+    /// The errno a handler fails with (nil: it succeeded).
+    func errno(_ body: () throws -> Void) -> Errno? {
+        do { try body(); return nil } catch { return error as? Errno ?? Errno(-1) }
+    }
+
+    @Test func anAuthorizedAppSeesEveryAssetAndTheAlbumFolders() throws {
+        let (_, fs, _) = try make(.authorized)
+        #expect(try names(fs) == ["Albums", "Shared", "beach.jpg", "dog.jpg", "theirs.jpg"])
+        let e = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context)
+        #expect(e.attributes.size == UInt64("photo bytes".utf8.count))
+        #expect(e.attributes.mode == FileMode.regular | 0o444)
+        let (a, _) = try fs.getattr(e.attributes.ino, handle: nil, context: context)
+        #expect(a.ino == e.attributes.ino)
+        #expect(try fs.lookup(parent: FixedInode.root, name: "Albums", context: context).attributes.isDirectory)
+    }
+
+    @Test func aLimitedAppSeesOnlyItsSelectionAndNoAlbums() throws {
+        let (lib, fs, _) = try make(.limited)
+        #expect(try names(fs) == [])
+        let beach = lib.asset(named: "beach.jpg")!.rowID
+        lib.select(Self.app, beach)
+        fs.refresh()
+        #expect(try names(fs) == ["beach.jpg"])
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context) } == .noEntry)
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "Albums", context: context) } == .noEntry)
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "theirs.jpg", context: context) } == .noEntry)
+    }
+
+    @Test func aGrantFromTheFeedShowsTheAssetAndDropsTheCachedListing() throws {
+        let (lib, fs, rec) = try make(.limited)
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context) } == .noEntry)
+        lib.select(Self.app, lib.asset(named: "dog.jpg")!.rowID)
+        fs.refresh()
+        let e = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context)
+        #expect(e.attributes.size > 0)
+        // A name that appears needs no entry invalidation (failed lookups are not cached), but
+        // the root's cached listing must go; nothing is deleted.
+        #expect(rec.calls == [.inode(FixedInode.root)])
+    }
+
+    @Test func aRevokeHidesTheAssetTellsTheKernelAndRefusesOpenHandles() throws {
+        let (lib, fs, rec) = try make(.limited)
+        let dog = lib.asset(named: "dog.jpg")!.rowID
+        lib.select(Self.app, dog)
+        fs.refresh()
+        let ino = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context).attributes.ino
+        let h = try fs.open(ino, flags: O_RDONLY, context: context).handle
+        defer { fs.release(ino, handle: h, flags: 0) }
+        _ = try fs.read(ino, handle: h, offset: 0, size: 4)
+        rec.clear()
+        lib.deselect(Self.app, dog)
+        fs.refresh()
+        // Pages first, then the name, then the listing.
+        #expect(rec.calls == [.inode(ino), .delete(parent: FixedInode.root, child: ino, name: "dog.jpg"), .inode(FixedInode.root)])
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context) } == .noEntry)
+        #expect(errno { _ = try fs.read(ino, handle: h, offset: 0, size: 4) } == .accessDenied)
+        #expect(try names(fs) == [])
+    }
+
+    @Test func aStatusChangeRebuildsTheViewAndDeletesEveryName() throws {
+        let (lib, fs, rec) = try make(.authorized)
+        let inos = try ["beach.jpg", "dog.jpg", "theirs.jpg"].map { try fs.lookup(parent: FixedInode.root, name: FileName($0), context: context).attributes.ino }
+        lib.setApp(Self.app, readWrite: .denied, addOnly: .denied)
+        fs.refresh()
+        #expect(try names(fs) == [])
+        let deleted = rec.calls.compactMap { c -> Inode? in if case .delete(FixedInode.root, let child, _) = c { return child }; return nil }
+        #expect(Set(deleted).isSuperset(of: inos))
+        #expect(rec.calls.contains(.delete(parent: FixedInode.root, child: FixedInode.albums, name: "Albums")))
+    }
+
+    @Test func readsOfAGrantedAssetServeItsBytes() throws {
+        let (lib, fs, _) = try make(.authorized)
+        _ = lib
+        let ino = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes.ino
+        let h = try fs.open(ino, flags: O_RDONLY, context: context).handle
+        defer { fs.release(ino, handle: h, flags: 0) }
+        guard case .file(let fd, let offset, let count) = try fs.read(ino, handle: h, offset: 0, size: 64) else {
+            Issue.record("expected the original's descriptor")
+            return
+        }
+        var buf = [UInt8](repeating: 0, count: count)
+        let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+        #expect(Array(buf.prefix(n)) == Array("photo bytes".utf8))
+        #expect(errno { _ = try fs.open(ino, flags: O_WRONLY, context: context) } == .accessDenied)
+    }
+
+    @Test func createWriteAndCloseCommitsThroughThePort() throws {
+        let (lib, fs, _) = try make(.authorized)
+        let (entry, open) = try fs.create(parent: FixedInode.root, name: "new.jpg", mode: 0o644, flags: O_WRONLY | O_CREAT, context: context)
+        let bytes = Array("fresh pixels".utf8)
+        let n = try bytes.withUnsafeBytes { try fs.write(entry.attributes.ino, handle: open.handle, offset: 0, data: $0, context: context) }
+        #expect(n == bytes.count)
+        // Listed while it is being written; an asset once the close (flush) returns.
+        #expect(try names(fs).contains("new.jpg"))
+        #expect(lib.commits.isEmpty)
+        try fs.flush(entry.attributes.ino, handle: open.handle, context: context)
+        fs.release(entry.attributes.ino, handle: open.handle, flags: 0)
+        #expect(lib.commits.map(\.name) == ["new.jpg"])
+        #expect(lib.commits.first?.bytes == bytes)
+        #expect(lib.asset(named: "new.jpg")?.owner == Self.app)
+        let e = try fs.lookup(parent: FixedInode.root, name: "new.jpg", context: context)
+        #expect(e.attributes.size == UInt64(bytes.count))
+        #expect(try names(fs).filter { $0 == "new.jpg" }.count == 1)
+    }
+
+    @Test func anEmptyFileIsNeverCommitted() throws {
+        let (lib, fs, _) = try make(.authorized)
+        let (entry, open) = try fs.create(parent: FixedInode.root, name: "empty.jpg", mode: 0o644, flags: O_WRONLY | O_CREAT, context: context)
+        try fs.flush(entry.attributes.ino, handle: open.handle, context: context)
+        fs.release(entry.attributes.ino, handle: open.handle, flags: 0)
+        #expect(lib.commits.isEmpty)
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "empty.jpg", context: context) } == .noEntry)
+    }
+
+    @Test func unlinkMovesToTheTrashWithoutNotifyingTheKernelAgain() throws {
+        let (lib, fs, rec) = try make(.authorized)
+        let ino = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes.ino
+        rec.clear()
+        try fs.unlink(parent: FixedInode.root, name: "beach.jpg", context: context)
+        #expect(lib.asset(named: "beach.jpg")?.trashedDate != nil)
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context) } == .noEntry)
+        // The unlink syscall already dropped the name: notifying again would take its directory lock.
+        #expect(!rec.calls.contains { if case .delete = $0 { return true }; return false })
+        #expect(rec.calls.contains(.inode(ino)))
+    }
+
+    @Test func aLimitedAppMayNotDeleteWhatItDidNotCreate() throws {
+        let (lib, fs, _) = try make(.limited)
+        lib.select(Self.app, lib.asset(named: "dog.jpg")!.rowID)
+        fs.refresh()
+        #expect(errno { try fs.unlink(parent: FixedInode.root, name: "dog.jpg", context: context) } == .accessDenied)
+        #expect(lib.asset(named: "dog.jpg")?.trashedDate == nil)
+    }
+
+    @Test func anAppRenamesItsOwnAssetButNoOtherOne() throws {
+        let (lib, fs, _) = try make(.authorized)
+        let row = try lib.addAsset("mine.jpg", owner: Self.app)
+        fs.refresh()
+        try fs.rename(parent: FixedInode.root, name: "mine.jpg", newParent: FixedInode.root, newName: "renamed.jpg", flags: [], context: context)
+        #expect(lib.assets[row]?.ownerName == "renamed.jpg")
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "mine.jpg", context: context) } == .noEntry)
+        #expect(try fs.lookup(parent: FixedInode.root, name: "renamed.jpg", context: context).attributes.size > 0)
+        #expect(errno {
+            try fs.rename(parent: FixedInode.root, name: "dog.jpg", newParent: FixedInode.root, newName: "cat.jpg", flags: [], context: context)
+        } == .accessDenied)
+        #expect(lib.asset(named: "dog.jpg") != nil)
+    }
+
+    @Test func anAddOnlyMountShowsNothingButTakesNewFiles() throws {
+        let (lib, fs, _) = try make(.authorized, access: .addOnly)
+        #expect(try names(fs) == [])
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context) } == .noEntry)
+        let (entry, open) = try fs.create(parent: FixedInode.root, name: "upload.jpg", mode: 0o644, flags: O_WRONLY | O_CREAT, context: context)
+        _ = try Array("new".utf8).withUnsafeBytes { try fs.write(entry.attributes.ino, handle: open.handle, offset: 0, data: $0, context: context) }
+        try fs.flush(entry.attributes.ino, handle: open.handle, context: context)
+        fs.release(entry.attributes.ino, handle: open.handle, flags: 0)
+        #expect(lib.commits.map(\.name) == ["upload.jpg"])
+        // Still nothing listed, and the asset it became cannot be read back.
+        #expect(try names(fs) == [])
+        #expect(errno { _ = try fs.open(entry.attributes.ino, flags: O_RDONLY, context: context) } == .noEntry)
+    }
+
+    @Test func albumsAreMadeAndRemovedThroughThePort() throws {
+        let (lib, fs, _) = try make(.authorized)
+        let e = try fs.mkdir(parent: FixedInode.albums, name: "Trip", mode: 0o755, context: context)
+        #expect(e.attributes.isDirectory)
+        #expect(lib.albums["Trip"] == [])
+        #expect(errno { _ = try fs.mkdir(parent: FixedInode.albums, name: "Trip", mode: 0o755, context: context) } == .exists)
+        try fs.rename(parent: FixedInode.root, name: "dog.jpg", newParent: e.attributes.ino, newName: "dog.jpg", flags: [], context: context)
+        #expect(try names(fs, e.attributes.ino) == ["dog.jpg"])
+        #expect(errno { try fs.rmdir(parent: FixedInode.albums, name: "Trip", context: context) } == .notEmpty)
+        try fs.unlink(parent: e.attributes.ino, name: "dog.jpg", context: context)
+        try fs.rmdir(parent: FixedInode.albums, name: "Trip", context: context)
+        #expect(lib.albums["Trip"] == nil)
+        #expect(lib.asset(named: "dog.jpg")?.trashedDate == nil)
+    }
+
+    @Test func aRequestWrittenToTheControlFileIsRecorded() throws {
+        let (lib, fs, _) = try make(.limited)
+        let ino = try fs.lookup(parent: FixedInode.control, name: "request", context: context).attributes.ino
+        #expect(errno { _ = try fs.open(ino, flags: O_RDONLY, context: context) } == .accessDenied)
+        let h = try fs.open(ino, flags: O_WRONLY, context: context).handle
+        _ = try Array("read-write\nto edit the trip\n".utf8).withUnsafeBytes { try fs.write(ino, handle: h, offset: 0, data: $0, context: context) }
+        try fs.flush(ino, handle: h, context: context)
+        fs.release(ino, handle: h, flags: 0)
+        #expect(lib.requests.count == 1)
+        #expect(lib.requests.first?.1 == .readWrite)
+        #expect(lib.requests.first?.2 == "to edit the trip")
+    }
+
+    @Test func statfsCountsOnlyTheVisibleBytes() throws {
+        let (lib, fs, _) = try make(.limited)
+        let before = try fs.statfs(FixedInode.root)
+        lib.select(Self.app, lib.asset(named: "dog.jpg")!.rowID)
+        fs.refresh()
+        let after = try fs.statfs(FixedInode.root)
+        #expect(after.blocks - after.blocksFree == 1)
+        #expect(before.blocks - before.blocksFree == 0)
+    }
+}
