@@ -1,0 +1,146 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct MountRecord: Codable, Sendable, Equatable {
+    public var app: String
+    public var access: String
+    public var mountpoint: String
+    public var pid: Int32
+    /// "passthrough" (the kernel reads originals itself) or "daemon" (photogate serves reads).
+    public var readPath: String
+    public var libfuse: String
+    public var started: Double
+    /// The kernel's readahead for the mount in KiB (nil: unknown, or a record of an older daemon).
+    public var readaheadKiB: Int?
+    /// The mount's device ("major:minor", as in /proc/self/mountinfo): tells this mount from a
+    /// later one at the same mount point (nil: a record of an older daemon).
+    public var device: String?
+}
+
+public enum MountRegistry {
+    static func dir(_ library: some LibraryLocations) -> String { library.runDir + "/mounts" }
+
+    static func write(_ r: MountRecord, library: some LibraryLocations) {
+        let d = dir(library)
+        try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        if let data = try? JSONEncoder().encode(r) {
+            let tmp = d + "/.\(r.pid).json.tmp"
+            if (try? data.write(to: URL(fileURLWithPath: tmp))) != nil { rename(tmp, d + "/\(r.pid).json") }
+        }
+    }
+
+    static func remove(pid: Int32, library: some LibraryLocations) { unlink(dir(library) + "/\(pid).json") }
+
+    /// Running mounts (live daemons whose mount is in place); see `entries` for the dead ones.
+    public static func list(_ library: some LibraryLocations) -> [MountRecord] {
+        entries(library).filter { $0.state == .live }.map(\.record)
+    }
+
+    /// Every registered mount with the truth about it: `.live`, or `.dead` when its daemon is gone
+    /// (killed with SIGKILL, crashed) but its mount point is still mounted, stale. Records whose
+    /// daemon is gone and whose mount point is clear are dropped; so are records of a daemon that
+    /// is unmounting. A pid reused by another process does not count as the daemon.
+    public static func entries(_ library: some LibraryLocations) -> [MountEntry] {
+        let d = dir(library)
+        let mounted = mountedPhotogatePoints()
+        var records: [(String, MountRecord)] = []
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            guard let data = FileManager.default.contents(atPath: d + "/" + name),
+                  let r = try? JSONDecoder().decode(MountRecord.self, from: data) else { continue }
+            records.append((name, r))
+        }
+        var out: [MountEntry] = []
+        for (name, r) in records {
+            let alive = daemonAlive(r)
+            // The same mount: same mount point and, when recorded, the same device (a newer
+            // mount at that point is someone else's).
+            var isMounted = mounted.contains { $0.path == r.mountpoint && (r.device == nil || $0.device == r.device) }
+            // Device numbers of FUSE connections are reused: a newer live mount at the same
+            // point makes this dead one gone for good (it was detached to make room).
+            if !alive && records.contains(where: { $0.1.pid != r.pid && $0.1.mountpoint == r.mountpoint && daemonAlive($0.1) }) {
+                isMounted = false
+            }
+            switch (alive, isMounted) {
+            case (true, true):
+                out.append(MountEntry(record: r, state: .live, problem: nil))
+            case (false, true):
+                // statfs always reaches the daemon: a dead one's connection answers ENOTCONN at once.
+                var sfs = statvfs()
+                let problem = statvfs(r.mountpoint, &sfs) == 0 ? "the daemon is gone" : String(cString: strerror(errno))
+                out.append(MountEntry(record: r, state: .dead, problem: problem))
+            case (true, false):
+                continue
+            case (false, false):
+                unlink(d + "/" + name)
+            }
+        }
+        return out.sorted { ($0.record.mountpoint, $0.record.pid) < ($1.record.mountpoint, $1.record.pid) }
+    }
+
+    /// The daemon of `r` still runs: the pid exists and is a `mount` of that app (not a pid reused
+    /// by another process).
+    static func daemonAlive(_ r: MountRecord) -> Bool {
+        if kill(r.pid, 0) != 0 && errno == ESRCH { return false }
+        guard let cmd = FileManager.default.contents(atPath: "/proc/\(r.pid)/cmdline") else { return false }
+        let args = cmd.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        return args.contains("mount") && args.contains { $0 == r.app || $0.hasSuffix("#" + r.app) }
+    }
+
+    /// photogate's FUSE mounts in this mount namespace (fuse.photogate): mount point and device.
+    static func mountedPhotogatePoints() -> [(path: String, device: String)] {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        var out: [(path: String, device: String)] = []
+        for line in text.split(separator: "\n") {
+            let parts = line.components(separatedBy: " - ")
+            guard parts.count >= 2 else { continue }
+            let fields = parts[0].split(separator: " ")
+            let after = parts[1].split(separator: " ")
+            guard fields.count > 4, let type = after.first, type == "fuse.photogate" else { continue }
+            out.append((unescapeMountPath(String(fields[4])), String(fields[2])))
+        }
+        return out
+    }
+
+    /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
+    static func unescapeMountPath(_ s: String) -> String {
+        var bytes: [UInt8] = []
+        let u = Array(s.utf8)
+        var i = 0
+        while i < u.count {
+            if u[i] == UInt8(ascii: "\\"), i + 3 < u.count,
+               let v = UInt8(String(decoding: u[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                bytes.append(v)
+                i += 4
+            } else {
+                bytes.append(u[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// "major:minor" of the filesystem at `path` (the FUSE connection once mounted), as mountinfo
+/// writes it.
+func deviceOf(_ path: String) -> String? {
+    var st = stat()
+    guard stat(path, &st) == 0 else { return nil }
+    let dev = UInt64(st.st_dev)
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
+    let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
+    return "\(major):\(minor)"
+}
+
+/// One registered mount and whether it is really there.
+public struct MountEntry: Sendable {
+    public enum State: String, Sendable { case live, dead }
+    public var record: MountRecord
+    public var state: State
+    /// Why a dead mount is stale (e.g. "Transport endpoint is not connected").
+    public var problem: String?
+}

@@ -1,0 +1,99 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PhotoFS {
+    // MARK: creating
+
+    func validName(_ name: FileName) throws(Errno) -> String {
+        switch DisplayName.validate(name.bytes) {
+        case .success(let s): return s
+        case .failure(.tooLong): throw .nameTooLong
+        // A reserved name reaches here only where the view does not show it (where it does, the
+        // kernel answers from its own lookup): not a name a file may take (README: EINVAL).
+        case .failure(.reserved): throw .invalid
+        case .failure: throw .invalid
+        }
+    }
+
+    public func create(parent: Inode, name: FileName, mode: UInt32, flags: Int32, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
+        noteAccess()
+        let s = try validName(name)
+        if isFolder(parent) {
+            guard canMakeFolders else { throw .accessDenied }
+            if folderChild(parent, s) != nil { throw .exists }
+            return try openNewSession(try newSession(name: s, album: nil, folder: parent), context: context)
+        }
+        let album: String? = try model.withLock { m throws(Errno) -> String? in
+            guard m.policy.canCreate else { throw .accessDenied }
+            switch parent {
+            case FixedInode.root:
+                if m.byName[s] != nil { throw .exists }
+                return nil
+            default:
+                guard m.policy.canEditAlbums, let al = m.album(ino: parent), !al.isShared else { throw .accessDenied }
+                if al.byName[s] != nil { throw .exists }
+                return al.name
+            }
+        }
+        if parent == FixedInode.root, sessionIno(s) != nil || rootFolders.withLock({ $0[s] != nil }) { throw .exists }
+        if let album, albumSessionIno(album, s) != nil { throw .exists }
+        return try openNewSession(try newSession(name: s, album: album), context: context)
+    }
+
+    /// The reply to create: the new file open for writing, never cached by the kernel (a file
+    /// being written may be refused or discarded at its close).
+    func openNewSession(_ f: SessionFile, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
+        let h = nextHandle.add(1, ordering: .relaxed).oldValue
+        let opener = PhotoFS.process(of: context.pid)
+        f.run { f.handles[h] = false; f.openers[h] = opener }
+        handles.withLock { $0[h] = .session(ino: f.ino) }
+        return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
+    }
+
+    public func setattr(_ inode: Inode, _ changes: SetAttributes, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
+        if let a = try setSessionAttributes(inode, changes, handle: handle) { return (a, 0) }
+        let (a, t) = try attributes(of: inode)
+        if changes.isEmpty { return (a, t) }
+        // `echo read-write > .photogate/request` truncates first: accept that, and nothing else.
+        if inode == FixedInode.request, changes.size == 0, changes.mode == nil, changes.uid == nil, changes.gid == nil {
+            return (a, t)
+        }
+        // Times and modes on folders and on the app's own files are accepted without effect:
+        // `cp -a`, `rsync -a` and `tar x` set them on every folder they write into and on every
+        // file after writing it; refusing would only make them fail. Contents never change here.
+        let sameOwner = (changes.uid == nil || changes.uid == uid) && (changes.gid == nil || changes.gid == gid)
+        if changes.size == nil, sameOwner, inode != FixedInode.control {
+            if a.isDirectory { return (a, t) }
+            let own = session(inode) != nil || model.withLock { m in m.byIno[inode].flatMap { m.nodes[$0] }?.owned ?? false }
+            if own { return (a, t) }
+        }
+        throw .accessDenied   // originals, other apps' and the person's files, and control files do not change
+    }
+
+    public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {
+        noteAccess()
+        // The top's reserved names: `Albums`/`Shared` where the view shows them, and `.photogate`,
+        // exist; elsewhere no folder may take them (DESIGN: no Albums/ for limited apps, EACCES).
+        if parent == FixedInode.root, let raw = name.string, DisplayName.reserved.contains(raw) {
+            if raw == ".photogate" || model.withLock({ $0.policy.showsAlbums }) { throw .exists }
+            throw .accessDenied
+        }
+        let s = try validName(name)
+        // Outside Albums/: an upload folder (UploadFolders.swift).
+        if parent == FixedInode.root || isFolder(parent) { return try makeFolder(parent: parent, name: s) }
+        let allowed = model.withLock { $0.policy.canEditAlbums }
+        guard parent == FixedInode.albums, allowed else { throw .accessDenied }
+        if model.withLock({ $0.albums[s] }) != nil { throw .exists }
+        do { try library.createAlbum(s) } catch {
+            if case .exists = error as? PortError { throw .exists }
+            throw .invalid
+        }
+        refresh()
+        guard let al = model.withLock({ $0.albums[s] }) else { throw .io }
+        return entry(dirAttributes(al.ino, writable: true))
+    }
+}

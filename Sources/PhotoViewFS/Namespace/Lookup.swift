@@ -1,0 +1,92 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PhotoFS {
+    // MARK: lookup
+
+    public func lookup(parent: Inode, name: FileName, context: RequestContext) throws(Errno) -> Entry {
+        noteAccess()
+        if name.bytes.count > DisplayName.maxBytes { throw .nameTooLong }
+        guard let s = name.string else { throw .noEntry }
+        if let ino = try childInode(parent: parent, name: s) {
+            let (a, t) = try attributes(of: ino)
+            return entry(a, timeout: t)
+        }
+        throw .noEntry
+    }
+
+    /// The inode of a name in a directory, or nil. Throws ENOTDIR for files used as folders.
+    func childInode(parent: Inode, name: String) throws(Errno) -> Inode? {
+        switch parent {
+        case FixedInode.root:
+            if name == ".photogate" { return FixedInode.control }
+            let found: Inode? = model.withLock { m -> Inode? in
+                if (name == "Albums" || name == "Shared") && m.policy.showsAlbums {
+                    return name == "Albums" ? FixedInode.albums : FixedInode.shared
+                }
+                if let r = m.byName[name] { return m.nodes[r]?.ino }
+                return nil
+            }
+            if let found { return found }
+            return sessionIno(name) ?? rootFolders.withLock { $0[name] }
+        case FixedInode.albums, FixedInode.shared:
+            return model.withLock { m -> Inode? in
+                guard m.policy.showsAlbums else { return nil }
+                return (parent == FixedInode.albums ? m.albums[name] : m.shared[name])?.ino
+            }
+        case FixedInode.control:
+            switch name {
+            case "status": return FixedInode.status
+            case "changes": return FixedInode.changes
+            case "request": return FixedInode.request
+            case "refused": return FixedInode.refused
+            default: return nil
+            }
+        default:
+            let r: (Inode?, String?)? = model.withLock { m -> (Inode?, String?)? in
+                if let al = m.album(ino: parent) {
+                    if let row = al.byName[name] { return (m.nodes[row]?.ino, nil) }
+                    return (nil, al.isShared ? nil : al.name)
+                }
+                return nil
+            }
+            if let (ino, album) = r {
+                if let ino { return ino }
+                return album.flatMap { albumSessionIno($0, name) }
+            }
+            if isFolder(parent) { return folderChild(parent, name) }
+            if model.withLock({ $0.byIno[parent] != nil }) || files.withLock({ $0[parent] != nil }) { throw .notDirectory }
+            throw .noEntry
+        }
+    }
+
+    /// A file this mount created, by name: while it is being written, and, in an add-only mount
+    /// (whose view shows nothing), also after it became an asset, so that tools can still set its
+    /// times or rename it. In a read-write mount a committed file is the view's business alone:
+    /// if the app may no longer see its own asset, the name must answer ENOENT like any other.
+    func sessionIno(_ name: String) -> Inode? {
+        guard let ino = sessionNames.withLock({ $0[name] }), let f = session(ino) else { return nil }
+        return f.run { f.isNamed(addOnly: access == .addOnly) } ? ino : nil
+    }
+
+    public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
+        noteAccess()
+        do {
+            return try attributes(of: inode)
+        } catch {
+            // fstat (or the kernel refreshing attributes before a read) through a handle opened
+            // before a revoke describes the file that handle has open, which tells the app nothing
+            // it did not know; the read itself is then refused (EACCES).
+            guard let handle, case .asset(_, let ino, let fd, _)? = handles.withLock({ $0[handle] }), ino == inode else { throw error }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { throw error }
+            let m = Timespec(seconds: Int(st.st_mtim.tv_sec), nanoseconds: Int(st.st_mtim.tv_nsec))
+            return (Attributes(ino: inode, mode: FileMode.regular | 0o444, nlink: 1, size: UInt64(st.st_size), uid: uid, gid: gid,
+                               atime: m, mtime: m, ctime: m), 0)
+        }
+    }
+}

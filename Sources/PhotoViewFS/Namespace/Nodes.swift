@@ -1,0 +1,43 @@
+import FUSE
+
+/// Fixed inodes, the same in every mount (they reveal nothing).
+enum FixedInode {
+    static let root: Inode = 1
+    static let albums: Inode = 2
+    static let shared: Inode = 3
+    static let control: Inode = 4      // .photogate/
+    static let status: Inode = 5
+    static let changes: Inode = 6
+    static let request: Inode = 7
+    static let refused: Inode = 8     // .photogate/refused
+    static let all: Set<Inode> = [root, albums, shared, control, status, changes, request, refused]
+}
+
+/// One visible asset in a mount.
+struct AssetNode: Sendable, Equatable {
+    let rowID: Int64
+    let assetID: String
+    let name: String
+    let ino: Inode
+    let size: UInt64
+    let mtime: Int
+    let ctime: Int
+    let path: String
+    let strip: Bool
+    let owned: Bool
+    let shared: Bool
+    let selected: Bool
+    let picked: Bool
+    /// 1 + the albums of the view it is listed in: one inode, listed in several folders, counted
+    /// once by `du`, `tar` and `rsync -H`.
+    var nlink: UInt32 = 1
+}
+
+struct AlbumNode: Sendable {
+    let name: String
+    let ino: Inode
+    let isShared: Bool
+    /// member name -> row id
+    var byName: [String: Int64]
+    var listing: [Int64]
+}

@@ -1,0 +1,203 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where invalidations go (the FUSE session; a recorder in tests).
+public protocol Invalidator: AnyObject, Sendable {
+    func invalidateEntry(parent: Inode, name: [UInt8])
+    func invalidateInode(_ inode: Inode, offset: Int64, length: Int64)
+    func notifyDelete(parent: Inode, child: Inode, name: [UInt8])
+}
+
+extension FUSESession: Invalidator {}
+
+extension PhotoFS {
+    // MARK: refresh
+
+    /// Catches the view up with the library and invalidates what changed in the kernel's caches.
+    /// A change to a few assets is read and applied row by row (O(changes)); anything else
+    /// (status or options, thousands of changes, colliding names) recomputes the whole view.
+    /// `handled` are assets whose name changes this mount made itself through a syscall (unlink,
+    /// rename): the kernel already updated its dentries for those, and notifying again would take
+    /// the directory lock that syscall may still hold.
+    public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = []) {
+        refreshLock.lock()
+        defer { refreshLock.unlock() }
+        let (seq, app, mustRebuild) = model.withLock { m in
+            // Tombstones pile up under patches: compact by rebuilding once they are a quarter.
+            (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount)
+        }
+        let update: ViewUpdate
+        do {
+            update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild)
+        } catch {
+            log("refresh failed: \(error)")
+            return
+        }
+        if case .patch(let patch) = update {
+            let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel, [Int64: Inode])? in
+                let oldAlbums = m.albums, oldShared = m.shared
+                // Inodes of the rows the patch touches, before it: a new version has a new one.
+                var before: [Int64: Inode] = [:]
+                for r in patch.affected { if let n = m.nodes[r] { before[r] = n.ino } }
+                guard let d = m.apply(patch) else { return nil }
+                return (d, oldAlbums, oldShared, m, before)
+            }
+            if let (diff, oldAlbums, oldShared, now, before) = applied {
+                viewBytes.store(now.totalBytes, ordering: .relaxed)
+                // Inodes of rows before the patch: dropped ones are in the diff, touched ones were
+                // kept, the rest did not change.
+                var gone: [Int64: Inode] = before
+                for n in diff.removed { gone[n.rowID] = n.ino }
+                settle(diff, oldPolicy: now.policy, oldAlbums: oldAlbums, oldShared: oldShared, new: now,
+                       oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums)
+                return
+            }
+        }
+        // A whole recomputation: the update's, or a fresh one when the patch did not apply.
+        let snapshot: ViewSnapshot
+        if case .full(let s) = update {
+            snapshot = s
+        } else {
+            do { snapshot = try library.view(for: appID, access: access, lean: true) } catch {
+                log("refresh failed: \(error)")
+                return
+            }
+        }
+        let new = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
+        viewBytes.store(new.totalBytes, ordering: .relaxed)
+        let old = model.withLock { m -> ViewModel in
+            let o = m
+            m = new
+            return o
+        }
+        let diff = ViewModel.diff(old, new)
+        settle(diff, oldPolicy: old.policy, oldAlbums: old.albums, oldShared: old.shared, new: new,
+               oldIno: { old.nodes[$0]?.ino }, handled: handled, handledAlbums: handledAlbums)
+    }
+
+    /// After a model changed: forgets cached redactions of changed assets, tells the kernel, and
+    /// feeds `.photogate/changes`.
+    private func settle(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
+                        new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
+        if !diff.updated.isEmpty || !diff.inserted.isEmpty {
+            redactionCache.withLock { c in for n in diff.updated + diff.inserted { c[n.rowID] = nil } }
+        }
+        invalidate(diff, oldPolicy: oldPolicy, oldAlbums: oldAlbums, oldShared: oldShared, new: new, oldIno: oldIno,
+                   handled: handled, handledAlbums: handledAlbums)
+        pullFeed()
+    }
+
+    /// Appends the app's new history entries to `.photogate/changes` and wakes pollers.
+    func pullFeed() {
+        let since = feed.withLock { $0.latest }
+        guard case .changes(let list, let latest)? = try? library.changes(appID, since: since) else { return }
+        let lines = list.filter { access == .readWrite || $0.kind == .status }.map { c in
+            (c.token, "\(c.token) \(c.kind.rawValue) \(c.name ?? c.detail ?? "")\n")
+        }
+        let wake = feed.withLock { f -> [PollHandle] in
+            f.append(lines, latest: latest)
+            return lines.isEmpty ? [] : f.takePollers()
+        }
+        for p in wake { p.notify() }
+    }
+
+    /// Tells the kernel what changed. Names that appear need nothing (a failed lookup is never
+    /// cached); names that go away are deleted from the kernel's cache (which also wakes inotify
+    /// watchers of the file); changed files drop their cached attributes and pages.
+    func invalidate(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
+                    new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
+        guard let inv = invalidator, !diff.isEmpty else { return }
+        for n in diff.removed {
+            // Its cached pages go first (queued before the name's deletion, so that once the name
+            // is gone no page is left either): a handle opened before the revoke then reads
+            // through the daemon, which refuses it, instead of from pages the kernel read ahead.
+            inv.invalidateInode(n.ino, offset: 0, length: 0)
+            if !handled.contains(n.rowID) {
+                inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
+            }
+        }
+        for n in diff.updated {
+            inv.invalidateInode(n.ino, offset: 0, length: 0)
+            // A new version is a new inode under the same name: the name must be looked up again
+            // (at the top and in every album listing it), and the old inode's pages dropped.
+            if let o = oldIno(n.rowID), o != n.ino {
+                // Until the kernel looks the name up again, a path still reaching the old inode
+                // gets the current version (handles opened before keep theirs: they hold its file).
+                aliases.withLock { a in
+                    a[o] = n.rowID
+                    if a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
+                }
+                inv.invalidateInode(o, offset: 0, length: 0)
+                if !handled.contains(n.rowID) { inv.invalidateEntry(parent: FixedInode.root, name: Array(n.name.utf8)) }
+                for a in Array(new.albums.values) + Array(new.shared.values) {
+                    for (member, r) in a.byName where r == n.rowID {
+                        inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
+                    }
+                }
+            }
+        }
+        // Directory listings are cached by the kernel (FOPEN_CACHE_DIR): drop the cached listing
+        // of every folder whose names changed. (This takes no directory lock, so it is safe even
+        // for changes the mount's own syscalls made; the kernel drops its cache for those itself.)
+        var folders: [Inode] = []
+        if !diff.removed.isEmpty || !diff.inserted.isEmpty || oldPolicy.showsAlbums != new.policy.showsAlbums {
+            folders.append(FixedInode.root)
+        }
+        if new.policy.showsAlbums {
+            for (parent, olds, news) in [(FixedInode.albums, oldAlbums, new.albums), (FixedInode.shared, oldShared, new.shared)] {
+                if Set(olds.keys) != Set(news.keys) { folders.append(parent) }
+                for (name, a) in news where olds[name]?.listing != a.listing || olds[name]?.byName != a.byName {
+                    folders.append(a.ino)
+                }
+            }
+        }
+        invalidateListings(folders)
+        // An asset joining or leaving an album changes its link count.
+        if new.policy.showsAlbums || oldPolicy.showsAlbums {
+            var moved = Set<Int64>()
+            for (olds, news) in [(oldAlbums, new.albums), (oldShared, new.shared)] {
+                for name in Set(olds.keys).union(news.keys) where olds[name]?.listing != news[name]?.listing {
+                    moved.formUnion(Set(olds[name]?.listing ?? []).symmetricDifference(news[name]?.listing ?? []))
+                }
+            }
+            for r in moved { if let n = new.nodes[r] { inv.invalidateInode(n.ino, offset: 0, length: 0) } }
+        }
+        guard oldPolicy.showsAlbums else { return }
+        if !new.policy.showsAlbums {
+            inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
+            inv.notifyDelete(parent: FixedInode.root, child: FixedInode.shared, name: Array("Shared".utf8))
+            return
+        }
+        for (parent, olds, news) in [(FixedInode.albums, oldAlbums, new.albums), (FixedInode.shared, oldShared, new.shared)] {
+            for (name, a) in olds {
+                guard let now = news[name] else {
+                    if !handledAlbums.contains(name) { inv.notifyDelete(parent: parent, child: a.ino, name: Array(name.utf8)) }
+                    continue
+                }
+                for (member, r) in a.byName where now.byName[member] != r {
+                    if let ino = oldIno(r) { inv.notifyDelete(parent: a.ino, child: ino, name: Array(member.utf8)) }
+                }
+            }
+        }
+    }
+
+    /// Drops the kernel's cached listing (and attributes) of folders whose names changed.
+    func invalidateListings(_ folders: [Inode]) {
+        guard let inv = invalidator, !folders.isEmpty else { return }
+        listingsChanged.withLock { t in
+            let now = Timespec.now
+            // Strictly newer, even within one clock tick.
+            if (now.seconds, now.nanoseconds) > (t.seconds, t.nanoseconds) {
+                t = now
+            } else {
+                t = t.nanoseconds < 999_999_999 ? Timespec(seconds: t.seconds, nanoseconds: t.nanoseconds + 1)
+                                                : Timespec(seconds: t.seconds + 1)
+            }
+        }
+        for ino in folders { inv.invalidateInode(ino, offset: 0, length: 0) }
+    }
+}

@@ -1,0 +1,150 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PhotoFS {
+    /// At each close(2) of a descriptor: when no other handle of the file has unflushed writes,
+    /// the file is validated and committed now, so that a close returning 0 means an asset. A
+    /// file not written yet is left alone (`cmd > file` closes the shell's descriptor first).
+    ///
+    /// Only a close by the process that opened the handle commits: the kernel sends FLUSH for the
+    /// close of every copy of a descriptor, and a child that inherited one and exits (a shell
+    /// running a command, any fork) must not commit a file its parent is still writing. Such a
+    /// file is committed at its last release, when the last copy is gone.
+    func flushSession(_ ino: Inode, edit: Bool = false, handle: UInt64, context: RequestContext) throws(Errno) {
+        guard let f = edit ? editSession(ino) : session(ino) else { return }
+        let closer = PhotoFS.process(of: context.pid)
+        try f.run { () throws(Errno) in
+            guard f.isWriting else { return }
+            f.handles[handle] = true
+            guard !f.handles.values.contains(false) else { return }   // another writer has it open
+            guard f.dirty || f.ready else { return }
+            guard f.openers[handle] == closer else { return }        // a copy elsewhere: at the release
+            try commitLocked(f, last: false)
+        }
+    }
+
+    /// The thread group (process) of a task id, as FUSE requests name the calling thread.
+    static func process(of tid: Int32) -> Int32 {
+        guard tid > 0, let text = try? String(contentsOfFile: "/proc/\(tid)/status", encoding: .utf8) else { return tid }
+        for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
+            return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) ?? tid
+        }
+        return tid
+    }
+
+    /// The last release of a handle. An empty or uncommitted file is discarded at the last one; a
+    /// committed one is forgotten (read-write: the view shows it) or kept by name for a while
+    /// (add-only: see `keptCommittedNames`).
+    func releaseSession(_ ino: Inode, edit: Bool = false, handle: UInt64) {
+        guard let f = edit ? editSession(ino) : session(ino) else { return }
+        let drop: Bool = f.run {
+            f.handles[handle] = nil
+            f.openers[handle] = nil
+            guard f.handles.isEmpty else { return false }
+            if f.isWriting && (f.dirty || f.ready) {
+                // Its last close did not commit it (the database was unavailable then): try again.
+                do throws(Errno) { try commitLocked(f, last: true) } catch { log("\(f.name) was not added: \(error)") }
+            }
+            switch f.state {
+            case .writing:
+                if f.ready { return false }   // durable and marked: the next mount's recovery commits it
+                discardLocked(f)              // empty, or refused at its close: nothing stays
+                return true
+            case .discarded:
+                return true
+            case .committed:
+                return access == .readWrite || f.editing != nil
+            }
+        }
+        if drop, edit {
+            edits.withLock { e in if e[ino] === f { e[ino] = nil } }
+        } else if drop {
+            files.withLock { $0[ino] = nil }
+            sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
+        } else if f.committedRowID != nil, !edit {
+            keepCommitted(ino)
+        }
+    }
+
+    /// Validates, makes durable and catalogs the file; refuses (and discards) what is not complete
+    /// media. On success the view shows the asset before the caller's close returns.
+    func commitLocked(_ f: SessionFile, last: Bool) throws(Errno) {
+        if let rowID = f.editing, f.failedWrite == 0 { return try commitEditLocked(f, rowID: rowID, last: last) }
+        if f.failedWrite != 0 {
+            let e = f.failedWrite
+            log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not added")
+            noteRefusal(f.name, "a write failed: \(String(cString: strerror(e)))")
+            discardLocked(f)
+            throw Errno(e)
+        }
+        let result: AppFileCommit
+        do {
+            result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,
+                                             album: f.album, reuse: access == .addOnly ? .anyName : .sameName)
+        } catch {
+            switch error as? PortError {
+            case .refused(let why)?:
+                log("refused \(f.name) from \(appID): \(why)")
+                if !f.hidden { noteRefusal(f.name, why) }
+                if last {
+                    discardLocked(f)
+                } else {
+                    hideLocked(f)
+                }
+                throw .invalid
+            case .noSpace?:
+                log("no space to add \(f.name)")
+                noteRefusal(f.name, "no space left on the library's disk")
+                discardLocked(f)
+                throw .noSpace
+            default:
+                // The database is busy or failing: keep the file durable and marked, so that no
+                // close that returned 0 loses it; the last release or the next mount commits it.
+                do {
+                    try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: f.name, album: f.album)
+                    f.ready = true
+                    f.dirty = false
+                    log("\(f.name) is kept to be committed later: \(error)")
+                    return
+                } catch {
+                    log("could not add \(f.name): \(error)")
+                    discardLocked(f)
+                    throw .io
+                }
+            }
+        }
+        let asset = result.asset
+        if result.reused {
+            log("\(f.name) from \(appID) has the same content as its asset \(asset.id): kept that one")
+        } else {
+            log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
+        }
+        Glibc.close(f.fd)
+        f.fd = -1
+        f.dirty = false
+        f.ready = false
+        // The view learns of the asset before the session lets go of the name, so the name never
+        // disappears in between (rsync renames right after close).
+        uncount(f)
+        refresh()
+        f.state = .committed(rowID: asset.rowID)
+        forgetAlbumSession(f)
+        if let folder = f.folder, access == .readWrite {
+            setFolderChild(folder, f.name, .asset(rowID: asset.rowID), ifCurrently: .session(f.ino))
+        }
+    }
+
+    /// A file refused at a close: its name goes now; the file waits for its last release.
+    func hideLocked(_ f: SessionFile) {
+        f.hidden = true
+        f.dirty = false
+        sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
+        if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(f.ino)) }
+        forgetAlbumSession(f)
+        invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
+    }
+}

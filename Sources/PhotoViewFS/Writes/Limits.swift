@@ -1,0 +1,111 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PhotoFS {
+    /// What one mount may have being written at once (one app must not fill the disk for the
+    /// others), and the room it leaves on the library's disk for the database and the CLI (so
+    /// that `photogate authorize APP --status denied` works on a full disk): a write past either
+    /// fails (EDQUOT, ENOSPC), and the file is then refused at its close. Settings of the daemon:
+    /// PHOTOGATE_WRITE_LIMIT_MB (default 4096) and PHOTOGATE_DISK_RESERVE_MB (default the smaller
+    /// of 64 MiB and 2% of the disk).
+    func admitGrowth(_ f: SessionFile, to end: UInt64) throws(Errno) {
+        let growth = end - f.counted
+        let admitted = writingBytes.withLock { total -> Bool in
+            if total + growth > writeLimit { return false }
+            total += growth
+            return true
+        }
+        guard admitted else {
+            log("\(appID) has \(writingBytes.withLock { $0 } >> 20) MiB being written, the limit is \(writeLimit >> 20) MiB: \(f.name) refused")
+            throw Errno(EDQUOT)
+        }
+        var st = statvfs()
+        if statvfs(library.storeRoot, &st) == 0 {
+            let avail = UInt64(st.f_bavail) * UInt64(st.f_frsize)
+            let reserve = diskReserve ?? min(64 << 20, UInt64(st.f_blocks) * UInt64(st.f_frsize) / 50)
+            if avail < growth + reserve {
+                writingBytes.withLock { $0 -= growth }
+                throw .noSpace
+            }
+        }
+        f.counted = end
+    }
+
+    /// A file leaves the bytes being written (committed or dropped).
+    func uncount(_ f: SessionFile) {
+        let c = f.counted
+        f.counted = 0
+        if c > 0 { writingBytes.withLock { $0 -= min($0, c) } }
+    }
+
+    /// Drops a file being written and its temp data.
+    func discardLocked(_ f: SessionFile) {
+        guard f.state != .discarded else { return }
+        uncount(f)
+        let wasWriting = f.isWriting
+        if f.fd >= 0 { Glibc.close(f.fd) }
+        f.fd = -1
+        if wasWriting {
+            Glibc.unlink(f.tempPath)
+            writer.clearReady(tempPath: f.tempPath)
+        }
+        f.state = .discarded
+        f.dirty = false
+        f.ready = false
+        if f.editing != nil { return }   // an edit: the asset keeps its name and current version
+        sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
+        if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(f.ino)) }
+        forgetAlbumSession(f)
+        if wasWriting {
+            // The name leaves the listing without a directory operation: drop cached listings.
+            invalidateListings([FixedInode.root] + (f.album.flatMap { a in model.withLock { $0.albums[a]?.ino } }.map { [$0] } ?? []))
+        }
+    }
+
+    /// Remembers a committed add-only file by name, forgetting the oldest beyond the limit.
+    func keepCommitted(_ ino: Inode) {
+        let evicted: [Inode] = committedOrder.withLock { order in
+            order.removeAll { $0 == ino }
+            order.append(ino)
+            guard order.count > PhotoFS.keptCommittedNames else { return [] }
+            let out = Array(order.prefix(order.count - PhotoFS.keptCommittedNames))
+            order.removeFirst(out.count)
+            return out
+        }
+        for e in evicted {
+            guard let f = session(e) else { continue }
+            let gone: Bool = f.run { f.handles.isEmpty && f.committedRowID != nil }
+            if gone {
+                files.withLock { $0[e] = nil }
+                sessionNames.withLock { n in if n[f.name] == e { n[f.name] = nil } }
+                if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(e)) }
+            }
+        }
+    }
+
+    func forgetCommitted(_ ino: Inode) {
+        committedOrder.withLock { $0.removeAll { $0 == ino } }
+    }
+
+    /// An add-only app removes or replaces the name of a file it wrote: the photo stays in the
+    /// library (an add-only app deletes nothing) and this mount forgets the name. Returns false
+    /// when `ino` is not such a file.
+    func forgetCommittedName(_ ino: Inode) -> Bool {
+        guard access == .addOnly, let f = session(ino) else { return false }
+        let forgotten: Bool = f.run {
+            guard f.committedRowID != nil, f.handles.isEmpty else { return false }
+            f.state = .discarded
+            sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
+            if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(ino)) }
+            return true
+        }
+        guard forgotten else { return false }
+        forgetCommitted(ino)
+        files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
+        return true
+    }
+}

@@ -1,0 +1,96 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file an app creates through its mount: a temp file in the library's `tmp/` until the close(2)
+/// of its last writer commits it as an asset, before that close returns.
+///
+/// Why the commit happens at the last FLUSH and not at RELEASE: the kernel sends RELEASE after
+/// close(2) has returned, so a commit there raced with the next writer of the same name, who
+/// shared the temp file that had just become the store's original (issue 13's data loss). Here a
+/// committed file's descriptor is closed under the same lock every write takes, so nothing can
+/// write into an original.
+///
+/// Locking: `lock` guards every field and every use of `fd`. Lock order: a session's lock first,
+/// then `PhotoFS.refreshLock`, then the leaf mutexes (`files`, `sessionNames`, `handles`,
+/// `model`). Never take a session's lock while holding one of those.
+final class SessionFile: @unchecked Sendable {
+    enum State: Equatable {
+        /// Being written (or created and not written yet).
+        case writing
+        /// An asset now; `fd` is closed.
+        case committed(rowID: Int64)
+        /// Refused, empty or unlinked: its temp file is gone.
+        case discarded
+    }
+
+    let ino: Inode
+    let album: String?
+    /// The upload folder it is written in (see UploadFolders.swift), if any.
+    let folder: Inode?
+    /// An edit: the asset (row id) whose new version this file becomes (EditSession.swift).
+    let editing: Int64?
+    private let lock = NSLock()
+
+    var id: String
+    var tempPath: String
+    var name: String
+    var fd: Int32
+    var state: State = .writing
+    /// The handles open on this file: true once the app closed (flushed) it after its last write.
+    var handles: [UInt64: Bool] = [:]
+    /// The process (thread group) that opened each handle.
+    var openers: [UInt64: Int32] = [:]
+    /// Written (or truncated) since the last commit attempt.
+    var dirty = false
+    /// Durable and marked complete, but not committed: the database refused the commit at close
+    /// (busy, failing). Retried at the last release; recovery commits it after a crash.
+    var ready = false
+    var size: UInt64 = 0
+    var mtime: Timespec
+    var mode: UInt32 = 0o644
+    /// The errno of a write that failed (a full disk): such a file never becomes an asset, since
+    /// part of what the app wrote is missing; its close fails with that errno.
+    var failedWrite: Int32 = 0
+    /// Bytes of this file counted against the mount's limit on bytes being written.
+    var counted: UInt64 = 0
+    /// Refused at a close (not complete media yet): its name is gone at once, but the file stays
+    /// writable through descriptors still open elsewhere (a child that inherited one and exited
+    /// sends that close too), until its last release discards it or a later close commits it.
+    var hidden = false
+
+    init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
+        self.id = id
+        self.folder = folder
+        self.editing = editing
+        self.ino = ino
+        self.tempPath = tempPath
+        self.fd = fd
+        self.name = name
+        self.album = album
+        mtime = .now
+    }
+
+    func run<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    var isWriting: Bool { state == .writing }
+    /// Reachable by name: being written and not refused, or (add-only) committed.
+    func isNamed(addOnly: Bool) -> Bool {
+        switch state {
+        case .writing: return !hidden
+        case .committed: return addOnly
+        case .discarded: return false
+        }
+    }
+    var committedRowID: Int64? {
+        if case .committed(let r) = state { return r }
+        return nil
+    }
+}

@@ -1,0 +1,153 @@
+import FUSE
+import Foundation
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PhotoFS {
+    /// Committed add-only files this mount keeps by name, so that tools can still set their times
+    /// or rename them right after close (`cp -a`, `rsync -a`, `tar x`): the oldest are forgotten.
+    static let keptCommittedNames = 1024
+
+    /// A new, empty file being written under `name`.
+    func newSession(name: String, album: String?, folder: Inode? = nil) throws(Errno) -> SessionFile {
+        let temp: (id: String, path: String, fd: Int32)
+        do { temp = try writer.makeTempFile() } catch {
+            if case .noSpace = error as? PortError { throw .noSpace }
+            log("cannot make a temp file: \(error)")
+            throw .io
+        }
+        let key = model.withLock { $0.app.inodeKey }
+        let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
+        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, fd: temp.fd, name: name, album: album, folder: folder)
+        files.withLock { $0[ino] = f }
+        if let folder {
+            setFolderChild(folder, name, .session(ino))
+        } else if let album {
+            albumSessions.withLock { $0[album, default: [:]][name] = ino }
+        } else {
+            sessionNames.withLock { $0[name] = ino }
+        }
+        return f
+    }
+
+    func session(_ ino: Inode) -> SessionFile? { files.withLock { $0[ino] } }
+
+    /// A file being written under `name` in `Albums/<album>/`.
+    func albumSessionIno(_ album: String, _ name: String) -> Inode? {
+        guard let ino = albumSessions.withLock({ $0[album]?[name] }), let f = session(ino), f.run({ f.isWriting && !f.hidden }) else { return nil }
+        return ino
+    }
+
+    func forgetAlbumSession(_ f: SessionFile) {
+        guard let album = f.album else { return }
+        albumSessions.withLock { a in
+            if a[album]?[f.name] == f.ino { a[album]?[f.name] = nil }
+            if a[album]?.isEmpty == true { a[album] = nil }
+        }
+    }
+
+    /// Opens a file this mount created. Throws ENOENT for what the app may not open.
+    func openSession(_ ino: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
+        guard let f = session(ino) else { throw .noEntry }
+        let accmode = flags & O_ACCMODE
+        let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
+        let h = nextHandle.add(1, ordering: .relaxed).oldValue
+        try f.run { () throws(Errno) in
+            switch f.state {
+            case .discarded:
+                throw .noEntry
+            case .committed(let rowID):
+                // A committed file is an asset: in a read-write mount only the view opens it (asked
+                // first). An add-only app writing a name it wrote before makes a new file, which
+                // becomes another asset at its close; reading stays impossible.
+                guard access == .addOnly, accmode == O_WRONLY else { throw .noEntry }
+                try restartLocked(f, copyFrom: flags & O_TRUNC == 0 ? rowID : nil)
+            case .writing:
+                // Add-only too: a file the app is still writing is its own bytes, not the
+                // library's (ffmpeg's faststart re-opens its output to move the index forward);
+                // once committed it is unreadable like every asset.
+                if f.hidden { throw .noEntry }
+            }
+            f.handles[h] = false
+            f.openers[h] = PhotoFS.process(of: context.pid)
+        }
+        handles.withLock { $0[h] = .session(ino: ino) }
+        return OpenReply(handle: h, directIO: true)
+    }
+
+    /// An add-only app writes again a name whose file is already an asset: the same inode gets a
+    /// fresh temp file (and asset id). Without O_TRUNC it starts from the committed bytes.
+    private func restartLocked(_ f: SessionFile, copyFrom rowID: Int64?) throws(Errno) {
+        let temp: (id: String, path: String, fd: Int32)
+        do { temp = try writer.makeTempFile() } catch {
+            if case .noSpace = error as? PortError { throw .noSpace }
+            throw .io
+        }
+        var size: UInt64 = 0
+        if let rowID {
+            do {
+                size = try library.copyOriginal(rowID: rowID, to: temp.fd)
+            } catch {
+                Glibc.close(temp.fd)
+                Glibc.unlink(temp.path)
+                if case .noSpace = error as? PortError { throw .noSpace }
+                log("cannot reopen \(f.name) for writing: \(error)")
+                throw .io
+            }
+        }
+        forgetCommitted(f.ino)
+        f.id = temp.id
+        f.tempPath = temp.path
+        f.fd = temp.fd
+        f.state = .writing
+        f.dirty = rowID != nil
+        f.ready = false
+        f.size = size
+        f.failedWrite = 0
+        f.mtime = .now
+        if f.folder == nil { sessionNames.withLock { $0[f.name] = f.ino } }
+    }
+
+    func writeSession(_ ino: Inode, edit: Bool = false, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        guard let f = edit ? editSession(ino) : session(ino) else { throw .badFile }
+        return try f.run { () throws(Errno) -> Int in
+            guard f.isWriting, f.fd >= 0 else {
+                // A descriptor kept (dup, fork) past the close that committed the file: the
+                // original is never modified.
+                log("write to \(f.name) after it became an asset: refused")
+                throw .accessDenied
+            }
+            f.handles[handle] = false
+            if f.ready {
+                writer.clearReady(tempPath: f.tempPath)
+                f.ready = false
+            }
+            let end = UInt64(offset) + UInt64(data.count)
+            if end > f.counted {
+                do throws(Errno) { try admitGrowth(f, to: end) } catch {
+                    f.failedWrite = error.rawValue
+                    f.dirty = true
+                    throw error
+                }
+            }
+            var done = 0
+            while done < data.count {
+                let n = pwrite(f.fd, data.baseAddress! + done, data.count - done, off_t(offset) + done)
+                if n < 0 {
+                    let e = errno
+                    if e == EINTR { continue }
+                    f.failedWrite = e
+                    f.dirty = true
+                    throw Errno(e)   // ENOSPC reaches the writer
+                }
+                done += n
+            }
+            f.dirty = true
+            f.size = max(f.size, UInt64(offset) + UInt64(done))
+            f.mtime = .now
+            return done
+        }
+    }
+}
