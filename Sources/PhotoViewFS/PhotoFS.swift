@@ -37,7 +37,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// Files being written in `Albums/X/`, by album and name.
     let albumSessions = Mutex<[String: [String: Inode]]>([:])
     let sessionNames = Mutex<[String: Inode]>([:])
-    let handles = Mutex<[UInt64: OpenKind]>([:])
+    let handles = Mutex<[UInt64: any OpenHandle]>([:])
     let nextHandle = Atomic<UInt64>(1)
     let requested = Atomic<Bool>(false)
     let refreshLock = NSLock()

@@ -16,7 +16,7 @@ extension PhotoFS {
         if requested.exchange(true, ordering: .relaxed) { return }
         let lib = library, app = appID, kind: RequestKind = access == .readWrite ? .readWrite : .addOnly
         let log = self.log
-        DispatchQueue.global().async {
+        NativeThread.detached(name: "photogate-prompt") {
             do { try lib.recordRequest(app, kind: kind, reason: "") } catch { log("could not record request: \(error)") }
         }
     }
@@ -62,10 +62,8 @@ extension PhotoFS {
         let reason = lines.count == 2 ? lines[1] : ""
         if DisplayName.containsUnsafe(reason) { throw .invalid }
         do { try library.recordRequest(appID, kind: kind, reason: reason) } catch {
-            // Too many pending of this kind (issue 14): EBUSY until the person answers them.
-            if case .tooManyRequests = error as? PortError { throw .busy }
             log("could not record request: \(error)")
-            throw .io
+            throw mountErrno(for: error)
         }
     }
 }

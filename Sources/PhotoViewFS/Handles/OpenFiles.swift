@@ -6,22 +6,12 @@ import Redaction
 import Glibc
 #endif
 
-enum OpenKind: Sendable {
-    case asset(rowID: Int64, ino: Inode, fd: Int32, plan: RedactionPlan?)
-    case session(ino: Inode)
-    /// An edit of a visible asset (EditSession.swift).
-    case edit(ino: Inode)
-    case status(content: [UInt8])
-    case changes(position: Int64)
-    case request(buffer: [UInt8])
-}
-
 extension PhotoFS {
     // MARK: files
 
-    func newHandle(_ kind: OpenKind) -> UInt64 {
+    func newHandle(_ open: any OpenHandle) -> UInt64 {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
-        handles.withLock { $0[h] = kind }
+        handles.withLock { $0[h] = open }
         return h
     }
 
@@ -44,17 +34,17 @@ extension PhotoFS {
         switch inode {
         case FixedInode.status:
             if wantsWrite { throw .accessDenied }
-            return OpenReply(handle: newHandle(.status(content: statusContent())), directIO: true)
+            return OpenReply(handle: newHandle(SnapshotHandle(statusContent())), directIO: true)
         case FixedInode.refused:
             if wantsWrite { throw .accessDenied }
-            return OpenReply(handle: newHandle(.status(content: refusedContent())), directIO: true)
+            return OpenReply(handle: newHandle(SnapshotHandle(refusedContent())), directIO: true)
         case FixedInode.changes:
             if wantsWrite { throw .accessDenied }
             let position = feed.withLock { $0.latest }
-            return OpenReply(handle: newHandle(.changes(position: position)), directIO: true, nonSeekable: true)
+            return OpenReply(handle: newHandle(ChangesHandle(position: position)), directIO: true, nonSeekable: true)
         case FixedInode.request:
             if accmode != O_WRONLY { throw .accessDenied }
-            return OpenReply(handle: newHandle(.request(buffer: [])), directIO: true)
+            return OpenReply(handle: newHandle(RequestHandle()), directIO: true)
         case FixedInode.root, FixedInode.albums, FixedInode.shared, FixedInode.control:
             throw .isDirectory
         default: break
@@ -91,7 +81,7 @@ extension PhotoFS {
                     throw .accessDenied
                 }
             }
-            let h = newHandle(.asset(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
+            let h = newHandle(AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
             // The app's own files in a read-write mount are read through the daemon: the app may
             // always edit them, and the kernel refuses to mix passthrough and daemon I/O on one
             // inode (rsync --inplace reads a file while it writes it: EIO otherwise).
@@ -112,96 +102,28 @@ extension PhotoFS {
         model.withLock { m in m.nodes[rowID]?.ino == ino }
     }
 
-    public func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply {
-        guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
-        switch kind {
-        case .asset(let rowID, let ino, let fd, let plan):
-            guard stillVisible(rowID: rowID, ino: ino) else { throw .accessDenied }
-            guard let plan else { return .file(fd: fd, offset: offset, count: size) }
-            var buf = [UInt8](repeating: 0, count: size)
-            let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
-            if n < 0 { throw Errno(errno) }
-            buf.removeLast(size - n)
-            buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) }
-            return .bytes(buf)
-        case .status(let content):
-            return .bytes(slice(content, offset, size))
-        case .changes(let position):
-            let (bytes, next) = feed.withLock { $0.read(after: position, max: size) }
-            handles.withLock { $0[handle] = .changes(position: next) }
-            return .bytes(bytes)
-        case .session(let ino):
-            return try readSession(ino, offset: offset, size: size)
-        case .edit(let ino):
-            return try readSession(ino, edit: true, offset: offset, size: size)
-        case .request:
-            throw .badFile
-        }
-    }
+    func openHandle(_ handle: UInt64) -> (any OpenHandle)? { handles.withLock { $0[handle] } }
 
-    func slice(_ c: [UInt8], _ offset: Int64, _ size: Int) -> [UInt8] {
-        let start = min(Int(offset), c.count)
-        return Array(c[start..<min(start + size, c.count)])
+    public func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        guard let h = openHandle(handle) else { throw .badFile }
+        return try h.read(self, offset: offset, size: size)
     }
 
     public func write(_ inode: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer, context: RequestContext) throws(Errno) -> Int {
-        guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
-        switch kind {
-        case .session(let ino):
-            return try writeSession(ino, handle: handle, offset: offset, data: data)
-        case .edit(let ino):
-            return try writeSession(ino, edit: true, handle: handle, offset: offset, data: data)
-        case .request(var buffer):
-            if buffer.count + data.count > 4096 { throw .invalid }
-            buffer.append(contentsOf: data)
-            let b = buffer
-            handles.withLock { $0[handle] = .request(buffer: b) }
-            return data.count
-        default:
-            throw .badFile
-        }
+        guard let h = openHandle(handle) else { throw .badFile }
+        return try h.write(self, handle: handle, offset: offset, data: data)
     }
 
     public func flush(_ inode: Inode, handle: UInt64, context: RequestContext) throws(Errno) {
-        guard let kind = handles.withLock({ $0[handle] }) else { return }
-        switch kind {
-        case .session(let ino):
-            try flushSession(ino, handle: handle, context: context)
-        case .edit(let ino):
-            try flushSession(ino, edit: true, handle: handle, context: context)
-        case .request(let buffer):
-            if !buffer.isEmpty {
-                handles.withLock { $0[handle] = .request(buffer: []) }
-                try submitRequest(buffer)
-            }
-        default: return
-        }
+        try openHandle(handle)?.flush(self, handle: handle, context: context)
     }
 
     public func release(_ inode: Inode, handle: UInt64, flags: Int32) {
-        guard let kind = handles.withLock({ $0.removeValue(forKey: handle) }) else { return }
-        switch kind {
-        case .asset(_, _, let fd, _):
-            FDBudget.mount.close(fd)
-        case .session(let ino):
-            releaseSession(ino, handle: handle)
-        case .edit(let ino):
-            releaseSession(ino, edit: true, handle: handle)
-        case .request(let buffer):
-            if !buffer.isEmpty { try? submitRequest(buffer) }
-        case .changes:
-            // Its poll handle goes with it (fuse_pollhandle_destroy when the last reference drops).
-            _ = feed.withLock { $0.removePoller(for: handle) }
-        default: return
-        }
+        handles.withLock { $0.removeValue(forKey: handle) }?.release(self, handle: handle)
     }
 
     public func fsync(_ inode: Inode, handle: UInt64, dataOnly: Bool) throws(Errno) {
-        switch handles.withLock({ $0[handle] }) {
-        case .session(let ino)?: try fsyncSession(ino)
-        case .edit(let ino)?: try fsyncSession(ino, edit: true)
-        default: return
-        }
+        try openHandle(handle)?.fsync(self)
     }
 
     /// Removes an uncommitted session file and its temp data (unlink of a file being written).
@@ -211,19 +133,7 @@ extension PhotoFS {
     }
 
     public func poll(_ inode: Inode, handle: UInt64, pollHandle: PollHandle?) throws(Errno) -> Int16 {
-        guard let kind = handles.withLock({ $0[handle] }) else { throw .badFile }
-        switch kind {
-        case .changes(let position):
-            return feed.withLock { f -> Int16 in
-                if f.hasEntries(after: position) { return Int16(POLLIN | POLLRDNORM) }
-                // One waiter per open file: a newer handle replaces (and frees) the older one.
-                if let p = pollHandle { f.addPoller(p, for: handle) }
-                return 0
-            }
-        case .request:
-            return Int16(POLLOUT | POLLWRNORM)
-        default:
-            return Int16(POLLIN | POLLRDNORM)
-        }
+        guard let h = openHandle(handle) else { throw .badFile }
+        return h.poll(self, handle: handle, pollHandle: pollHandle)
     }
 }

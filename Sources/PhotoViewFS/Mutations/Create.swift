@@ -50,7 +50,7 @@ extension PhotoFS {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
         f.run { f.handles[h] = false; f.openers[h] = opener }
-        handles.withLock { $0[h] = .session(ino: f.ino) }
+        handles.withLock { $0[h] = SessionHandle(ino: f.ino, edit: false) }
         return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
     }
 
@@ -88,10 +88,7 @@ extension PhotoFS {
         let allowed = model.withLock { $0.policy.canEditAlbums }
         guard parent == FixedInode.albums, allowed else { throw .accessDenied }
         if model.withLock({ $0.albums[s] }) != nil { throw .exists }
-        do { try library.createAlbum(s) } catch {
-            if case .exists = error as? PortError { throw .exists }
-            throw .invalid
-        }
+        do { try library.createAlbum(s) } catch { throw mountErrno(for: error) }
         refresh()
         guard let al = model.withLock({ $0.albums[s] }) else { throw .io }
         return entry(dirAttributes(al.ino, writable: true))

@@ -20,10 +20,7 @@ extension PhotoFS {
         // A file being written into the album would lose its membership: not empty yet.
         let writing = albumSessions.withLock { $0[s]?.values.map { $0 } ?? [] }
         if writing.contains(where: { ino in session(ino).map { f in f.run { f.isWriting } } ?? false }) { throw .notEmpty }
-        do { try library.deleteAlbum(s, onlyIfEmpty: true) } catch {
-            if case .notEmpty = error as? PortError { throw .notEmpty }
-            throw .io
-        }
+        do { try library.deleteAlbum(s, onlyIfEmpty: true) } catch { throw mountErrno(for: error) }
         refresh(handledAlbums: [s])
     }
 
@@ -57,7 +54,7 @@ extension PhotoFS {
                 if forgetCommittedName(ino) { return }
                 let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
                 guard canDelete else { throw .accessDenied }
-                do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
+                do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }
                 forgetCommitted(ino)
                 files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
                 sessionNames.withLock { n in if n[s] == ino { n[s] = nil } }
@@ -93,7 +90,7 @@ extension PhotoFS {
             }
         } catch {
             log("unlink \(s) failed: \(error)")
-            throw .io
+            throw mountErrno(for: error)
         }
         refresh(handled: album == nil ? [rowID] : [])
     }
@@ -130,7 +127,7 @@ extension PhotoFS {
                 let viewRow = model.withLock { $0.byName[s] }
                 if viewRow != nil && viewRow != f.committedRowID { return nil }   // the name is the view's
                 if let r = f.committedRowID {
-                    do { try library.renameOwnAsset(rowID: r, app: appID, to: t) } catch { return .failure(.io) }
+                    do { try library.renameOwnAsset(rowID: r, app: appID, to: t) } catch { return .failure(mountErrno(for: error)) }
                 } else if !f.isWriting {
                     return .failure(.noEntry)
                 }
@@ -149,7 +146,7 @@ extension PhotoFS {
             guard m.policy.canRename(m.facts(n)) else { throw .accessDenied }
             return r
         }
-        do { try library.renameOwnAsset(rowID: row, app: appID, to: t) } catch { throw .io }
+        do { try library.renameOwnAsset(rowID: row, app: appID, to: t) } catch { throw mountErrno(for: error) }
         refresh(handled: [row])
     }
 }

@@ -168,7 +168,7 @@ extension PhotoFS {
                 throw .noEntry
             }
             guard model.withLock({ $0.policy.canDelete($0.facts(n)) }) else { throw .accessDenied }
-            do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw .io }
+            do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }
             setFolderChild(parent, name, nil, ifCurrently: child)
             refresh()
         }
@@ -219,7 +219,7 @@ extension PhotoFS {
             guard let f = session(ino) else { throw .noEntry }
             let result: Result<Int64?, Errno> = f.run {
                 if let r = f.committedRowID {
-                    do { try library.renameOwnAsset(rowID: r, app: appID, to: to) } catch { return .failure(.io) }
+                    do { try library.renameOwnAsset(rowID: r, app: appID, to: to) } catch { return .failure(mountErrno(for: error)) }
                 } else if !f.isWriting {
                     return .failure(.noEntry)
                 }
@@ -231,7 +231,7 @@ extension PhotoFS {
             setFolderChild(parent, to, child)
             if r != nil { refresh() }
         case .asset(let rowID):
-            do { try library.renameOwnAsset(rowID: rowID, app: appID, to: to) } catch { throw .accessDenied }
+            do { try library.renameOwnAsset(rowID: rowID, app: appID, to: to) } catch { throw mountErrno(for: error) }
             setFolderChild(parent, from, nil, ifCurrently: child)
             setFolderChild(parent, to, child)
             refresh()

@@ -81,12 +81,9 @@ extension PhotoFS {
             // fstat (or the kernel refreshing attributes before a read) through a handle opened
             // before a revoke describes the file that handle has open, which tells the app nothing
             // it did not know; the read itself is then refused (EACCES).
-            guard let handle, case .asset(_, let ino, let fd, _)? = handles.withLock({ $0[handle] }), ino == inode else { throw error }
-            var st = stat()
-            guard fstat(fd, &st) == 0 else { throw error }
-            let m = Timespec(seconds: Int(st.st_mtim.tv_sec), nanoseconds: Int(st.st_mtim.tv_nsec))
-            return (Attributes(ino: inode, mode: FileMode.regular | 0o444, nlink: 1, size: UInt64(st.st_size), uid: uid, gid: gid,
-                               atime: m, mtime: m, ctime: m), 0)
+            guard let handle, let open = openHandle(handle) as? AssetHandle, open.ino == inode,
+                  let a = open.attributes(uid: uid, gid: gid) else { throw error }
+            return (a, 0)
         }
     }
 }

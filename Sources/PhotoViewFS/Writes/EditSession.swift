@@ -28,7 +28,7 @@ extension PhotoFS {
         let decision: EditDecision
         do { decision = try library.editDecision(app: appID, rowID: node.rowID, access: access) } catch {
             log("edit decision for \(node.name) failed: \(error)")
-            throw .io
+            throw mountErrno(for: error)
         }
         switch decision {
         case .allowed:
@@ -55,13 +55,12 @@ extension PhotoFS {
             f.openers[h] = opener
             return true
         }) {
-            handles.withLock { $0[h] = .edit(ino: node.ino) }
+            handles.withLock { $0[h] = SessionHandle(ino: node.ino, edit: true) }
             return OpenReply(handle: h, directIO: true)
         }
         let temp: (id: String, path: String, fd: Int32)
         do { temp = try writer.makeTempFile() } catch {
-            if case .noSpace = error as? PortError { throw .noSpace }
-            throw .io
+            throw mountErrno(for: error)
         }
         // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
         // as a truncate after this open.)
@@ -71,9 +70,8 @@ extension PhotoFS {
         } catch {
             Glibc.close(temp.fd)
             Glibc.unlink(temp.path)
-            if case .noSpace = error as? PortError { throw .noSpace }
             log("cannot open \(node.name) for editing: \(error)")
-            throw .io
+            throw mountErrno(for: error)
         }
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, fd: temp.fd, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
@@ -92,7 +90,7 @@ extension PhotoFS {
             Glibc.unlink(temp.path)
             other.run { other.handles[h] = false; other.openers[h] = opener }
         }
-        handles.withLock { $0[h] = .edit(ino: node.ino) }
+        handles.withLock { $0[h] = SessionHandle(ino: node.ino, edit: true) }
         return OpenReply(handle: h, directIO: true)
     }
 
@@ -167,13 +165,8 @@ extension PhotoFS {
             log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
         } catch {
             Glibc.unlink(link)
-            switch error as? PortError {
-            case .refused?: throw .invalid
-            case .noSpace?: throw .noSpace
-            default:
-                log("rename of \(source.name) over \(target.name) failed: \(error)")
-                throw .io
-            }
+            log("rename of \(source.name) over \(target.name) failed: \(error)")
+            throw mountErrno(for: error)
         }
         // The kernel now has the target's name on the source's inode: serve the target there.
         aliases.withLock { a in
@@ -202,7 +195,7 @@ extension PhotoFS {
         guard let (album, id) = target else { throw .crossDevice }
         do { try library.addToAlbum(album, assetIDs: [id]) } catch {
             log("adding \(name) to \(album) failed: \(error)")
-            throw .io
+            throw mountErrno(for: error)
         }
         refresh()
     }

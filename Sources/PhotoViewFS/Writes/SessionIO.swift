@@ -12,7 +12,7 @@ extension PhotoFS {
         // truncate through an edit's handle (open(O_TRUNC) arrives as open, then this) or by path
         // while an edit of the asset is open.
         let viaEdit: Bool = {
-            if let handle, case .edit? = handles.withLock({ $0[handle] }) { return true }
+            if let handle, let h = openHandle(handle) as? SessionHandle { return h.edit }
             return handle == nil && editSession(ino) != nil
         }()
         guard let f = viaEdit ? editSession(ino) : session(ino) else { return nil }

@@ -14,9 +14,8 @@ extension PhotoFS {
     func newSession(name: String, album: String?, folder: Inode? = nil) throws(Errno) -> SessionFile {
         let temp: (id: String, path: String, fd: Int32)
         do { temp = try writer.makeTempFile() } catch {
-            if case .noSpace = error as? PortError { throw .noSpace }
             log("cannot make a temp file: \(error)")
-            throw .io
+            throw mountErrno(for: error)
         }
         let key = model.withLock { $0.app.inodeKey }
         let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
@@ -73,7 +72,7 @@ extension PhotoFS {
             f.handles[h] = false
             f.openers[h] = PhotoFS.process(of: context.pid)
         }
-        handles.withLock { $0[h] = .session(ino: ino) }
+        handles.withLock { $0[h] = SessionHandle(ino: ino, edit: false) }
         return OpenReply(handle: h, directIO: true)
     }
 
@@ -82,8 +81,7 @@ extension PhotoFS {
     private func restartLocked(_ f: SessionFile, copyFrom rowID: Int64?) throws(Errno) {
         let temp: (id: String, path: String, fd: Int32)
         do { temp = try writer.makeTempFile() } catch {
-            if case .noSpace = error as? PortError { throw .noSpace }
-            throw .io
+            throw mountErrno(for: error)
         }
         var size: UInt64 = 0
         if let rowID {
@@ -92,9 +90,8 @@ extension PhotoFS {
             } catch {
                 Glibc.close(temp.fd)
                 Glibc.unlink(temp.path)
-                if case .noSpace = error as? PortError { throw .noSpace }
                 log("cannot reopen \(f.name) for writing: \(error)")
-                throw .io
+                throw mountErrno(for: error)
             }
         }
         forgetCommitted(f.ino)

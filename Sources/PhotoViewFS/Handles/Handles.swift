@@ -1,0 +1,160 @@
+import FUSE
+import Foundation
+import Redaction
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open file of a mount. Each kind answers the requests on its handles itself; PhotoFS's
+/// read/write/flush/release/fsync/poll only find the handle (`PhotoFS.handles`) and ask it.
+/// A handle's own state is guarded by its own lock, taken with no other lock of the mount held
+/// (see the lock order in PhotoFS.swift).
+protocol OpenHandle: AnyObject, Sendable {
+    func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply
+    func write(_ fs: PhotoFS, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int
+    func flush(_ fs: PhotoFS, handle: UInt64, context: RequestContext) throws(Errno)
+    func release(_ fs: PhotoFS, handle: UInt64)
+    func fsync(_ fs: PhotoFS) throws(Errno)
+    func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16
+}
+
+extension OpenHandle {
+    func write(_ fs: PhotoFS, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int { throw .badFile }
+    func flush(_ fs: PhotoFS, handle: UInt64, context: RequestContext) throws(Errno) {}
+    func release(_ fs: PhotoFS, handle: UInt64) {}
+    func fsync(_ fs: PhotoFS) throws(Errno) {}
+    func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16 { Int16(POLLIN | POLLRDNORM) }
+}
+
+/// A visible asset open for reading: its original's descriptor, and the redaction plan when
+/// location is stripped. Reads fail once the asset is no longer visible (revoked handles).
+final class AssetHandle: OpenHandle {
+    let rowID: Int64
+    let ino: Inode
+    let fd: Int32
+    let plan: RedactionPlan?
+
+    init(rowID: Int64, ino: Inode, fd: Int32, plan: RedactionPlan?) {
+        self.rowID = rowID
+        self.ino = ino
+        self.fd = fd
+        self.plan = plan
+    }
+
+    func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        guard fs.stillVisible(rowID: rowID, ino: ino) else { throw .accessDenied }
+        guard let plan else { return .file(fd: fd, offset: offset, count: size) }
+        var buf = [UInt8](repeating: 0, count: size)
+        let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
+        if n < 0 { throw Errno(errno) }
+        buf.removeLast(size - n)
+        buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) }
+        return .bytes(buf)
+    }
+
+    func release(_ fs: PhotoFS, handle: UInt64) { FDBudget.mount.close(fd) }
+
+    /// fstat through a handle opened before a revoke describes the file that handle has open.
+    func attributes(uid: UInt32, gid: UInt32) -> Attributes? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        let m = Timespec(seconds: Int(st.st_mtim.tv_sec), nanoseconds: Int(st.st_mtim.tv_nsec))
+        return Attributes(ino: ino, mode: FileMode.regular | 0o444, nlink: 1, size: UInt64(st.st_size), uid: uid, gid: gid,
+                          atime: m, mtime: m, ctime: m)
+    }
+}
+
+/// A file this mount writes (`edit: false`, Writes/Sessions.swift) or a new version of a visible
+/// asset (`edit: true`, Writes/EditSession.swift): the session file does the work.
+final class SessionHandle: OpenHandle {
+    let ino: Inode
+    let edit: Bool
+
+    init(ino: Inode, edit: Bool) {
+        self.ino = ino
+        self.edit = edit
+    }
+
+    func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        try fs.readSession(ino, edit: edit, offset: offset, size: size)
+    }
+
+    func write(_ fs: PhotoFS, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try fs.writeSession(ino, edit: edit, handle: handle, offset: offset, data: data)
+    }
+
+    func flush(_ fs: PhotoFS, handle: UInt64, context: RequestContext) throws(Errno) {
+        try fs.flushSession(ino, edit: edit, handle: handle, context: context)
+    }
+
+    func release(_ fs: PhotoFS, handle: UInt64) { fs.releaseSession(ino, edit: edit, handle: handle) }
+
+    func fsync(_ fs: PhotoFS) throws(Errno) { try fs.fsyncSession(ino, edit: edit) }
+}
+
+/// `.photogate/status` and `.photogate/refused`: their content as it was at the open.
+final class SnapshotHandle: OpenHandle {
+    let content: [UInt8]
+
+    init(_ content: [UInt8]) { self.content = content }
+
+    func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        let start = min(Int(offset), content.count)
+        return .bytes(Array(content[start..<min(start + size, content.count)]))
+    }
+}
+
+/// `.photogate/changes`: reads the feed from where this handle got to; polls wait for new lines.
+final class ChangesHandle: OpenHandle {
+    let position: Mutex<Int64>
+
+    init(position: Int64) { self.position = Mutex(position) }
+
+    func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        let from = position.withLock { $0 }
+        let (bytes, next) = fs.feed.withLock { $0.read(after: from, max: size) }
+        position.withLock { $0 = next }
+        return .bytes(bytes)
+    }
+
+    func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16 {
+        let from = position.withLock { $0 }
+        return fs.feed.withLock { f -> Int16 in
+            if f.hasEntries(after: from) { return Int16(POLLIN | POLLRDNORM) }
+            // One waiter per open file: a newer handle replaces (and frees) the older one.
+            if let p = pollHandle { f.addPoller(p, for: handle) }
+            return 0
+        }
+    }
+
+    /// Its poll handle goes with it (fuse_pollhandle_destroy when the last reference drops).
+    func release(_ fs: PhotoFS, handle: UInt64) { _ = fs.feed.withLock { $0.removePoller(for: handle) } }
+}
+
+/// `.photogate/request`, open for writing: the text is submitted at the close.
+final class RequestHandle: OpenHandle {
+    let buffer = Mutex<[UInt8]>([])
+
+    func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply { throw .badFile }
+
+    func write(_ fs: PhotoFS, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try buffer.withLock { b throws(Errno) in
+            if b.count + data.count > 4096 { throw .invalid }
+            b.append(contentsOf: data)
+        }
+        return data.count
+    }
+
+    func flush(_ fs: PhotoFS, handle: UInt64, context: RequestContext) throws(Errno) {
+        let text = buffer.withLock { b in defer { b = [] }; return b }
+        if !text.isEmpty { try fs.submitRequest(text) }
+    }
+
+    func release(_ fs: PhotoFS, handle: UInt64) {
+        let text = buffer.withLock { b in defer { b = [] }; return b }
+        if !text.isEmpty { try? fs.submitRequest(text) }
+    }
+
+    func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16 { Int16(POLLOUT | POLLWRNORM) }
+}
