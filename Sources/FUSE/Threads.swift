@@ -4,9 +4,11 @@ import Glibc
 import Musl
 #endif
 
-/// A plain pthread for the wrapper's own long-lived work (the notifier). Not a Swift concurrency
-/// task: it blocks in the kernel, which a cooperative pool thread must never do.
-struct NativeThread: @unchecked Sendable {
+/// A plain pthread: photogate's one thread primitive (the notifier, the session loop, the change
+/// watcher, the parallel build of a mount's view). Not a Swift concurrency task: these block in
+/// the kernel, which a cooperative pool thread must never do; and not GCD, so that one mechanism
+/// is to be reasoned about.
+public struct NativeThread: @unchecked Sendable {
     private let id: pthread_t
 
     private final class Start {
@@ -16,7 +18,7 @@ struct NativeThread: @unchecked Sendable {
 
     /// Starts `body` on a new joinable thread. (`name` documents it; pthread_setname_np is not
     /// visible from Swift's Glibc module.)
-    static func spawn(name: String, _ body: @escaping @Sendable () -> Void) -> NativeThread? {
+    public static func spawn(name: String, _ body: @escaping @Sendable () -> Void) -> NativeThread? {
         let start = Unmanaged.passRetained(Start(body)).toOpaque()
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, { arg in
@@ -31,11 +33,27 @@ struct NativeThread: @unchecked Sendable {
         return NativeThread(id: tid)
     }
 
-    func join() { pthread_join(id, nil) }
+    public func join() { pthread_join(id, nil) }
 
-    func detach() { pthread_detach(id) }
+    public func detach() { pthread_detach(id) }
 
-    var isCurrent: Bool { pthread_equal(id, pthread_self()) != 0 }
+    public var isCurrent: Bool { pthread_equal(id, pthread_self()) != 0 }
+
+    /// Runs `body` in the background on a thread of its own, not waited for.
+    public static func detached(name: String, _ body: @escaping @Sendable () -> Void) {
+        if let t = spawn(name: name, body) { t.detach() } else { body() }
+    }
+
+    /// Runs `body(0..<iterations)` concurrently, one thread per iteration (the caller's thread
+    /// takes the first), and returns when all are done. For a few large independent tasks.
+    public static func concurrentPerform(iterations: Int, _ body: @escaping @Sendable (Int) -> Void) {
+        guard iterations > 0 else { return }
+        let others = (1..<iterations).map { i in (i, spawn(name: "photogate-worker") { body(i) }) }
+        body(0)
+        for (i, t) in others {
+            if let t { t.join() } else { body(i) }
+        }
+    }
 }
 
 /// Marks libfuse's worker threads: set on entry to every request callback (they run nothing

@@ -76,16 +76,20 @@ public enum MountDaemon {
         // Serve on a dedicated thread; this one reports readiness once the kernel's INIT is done.
         let status = Mutex<Int32>(0)
         let done = DispatchSemaphore(value: 0)
-        let loop = Thread {
+        guard let loop = NativeThread.spawn(name: "photogate-fuse", {
             let s = session.run()
             status.withLock { $0 = s }
             done.signal()
+        }) else {
+            ready("cannot start the thread that serves the mount")
+            session.unmount()
+            watcher.stop()
+            return 1
         }
-        loop.name = "photogate-fuse"
-        loop.start()
+        loop.detach()
         // Touch the mount so the kernel sends INIT, then wait for it.
         let mp = settings.mountpoint
-        DispatchQueue.global().async { var st = stat(); _ = stat(mp, &st) }
+        NativeThread.detached(name: "photogate-touch") { var st = stat(); _ = stat(mp, &st) }
         guard session.waitUntilReady(timeout: 10) else {
             ready("the kernel did not finish setting up the mount at \(settings.mountpoint)")
             session.unmount()

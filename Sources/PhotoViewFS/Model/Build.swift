@@ -86,7 +86,7 @@ extension ViewModel {
         -> (byRow: IndexTable, byName: IndexTable, byIno: IndexTable, inodeCollisions: [Int]) {
         let byRow = Box(IndexTable(capacity: n)), byName = Box(IndexTable(capacity: n)), byIno = Box(IndexTable(capacity: n))
         let collisions = Box([Int]())
-        DispatchQueue.concurrentPerform(iterations: 3) { task in
+        NativeThread.concurrentPerform(iterations: 3) { task in
             switch task {
             case 0:
                 var t = IndexTable(capacity: n)

@@ -12,7 +12,6 @@ import Glibc
 final class ChangeWatcher: @unchecked Sendable {
     let fs: PhotoFS
     let stopPipe: [Int32]
-    var thread: Thread?
 
     init(fs: PhotoFS) {
         self.fs = fs
@@ -23,10 +22,7 @@ final class ChangeWatcher: @unchecked Sendable {
     }
 
     func start() {
-        let t = Thread { [self] in loop() }
-        t.name = "photogate-watcher"
-        t.start()
-        thread = t
+        NativeThread.detached(name: "photogate-watcher") { [self] in loop() }
     }
 
     func stop() {
