@@ -1,4 +1,4 @@
-// The only C in photogate: the libfuse3 low-level API as Swift can import it.
+// The libfuse3 low-level API as Swift can import it.
 // FUSE_USE_VERSION must be set here (a system library target takes no -D): 312 makes
 // fuse_session_loop_mt a real function. Differences between libfuse 3.14 and 3.17 are hidden
 // behind the cfuse_* helpers below so one Swift source builds against both.

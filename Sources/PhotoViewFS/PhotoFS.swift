@@ -8,15 +8,36 @@ import Glibc
 #endif
 
 /// One app's view of the library as a filesystem: the FUSE adapter. It asks `ViewPolicy` (through
-/// `ViewModel`) for every decision and answers from memory; the database is read only when the
-/// library changes, and written only for what the app does (create, delete, albums, requests).
+/// `ViewModel`) for every decision and answers from memory; the library (`LibraryPort`) is read
+/// only when it changes, and written only for what the app does (create, delete, albums, requests).
+///
+/// The rooms (folders of this module): Namespace/ (node kinds, lookup, attributes, readdir),
+/// Handles/ (one type per kind of open file), Writes/ (files being written and edits, their
+/// commit), Mutations/ (create, mkdir, rmdir, unlink, rename, upload folders), Control/
+/// (`.photogate/`), Refresh/ (catching up with the library, invalidations, the watcher), Model/
+/// (the in-memory view), Errors/ (the errno mapping), Daemon/ (the process that runs a mount).
+///
+/// LOCKS, and the order they nest in (a lock may be taken while holding only those above it):
+///   1. `SessionFile.lock` (`f.run`): one file being written; never two at once. Held across
+///      its commit, which refreshes the view (so 2 and 3 nest inside it).
+///   2. `refreshLock`: one refresh at a time; held while the model is swapped or patched and the
+///      kernel told (the invalidator never calls back into PhotoFS).
+///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
+///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
+///      `albumSessions`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
+///      `openedPaths`, `handles`, `redactionCache`, `feed` (holds poll handles, notifies after
+///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`; and each handle's own lock
+///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
+///      request submitted.
+/// Atomics (`nextHandle`, `requested`, `viewBytes`, `FDBudget`'s count) take no lock. The FUSE
+/// session's own locks (`connection`, `backing`) are leaves below all of these.
 public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     public let library: any LibraryPort
     public let appID: AppID
     public let access: AccessLevel
     let writer: any AppFileWriter
     let model: Mutex<ViewModel>
-    /// Files this mount is writing (see WriteSession.swift for their lock order).
+    /// Files this mount is writing (Writes/).
     let files = Mutex<[Inode: SessionFile]>([:])
     /// Bytes of files being written in this mount, and its limits (WriteSession.admitGrowth).
     let writingBytes = Mutex<UInt64>(0)

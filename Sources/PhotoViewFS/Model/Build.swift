@@ -102,7 +102,7 @@ extension ViewModel {
                         let q = UnsafeBufferPointer(rebasing: tx[NodeStore.bounds(ends, i, 1)])
                         t.insert(NodeStore.nameHash(q), Int32(i)) { v in
                             let o = NodeStore.bounds(ends, Int(v), 1)
-                            return o.count == q.count && (q.isEmpty || memcmp(tx.baseAddress! + o.lowerBound, q.baseAddress!, q.count) == 0)
+                            return NodeStore.sameBytes(tx, o, q)
                         }
                     }
                 }

@@ -100,7 +100,7 @@ final class NodeStore: @unchecked Sendable {
             let q = UnsafeBufferPointer(rebasing: t[nameRange])
             byName.insert(NodeStore.nameHash(q), index) { v in
                 let o = NodeStore.bounds(ends, Int(v), 1)
-                return o.count == q.count && (q.isEmpty || memcmp(t.baseAddress! + o.lowerBound, q.baseAddress!, q.count) == 0)
+                return NodeStore.sameBytes(t, o, q)
             }
         }
     }
@@ -124,9 +124,7 @@ final class NodeStore: @unchecked Sendable {
         let a = NodeStore.bounds(ends, i, field), b = NodeStore.bounds(other.ends, j, field)
         guard a.count == b.count else { return false }
         return text.withUnsafeBufferPointer { x in
-            other.text.withUnsafeBufferPointer { y in
-                a.isEmpty || memcmp(x.baseAddress! + a.lowerBound, y.baseAddress! + b.lowerBound, a.count) == 0
-            }
+            other.text.withUnsafeBufferPointer { y in NodeStore.sameBytes(x, a, UnsafeBufferPointer(rebasing: y[b])) }
         }
     }
 
@@ -137,6 +135,11 @@ final class NodeStore: @unchecked Sendable {
                          mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storeRoot + "/" + p : p,
                          strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
                          selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0)
+    }
+
+    /// Whether the bytes at `range` of `text` are `q`: the one comparison of names and fields.
+    @inline(__always) static func sameBytes(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ q: UnsafeBufferPointer<UInt8>) -> Bool {
+        range.count == q.count && (q.isEmpty || memcmp(text.baseAddress! + range.lowerBound, q.baseAddress!, q.count) == 0)
     }
 
     @inline(__always) static func mix(_ x: UInt64) -> Int {
@@ -165,9 +168,7 @@ final class NodeStore: @unchecked Sendable {
         return name.withUTF8 { q in
             byName.find(NodeStore.nameHash(q)) { v in
                 let r = NodeStore.bounds(ends, Int(v), 1)
-                return r.count == q.count && text.withUnsafeBufferPointer { t in
-                    q.isEmpty || memcmp(t.baseAddress! + r.lowerBound, q.baseAddress!, q.count) == 0
-                }
+                return r.count == q.count && text.withUnsafeBufferPointer { t in NodeStore.sameBytes(t, r, q) }
             }
         }
     }

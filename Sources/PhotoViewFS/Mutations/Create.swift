@@ -77,7 +77,7 @@ extension PhotoFS {
     public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {
         noteAccess()
         // The top's reserved names: `Albums`/`Shared` where the view shows them, and `.photogate`,
-        // exist; elsewhere no folder may take them (DESIGN: no Albums/ for limited apps, EACCES).
+        // exist; elsewhere no folder may take them (no Albums/ for limited apps: EACCES).
         if parent == FixedInode.root, let raw = name.string, DisplayName.reserved.contains(raw) {
             if raw == ".photogate" || model.withLock({ $0.policy.showsAlbums }) { throw .exists }
             throw .accessDenied

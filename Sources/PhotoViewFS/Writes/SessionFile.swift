@@ -14,9 +14,8 @@ import Glibc
 /// committed file's descriptor is closed under the same lock every write takes, so nothing can
 /// write into an original.
 ///
-/// Locking: `lock` guards every field and every use of `fd`. Lock order: a session's lock first,
-/// then `PhotoFS.refreshLock`, then the leaf mutexes (`files`, `sessionNames`, `handles`,
-/// `model`). Never take a session's lock while holding one of those.
+/// Locking: `lock` guards every field and every use of `fd`; it comes first in the mount's lock
+/// order (PhotoFS.swift): never take it while holding another lock of the mount.
 final class SessionFile: @unchecked Sendable {
     enum State: Equatable {
         /// Being written (or created and not written yet).
