@@ -31,25 +31,33 @@ extension PhotoFS {
         noteAccess()
         let accmode = flags & O_ACCMODE
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
-        switch inode {
-        case FixedInode.status:
+        let resolved = resolve(inode)
+        switch resolved {
+        case .controlFile(FixedInode.status)?:
             if wantsWrite { throw .accessDenied }
             return OpenReply(handle: newHandle(SnapshotHandle(statusContent())), directIO: true)
-        case FixedInode.refused:
+        case .controlFile(FixedInode.refused)?:
             if wantsWrite { throw .accessDenied }
             return OpenReply(handle: newHandle(SnapshotHandle(refusedContent())), directIO: true)
-        case FixedInode.changes:
+        case .controlFile(FixedInode.changes)?:
             if wantsWrite { throw .accessDenied }
             let position = feed.withLock { $0.latest }
             return OpenReply(handle: newHandle(ChangesHandle(position: position)), directIO: true, nonSeekable: true)
-        case FixedInode.request:
+        case .controlFile(FixedInode.request)?:
             if accmode != O_WRONLY { throw .accessDenied }
             return OpenReply(handle: newHandle(RequestHandle()), directIO: true)
-        case FixedInode.root, FixedInode.albums, FixedInode.shared, FixedInode.control:
+        case .root?, .control?, .albumsFolder?:
+            throw .isDirectory
+        case nil where inode == FixedInode.albums || inode == FixedInode.shared:
             throw .isDirectory
         default: break
         }
-        if let node = model.withLock({ m in m.byIno[inode].flatMap { m.nodes[$0] } }) ?? aliasedNode(inode) {
+        if let node: AssetNode = {
+            switch resolved {
+            case .asset(let n)?, .aliased(let n)?: return n
+            default: return nil
+            }
+        }() {
             // Writing makes a new version, where the app may edit (originals are never modified).
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
             var plan: RedactionPlan? = nil

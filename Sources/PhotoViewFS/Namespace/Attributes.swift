@@ -37,39 +37,35 @@ extension PhotoFS {
 
     /// Resolves any inode to its attributes (and confirms it is still visible).
     func attributes(of ino: Inode) throws(Errno) -> (Attributes, Double) {
-        switch ino {
-        case FixedInode.root:
+        guard let node = resolve(ino) else { throw .noEntry }
+        switch node {
+        case .root:
             let canCreate = model.withLock { $0.policy.canCreate }
             return (dirAttributes(ino, writable: canCreate), PhotoFS.longTimeout)
-        case FixedInode.albums, FixedInode.shared:
-            let (shows, canEdit) = model.withLock { ($0.policy.showsAlbums, $0.policy.canEditAlbums) }
-            guard shows else { throw .noEntry }
-            return (dirAttributes(ino, writable: canEdit && ino == FixedInode.albums), PhotoFS.longTimeout)
-        case FixedInode.control:
+        case .albumsFolder(let shared):
+            let canEdit = model.withLock { $0.policy.canEditAlbums }
+            return (dirAttributes(ino, writable: canEdit && !shared), PhotoFS.longTimeout)
+        case .control:
             return (dirAttributes(ino, writable: false), PhotoFS.longTimeout)
-        case FixedInode.status, FixedInode.changes, FixedInode.request, FixedInode.refused:
+        case .controlFile:
             return (specialAttributes(ino), 0)
-        default:
-            if let a = model.withLock({ m -> Attributes? in
-                if let r = m.byIno[ino], let n = m.nodes[r] { return attributes(n) }
-                if let al = m.album(ino: ino) {
-                    return dirAttributes(al.ino, writable: !al.isShared && m.policy.canEditAlbums)
-                }
-                return nil
-            }) {
-                return (a, PhotoFS.longTimeout)
-            }
-            if let a = folderAttributes(ino) { return (a, PhotoFS.longTimeout) }
-            if let n = aliasedNode(ino) {
-                var a = attributes(n)
-                a.ino = ino
-                return (a, 0)
-            }
+        case .asset(let n):
+            return (attributes(n), PhotoFS.longTimeout)
+        case .album(let al, let writable):
+            return (dirAttributes(al.ino, writable: writable), PhotoFS.longTimeout)
+        case .uploadFolder:
+            guard let a = folderAttributes(ino) else { throw .noEntry }
+            return (a, PhotoFS.longTimeout)
+        case .aliased(let n):
+            var a = attributes(n)
+            a.ino = ino
+            return (a, 0)
+        case .session(let f):
             // A file being written: no caching, so that a refused or discarded one is gone at once.
-            if let f = session(ino), let a = f.run({ () -> Attributes? in
-                f.isNamed(addOnly: access == .addOnly) ? sessionAttributes(f) : nil
-            }) { return (a, 0) }
-            throw .noEntry
+            guard let a = f.run({ () -> Attributes? in f.isNamed(addOnly: access == .addOnly) ? sessionAttributes(f) : nil }) else {
+                throw .noEntry
+            }
+            return (a, 0)
         }
     }
 
