@@ -5,10 +5,11 @@ import PackageDescription
 //   CFuse3       system library target for libfuse3 (module map + shim header only)
 //   CCrypto      system library target for OpenSSL's libcrypto (SHA-256 with the CPU's SHA extensions)
 //   FUSE         small safe wrapper over the low-level libfuse API; knows nothing about photos
-//   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift)
+//   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift),
+//                and LibraryPort, all a mount asks of the library
 //   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
-//   GrantStore   the library folder and its database (GRDB on SQLite)
-//   PhotoViewFS  the FUSE adapter: one app's view of the library as a filesystem
+//   GrantStore   the library folder and its database (GRDB on SQLite); implements LibraryPort
+//   PhotoViewFS  the FUSE adapter: one app's view of the library as a filesystem, over LibraryPort
 //   photogate    the command-line tool
 let package = Package(
     name: "photogate",
