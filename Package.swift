@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(name: "PhotoLibraryTests", dependencies: ["PhotoLibrary"]),
         .testTarget(name: "RedactionTests", dependencies: ["Redaction", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "TestSupport"]),
-        .testTarget(name: "FUSETests", dependencies: ["FUSE"]),
+        .testTarget(name: "FUSETests", dependencies: ["FUSE", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "GrantStore", "TestSupport"]),
         .testTarget(name: "PhotoViewFSTests", dependencies: ["PhotoViewFS", "GrantStore", "PhotoLibrary", "TestSupport"]),
         .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport"]),

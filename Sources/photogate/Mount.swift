@@ -196,14 +196,7 @@ struct Mount: ParsableCommand {
 }
 
 /// True if `path` is a mount point listed in /proc/mounts.
-func isMounted(_ path: String) -> Bool {
-    guard let text = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return false }
-    let escaped = path.replacingOccurrences(of: " ", with: "\\040")
-    return text.split(separator: "\n").contains { line in
-        let f = line.split(separator: " ")
-        return f.count > 2 && f[1] == escaped
-    }
-}
+func isMounted(_ path: String) -> Bool { MountTable.isMountPoint(path) }
 
 @discardableResult
 func runTool(_ path: String, _ args: [String]) throws -> Int32 {

@@ -163,14 +163,7 @@ func isDirectory(_ path: String) -> Bool {
 }
 
 /// Mount points of every fuse.photogate mount in this namespace.
-func photogateMountPoints() -> [String] {
-    guard let text = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return [] }
-    return text.split(separator: "\n").compactMap { line in
-        let f = line.split(separator: " ")
-        guard f.count > 2, f[2] == "fuse.photogate" else { return nil }
-        return String(f[1]).replacingOccurrences(of: "\\040", with: " ")
-    }
-}
+func photogateMountPoints() -> [String] { MountTable.photogateMounts().map(\.mountPoint) }
 
 /// Runs a program and returns its status and stderr.
 func runCapturing(_ path: String, _ args: [String]) throws -> (Int32, String) {

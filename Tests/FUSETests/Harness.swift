@@ -3,6 +3,7 @@ import FUSE
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 /// Whether this machine can mount FUSE filesystems at all: /dev/fuse must open read-write and a
@@ -62,7 +63,7 @@ func makeTemporaryDirectory() throws -> String {
 
 /// True while `path` is a mount point in /proc/self/mounts.
 func isMounted(_ path: String) -> Bool {
-    guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return false }
+    guard let mounts = TestSupport.readWhole("/proc/self/mounts") else { return false }
     return mounts.split(separator: "\n").contains { line in
         let fields = line.split(separator: " ")
         return fields.count > 1 && fields[1] == path

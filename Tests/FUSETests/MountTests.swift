@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 /// Real mounts: the test process serves a ToyFS on libfuse's threads and uses it through
@@ -373,7 +374,7 @@ struct MountTests {
         options.fsName = "toy,with comma"
         let status = try withMount(fs, options: options) { m in
             #expect(m.session.connection?.writebackCache == true)
-            let mounts = try String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)
+            let mounts = try #require(TestSupport.readWhole("/proc/self/mounts"))
             #expect(mounts.contains("toy,with\\040comma \(m.root) fuse.toy"))
             let data = patternBytes(100_000, seed: 5)
             let fd = try check(open(m.path("wb"), O_CREAT | O_RDWR, 0o644), "create")

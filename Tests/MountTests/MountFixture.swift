@@ -92,7 +92,7 @@ struct FixtureError: Error, CustomStringConvertible {
 }
 
 func isMounted(_ path: String) -> Bool {
-    guard let text = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return false }
+    guard let text = TestSupport.readWhole("/proc/mounts") else { return false }
     return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
 }
 

@@ -40,7 +40,7 @@ import Glibc
     }
 
     static func mounted(_ path: String) -> Bool {
-        let text = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
+        let text = TestSupport.readWhole("/proc/self/mounts") ?? ""
         return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
     }
 

@@ -5,6 +5,22 @@ import Glibc
 
 /// Shared helpers for photogate's tests: temp folders, processes, generated media.
 public enum TestSupport {
+    /// A file read until end of file. Files under /proc report size 0 and Foundation's
+    /// `String(contentsOfFile:)` returns only their first ~4 KB: with a few dozen mounts on the
+    /// machine, later mounts were missing from /proc/mounts and fixtures failed to unmount them.
+    public static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            if n == 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+    }
+
     public static let packageRoot: String = {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }
@@ -184,13 +200,13 @@ public enum TestMedia {
 /// connection through fusectl (which fails every waiting request), then detach the mount.
 public enum FUSECleanup {
     public static func isMounted(_ path: String) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/mounts", encoding: .utf8) else { return false }
+        guard let text = TestSupport.readWhole("/proc/mounts") else { return false }
         return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
     }
 
     public static func abortAndDetach(_ path: String) {
         guard isMounted(path) else { return }
-        if let info = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) {
+        if let info = TestSupport.readWhole("/proc/self/mountinfo") {
             for line in info.split(separator: "\n") {
                 let f = line.split(separator: " ")
                 guard f.count > 4, String(f[4]) == path, let dev = f[2].split(separator: ":").last else { continue }

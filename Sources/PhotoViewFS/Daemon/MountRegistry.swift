@@ -93,35 +93,7 @@ public enum MountRegistry {
 
     /// photogate's FUSE mounts in this mount namespace (fuse.photogate): mount point and device.
     static func mountedPhotogatePoints() -> [(path: String, device: String)] {
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
-        var out: [(path: String, device: String)] = []
-        for line in text.split(separator: "\n") {
-            let parts = line.components(separatedBy: " - ")
-            guard parts.count >= 2 else { continue }
-            let fields = parts[0].split(separator: " ")
-            let after = parts[1].split(separator: " ")
-            guard fields.count > 4, let type = after.first, type == "fuse.photogate" else { continue }
-            out.append((unescapeMountPath(String(fields[4])), String(fields[2])))
-        }
-        return out
-    }
-
-    /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
-    static func unescapeMountPath(_ s: String) -> String {
-        var bytes: [UInt8] = []
-        let u = Array(s.utf8)
-        var i = 0
-        while i < u.count {
-            if u[i] == UInt8(ascii: "\\"), i + 3 < u.count,
-               let v = UInt8(String(decoding: u[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
-                bytes.append(v)
-                i += 4
-            } else {
-                bytes.append(u[i])
-                i += 1
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        MountTable.photogateMounts().map { ($0.mountPoint, $0.device) }
     }
 }
 

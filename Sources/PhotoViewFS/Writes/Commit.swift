@@ -29,7 +29,7 @@ extension PhotoFS {
 
     /// The thread group (process) of a task id, as FUSE requests name the calling thread.
     static func process(of tid: Int32) -> Int32 {
-        guard tid > 0, let text = try? String(contentsOfFile: "/proc/\(tid)/status", encoding: .utf8) else { return tid }
+        guard tid > 0, let text = MountTable.readWhole("/proc/\(tid)/status") else { return tid }
         for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
             return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) ?? tid
         }

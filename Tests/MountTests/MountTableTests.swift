@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// /proc/self/mountinfo longer than a page: files under /proc report size 0 and Foundation's
+/// `String(contentsOfFile:)` returns only the first ~4 KB, so on a machine with a few dozen mounts
+/// photogate lost sight of its own later mounts (`unmount` said "nothing is mounted", `mounts`
+/// dropped them, test fixtures leaked them). This test fills a private mount namespace with
+/// 150 tmpfs mounts ahead of the view, so the view's line lies far past the first page.
+@Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
+struct MountTable {
+    @Test func aMountPastTheFirstPageOfTheMountTableIsFoundAndUnmounted() throws {
+        guard getuid() == 0, TestSupport.which("unshare") else {
+            print("MountTable: SKIPPED: needs root and unshare(1) for a private mount namespace"); return
+        }
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Crowd", "--status", "authorized")
+        let mp = f.dir + "/crowded-view"
+        let fill = f.dir + "/filler"
+        // Everything happens in a private mount namespace: the tmpfs mounts and the view vanish
+        // with it; the trap detaches the view should the unmount under test fail.
+        let script = """
+        set -u
+        trap 'umount -l "$MP" 2>/dev/null; true' EXIT
+        mkdir -p "$MP"
+        for i in $(seq 150); do d="$FILL/a-rather-long-folder-name-to-fill-the-mount-table-$i"; mkdir -p "$d"; mount -t tmpfs -o size=4k none "$d" || exit 90; done
+        [ "$(wc -c < /proc/self/mountinfo)" -gt 12000 ] || exit 91
+        "$PG" mount org.example.Crowd "$MP" || exit 92
+        "$PG" mounts --json > "$FILL.mounts" || exit 93
+        "$PG" unmount "$MP" || exit 94
+        grep -q " $MP " /proc/self/mounts && exit 95
+        exit 0
+        """
+        let o = try TestSupport.run("unshare", ["-m", "--propagation", "private", "bash", "-c", script],
+                                    environment: f.env.merging(["PG": TestSupport.photogateBinary, "MP": mp, "FILL": fill]) { a, _ in a })
+        #expect(o.status == 0, "exit \(o.status): \(o.stderr)")
+        let listed = TestSupport.readWhole(fill + ".mounts") ?? ""
+        #expect(listed.contains("crowded-view"), "photogate mounts did not list the view: \(listed)")
+    }
+}
