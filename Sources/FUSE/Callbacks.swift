@@ -119,6 +119,7 @@ extension SessionCore {
         fi.pointee.direct_io = reply.directIO ? 1 : 0
         fi.pointee.keep_cache = reply.keepCache ? 1 : 0
         fi.pointee.nonseekable = reply.nonSeekable ? 1 : 0
+        fi.pointee.noflush = reply.noFlush ? 1 : 0
         if isDirectory {
             fi.pointee.cache_readdir = reply.cacheReaddir ? 1 : 0
             return
@@ -131,7 +132,7 @@ extension SessionCore {
         // With FOPEN_DIRECT_IO the kernel would send reads to us instead of the backing file, and
         // it fails (EIO) a passthrough open with any flag outside FOPEN_PASSTHROUGH_MASK
         // (passthrough, direct_io, parallel_direct_writes, noflush): keep_cache and nonseekable
-        // among them. A passthrough file's pages are the backing file's anyway.
+        // among them (noflush stays). A passthrough file's pages are the backing file's anyway.
         fi.pointee.direct_io = 0
         fi.pointee.keep_cache = 0
         fi.pointee.nonseekable = 0

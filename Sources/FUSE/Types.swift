@@ -169,15 +169,20 @@ public struct OpenReply: Sendable {
     /// An inode must be always passthrough or never: the kernel fails an open with EIO when one
     /// inode mixes passthrough and cached opens.
     public var passthroughFD: Int32?
+    /// FOPEN_NOFLUSH: `close(2)` sends no FLUSH (one round trip fewer per open) for opens whose
+    /// `flush` would do nothing (reads). Allowed with passthrough.
+    public var noFlush: Bool
 
     public init(handle: UInt64 = 0, directIO: Bool = false, keepCache: Bool = false,
-                nonSeekable: Bool = false, cacheReaddir: Bool = false, passthroughFD: Int32? = nil) {
+                nonSeekable: Bool = false, cacheReaddir: Bool = false, passthroughFD: Int32? = nil,
+                noFlush: Bool = false) {
         self.handle = handle
         self.directIO = directIO
         self.keepCache = keepCache
         self.nonSeekable = nonSeekable
         self.cacheReaddir = cacheReaddir
         self.passthroughFD = passthroughFD
+        self.noFlush = noFlush
     }
 }
 

@@ -26,7 +26,7 @@ import Glibc
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
 ///      `albumSessions`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
 ///      `openedPaths`, `handles`, `redactionCache`, `feed` (holds poll handles, notifies after
-///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`; and each handle's own lock
+///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`; and each handle's own lock
 ///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
 ///      request submitted.
 /// Atomics (`nextHandle`, `requested`, `viewBytes`, `FDBudget`'s count) take no lock. The FUSE
@@ -77,6 +77,12 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// invalidation would keep stale names; a newer mtime makes the kernel drop it the next time
     /// it refreshes the folder's attributes (which the invalidation also forces).
     let listingsChanged = Mutex<Timespec>(.zero)
+    /// Inodes that left the view whose cached pages the kernel has not dropped yet. The kernel
+    /// marks a revoked inode's attributes stale before it drops its pages, and with the writeback
+    /// cache a read does not refresh the size first: a `stat` answered ENOENT in between, and a
+    /// read through a handle opened before the revoke then got pages read ahead. GETATTR of such
+    /// an inode waits until its pages are gone (Refresh.swift).
+    let pendingDrops = Mutex<Set<Inode>>([])
 
     static let longTimeout = 86_400.0
 

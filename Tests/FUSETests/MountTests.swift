@@ -222,6 +222,24 @@ struct MountTests {
         }
     }
 
+    /// FOPEN_NOFLUSH: close(2) of such an open sends no FLUSH (issue 18: a round trip per read
+    /// open); other opens still get theirs.
+    @Test func noFlushOpensSendNoFlush() throws {
+        let fs = ToyFS()
+        let quiet = fs.addFile("quiet", data: [1, 2, 3]) { $0.noFlush = true }
+        let plain = fs.addFile("plain", data: [1, 2, 3])
+        try withMount(fs, options: .test(passthrough: false)) { m in
+            let quietBytes = try readFile(m.path("quiet"))
+            let plainBytes = try readFile(m.path("plain"))
+            #expect(quietBytes == [1, 2, 3])
+            #expect(plainBytes == [1, 2, 3])
+            // FLUSH is synchronous in close(2): counted by the time close returned.
+            let st = fs.mutate { $0 }
+            #expect(st.flushCalls[quiet, default: 0] == 0)
+            #expect(st.flushCalls[plain, default: 0] >= 1)
+        }
+    }
+
     @Test func nonUTF8Names() throws {
         let fs = ToyFS()
         try withMount(fs) { m in

@@ -19,6 +19,7 @@ final class ToyFS: FileSystemOperations {
         var passthroughFD: Int32?
         var directIO = false
         var keepCache = false
+        var noFlush = false
         var openError: Errno?
         var readError: Errno?
         var pollable = false
@@ -34,6 +35,7 @@ final class ToyFS: FileSystemOperations {
         var entriesReturnedByReaddirplus = 0
         var readdirCalls = 0
         var readCalls: [Inode: Int] = [:]
+        var flushCalls: [Inode: Int] = [:]
         var maxReadSize = 0
         var lookupErrors: [FileName: Errno] = [:]
         var pollHandles: [Inode: PollHandle] = [:]
@@ -219,8 +221,12 @@ final class ToyFS: FileSystemOperations {
             st.nextHandle += 1
             st.openHandles.insert(handle)
             return OpenReply(handle: handle, directIO: node.directIO, keepCache: node.keepCache,
-                             nonSeekable: false, passthroughFD: node.passthroughFD)
+                             nonSeekable: false, passthroughFD: node.passthroughFD, noFlush: node.noFlush)
         }
+    }
+
+    func flush(_ inode: Inode, handle: UInt64, context: RequestContext) throws(Errno) {
+        state.withLock { $0.flushCalls[inode, default: 0] += 1 }
     }
 
     func release(_ inode: Inode, handle: UInt64, flags: Int32) {
