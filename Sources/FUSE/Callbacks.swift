@@ -286,6 +286,9 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
 
     ops.read = { req, ino, size, offset, fi in
         let c = core(req)
+        // Counted until the reply is written: the reply is what puts its pages in the cache.
+        let gate = c.readGate.enter()
+        defer { c.readGate.leave(gate) }
         do throws(Errno) {
             switch try c.fs.read(ino, handle: fileHandle(fi), offset: Int64(offset), size: size) {
             case .bytes(let data):

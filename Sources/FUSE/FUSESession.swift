@@ -235,6 +235,15 @@ public final class FUSESession: @unchecked Sendable {
     /// Drop the cached attributes of `inode` and its page cache from `offset`, `length` bytes
     /// (`fuse_lowlevel_notify_inval_inode`). `length` 0 means to the end of the file, so the
     /// defaults drop attributes and all cached data; a negative `offset` drops only the attributes.
+    /// Waits until every READ the daemon was serving when called has been replied to (see
+    /// ReadGate.swift), so that invalidations queued next also drop the pages those replies
+    /// insert. Returns at once on a request handler thread: a mount's own unlink or rename
+    /// removes what the app itself asked to remove, and waiting there could wait on that thread.
+    public func quiesceReads() {
+        guard !HandlerThread.isCurrent else { return }
+        core.readGate.quiesce()
+    }
+
     public func invalidateInode(_ inode: Inode, offset: Int64 = 0, length: Int64 = 0) {
         core.enqueue(.inode(inode, offset: offset, length: length))
     }
@@ -250,7 +259,8 @@ public final class FUSESession: @unchecked Sendable {
 
     /// Blocks until everything queued before this call has reached the kernel. From inside a
     /// request handler it returns at once (waiting there could deadlock).
-    public func flushNotifications() {
+    @discardableResult
+    public func flushNotifications() -> Bool {
         core.flush()
     }
 }

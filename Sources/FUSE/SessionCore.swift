@@ -62,6 +62,8 @@ final class SessionCore: @unchecked Sendable {
 
     let fs: any FileSystemOperations
     let options: MountOptions
+    /// READs under way, so that a revoke can wait for them before it drops pages (ReadGate.swift).
+    let readGate = ReadGate()
 
     /// The `struct fuse_session *`. Written in `attach` (before any other thread sees this
     /// object) and in `teardown` (after the loop ended and the notifier thread was joined).
@@ -187,13 +189,15 @@ final class SessionCore: @unchecked Sendable {
         }
     }
 
-    func flush() {
+    @discardableResult
+    func flush() -> Bool {
         // Inside a handler, waiting could deadlock (the kernel may hold a lock the invalidation
         // needs until this very request is answered): queue only.
-        guard !HandlerThread.isCurrent, let thread = notifierThread, !thread.isCurrent else { return }
+        guard !HandlerThread.isCurrent, let thread = notifierThread, !thread.isCurrent else { return false }
         let barrier = Barrier()
         enqueue(.barrier(barrier))
         barrier.semaphore.wait()
+        return true
     }
 
     private func stopNotifier() {

@@ -268,6 +268,7 @@ final class RecordingInvalidator: Invalidator, @unchecked Sendable {
         case entry(parent: Inode, name: String)
         case inode(Inode)
         case delete(parent: Inode, child: Inode, name: String)
+        case quiesceReads
     }
     private let lock = NSLock()
     private var list: [Call] = []
@@ -295,4 +296,6 @@ final class RecordingInvalidator: Invalidator, @unchecked Sendable {
     func notifyDelete(parent: Inode, child: Inode, name: [UInt8]) {
         add(.delete(parent: parent, child: child, name: String(decoding: name, as: UTF8.self)))
     }
+    func quiesceReads() { add(.quiesceReads) }
+    func flushNotifications() -> Bool { true }
 }

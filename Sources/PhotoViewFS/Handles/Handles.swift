@@ -54,15 +54,6 @@ final class AssetHandle: OpenHandle {
     }
 
     func release(_ fs: PhotoFS, handle: UInt64) { FDBudget.mount.close(fd) }
-
-    /// fstat through a handle opened before a revoke describes the file that handle has open.
-    func attributes(uid: UInt32, gid: UInt32) -> Attributes? {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        let m = Timespec(seconds: Int(st.st_mtim.tv_sec), nanoseconds: Int(st.st_mtim.tv_nsec))
-        return Attributes(ino: ino, mode: FileMode.regular | 0o444, nlink: 1, size: UInt64(st.st_size), uid: uid, gid: gid,
-                          atime: m, mtime: m, ctime: m)
-    }
 }
 
 /// A file this mount writes (`edit: false`, Writes/Sessions.swift) or a new version of a visible

@@ -78,12 +78,25 @@ extension PhotoFS {
         do {
             return try attributes(of: inode)
         } catch {
-            // fstat (or the kernel refreshing attributes before a read) through a handle opened
-            // before a revoke describes the file that handle has open, which tells the app nothing
-            // it did not know; the read itself is then refused (EACCES).
-            guard let handle, let open = openHandle(handle) as? AssetHandle, open.ino == inode,
-                  let a = open.attributes(uid: uid, gid: gid) else { throw error }
-            return (a, 0)
+            // Through a handle opened before a revoke the asset is refused, not described: the
+            // kernel refreshes attributes through the handle before serving a read from its page
+            // cache, and it marks them stale at the revoke *before* it drops the pages. Answering
+            // that refresh with the file's size let a read in between get bytes read ahead before
+            // the revoke (Live.pagesReadAheadAreDroppedAtARevoke, flaky); an error fails the read.
+            waitForPageDrop(inode)
+            if let handle, let open = openHandle(handle) as? AssetHandle, open.ino == inode { throw .accessDenied }
+            throw error
+        }
+    }
+
+    /// An inode that just left the view is answered missing only once its cached pages are gone
+    /// (see `pendingDrops`). The wait is a few notifications long; the bound only keeps a stuck
+    /// notifier from holding a request for ever.
+    func waitForPageDrop(_ inode: Inode) {
+        var waited = 0
+        while pendingDrops.withLock({ $0.contains(inode) }) && waited < 20_000 {
+            usleep(50)
+            waited += 1
         }
     }
 }

@@ -10,6 +10,12 @@ public protocol Invalidator: AnyObject, Sendable {
     func invalidateEntry(parent: Inode, name: [UInt8])
     func invalidateInode(_ inode: Inode, offset: Int64, length: Int64)
     func notifyDelete(parent: Inode, child: Inode, name: [UInt8])
+    /// Waits for the READs under way to be replied to (their pages are then in the cache, where
+    /// the invalidations that follow drop them).
+    func quiesceReads()
+    /// Blocks until everything queued has reached the kernel; returns false where it cannot wait
+    /// (on a request handler thread).
+    func flushNotifications() -> Bool
 }
 
 extension FUSESession: Invalidator {}
@@ -111,6 +117,19 @@ extension PhotoFS {
     func invalidate(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
                     new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
         guard let inv = invalidator, !diff.isEmpty else { return }
+        // A READ answered just before the new view was published may still be putting its pages
+        // in the kernel's cache: wait for it, or those pages would outlive the invalidation below.
+        if !diff.removed.isEmpty { inv.quiesceReads() }
+        let drops = Set(diff.removed.map(\.ino))
+        if !drops.isEmpty { pendingDrops.withLock { $0.formUnion(drops) } }
+        defer {
+            if !drops.isEmpty {
+                // Pages of removed inodes are gone once the queue reached the kernel; a GETATTR
+                // waiting on them may answer now.
+                _ = inv.flushNotifications()
+                pendingDrops.withLock { $0.subtract(drops) }
+            }
+        }
         for n in diff.removed {
             // Its cached pages go first (queued before the name's deletion, so that once the name
             // is gone no page is left either): a handle opened before the revoke then reads
