@@ -145,18 +145,21 @@ extension Library {
     public func changes(_ app: AppID, since: Int64 = 0, limit: Int = 100_000) throws -> HistoryAnswer {
         try read { db in
             _ = try Library.requireApp(db, app)
-            let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM app_history WHERE app_id = ?", arguments: [app.rawValue]) ?? 0
+            // Cached statements: every mount reads its feed after every change.
+            let pruned = try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM app_history WHERE app_id = ?"),
+                                            arguments: [app.rawValue]) ?? 0
             if since < pruned { return .expired(oldestValid: pruned) }
-            let rows = try Row.fetchAll(db, sql: """
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT c.app_seq, c.kind, c.name, a.id, c.detail, c.at FROM app_changes c
                 LEFT JOIN assets a ON a.rowid = c.asset_rowid
                 WHERE c.app_id = ? AND c.app_seq > ? ORDER BY c.app_seq LIMIT ?
-                """, arguments: [app.rawValue, since, limit])
+                """), arguments: [app.rawValue, since, limit])
             let changes = rows.map { r in
                 AppChange(token: r[0], kind: AppChangeKind(rawValue: r[1]) ?? .updated, name: r[2], assetID: r[3], detail: r[4],
                           date: Date(timeIntervalSince1970: r[5]))
             }
-            let latest = try Int64.fetchOne(db, sql: "SELECT max(app_seq) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? since
+            let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(app_seq) FROM app_changes WHERE app_id = ?"),
+                                            arguments: [app.rawValue]) ?? since
             return .changes(changes, latest: max(latest, since))
         }
     }

@@ -201,6 +201,7 @@ public final class Library: Sendable {
 
     /// The newest change sequence number.
     public func lastChange() throws -> Int64 {
-        try read { db in try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0 }
+        // Cached: every mount asks this whenever anything in run/ changes.
+        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'")) ?? 0 }
     }
 }
