@@ -114,6 +114,7 @@ public final class Library: Sendable {
             if applied.contains(where: { !known.contains($0) }) { throw LibraryError.libraryTooNew(paths.root) }
             if creating || applied.count != known.count {
                 try migrator.migrate(pool)
+                wrote.store(true, ordering: .relaxed)
             }
         } catch let e as DatabaseError {
             throw Library.map(e, paths: paths)
