@@ -38,3 +38,10 @@ int pg_removexattr(const char *path, const char *name) {
 int pg_open_direct_write(const char *path) {
     return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
 }
+
+#include <sqlite3.h>
+
+int pg_sqlite_keep_wal(void *db) {
+    // sqlite3_db_config is variadic: Swift cannot call it.
+    return sqlite3_db_config((sqlite3 *)db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}

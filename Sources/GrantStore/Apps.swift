@@ -33,7 +33,8 @@ extension Library {
     }
 
     static func fetchApp(_ db: Database, _ id: AppID) throws -> AppRecord? {
-        try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id.rawValue]).map(AppRecord.init(row:))
+        // Cached: mounts read their app on every change.
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM apps WHERE id = ?"), arguments: [id.rawValue]).map(AppRecord.init(row:))
     }
 
     /// Apps are known from their first mention.

@@ -47,18 +47,24 @@ struct ViewDelta {
     static func record(_ db: Database, before: Visibility, after: Visibility, updated: Set<Int64> = []) throws {
         let apps = Set(before.keys).union(after.keys)
         guard !apps.isEmpty else { return }
+        // app_seq numbered here, one lookup per app, rather than by the trigger (an UPDATE of each
+        // new row: half the CPU of a 10,000-asset grant). The same numbers: max + 1, 2, 3...
         let insert = try db.cachedStatement(sql: """
-            INSERT INTO app_changes (app_id, at, kind, asset_rowid, name)
+            INSERT INTO app_changes (app_id, at, kind, asset_rowid, name, app_seq)
             VALUES (?, ?, ?, ?, (SELECT CASE WHEN owner_app = ? AND owner_name IS NOT NULL THEN owner_name ELSE display_name END
-                                 FROM assets WHERE rowid = ?))
+                                 FROM assets WHERE rowid = ?), ?)
             """)
+        let last = try db.cachedStatement(sql: "SELECT COALESCE(max(app_seq), 0) FROM app_changes WHERE app_id = ?")
         let now = Library.now()
         var wrote = false
         for app in apps.sorted() {
             let b = before[app] ?? [], a = after[app] ?? []
+            var seq: Int64? = nil
             for (kind, set) in [("removed", b.subtracting(a)), ("inserted", a.subtracting(b)), ("updated", a.intersection(b).intersection(updated))] {
                 for r in set.sorted() {
-                    try insert.execute(arguments: [app, now, kind, r, app, r])
+                    let next = try (seq ?? Int64.fetchOne(last, arguments: [app]) ?? 0) + 1
+                    seq = next
+                    try insert.execute(arguments: [app, now, kind, r, app, r, next])
                     wrote = true
                 }
             }
@@ -89,8 +95,14 @@ struct ViewDelta {
 
     /// Keeps at most `limit` entries per app; remembers where pruning stopped.
     static func prune(_ db: Database) throws {
-        let over = try Row.fetchAll(db, sql: "SELECT app_id, count(*) FROM app_changes GROUP BY app_id HAVING count(*) > ?",
-                                    arguments: [limit + limit / 10])
+        // Each app's span of tokens through the (app_id, app_seq) index, two lookups per app: a
+        // count(*) per app read the whole history on every change (~1 ms per 10,000 entries).
+        // Entries only ever go from the old end, so the span is the count.
+        let over = try Row.fetchAll(db, sql: """
+            SELECT id FROM (SELECT id, (SELECT max(app_seq) FROM app_changes WHERE app_id = apps.id)
+                                     - (SELECT min(app_seq) FROM app_changes WHERE app_id = apps.id) + 1 AS n FROM apps)
+            WHERE n > ?
+            """, arguments: [limit + limit / 10])
         for r in over {
             let app: String = r[0]
             guard let cut = try Int64.fetchOne(db, sql: "SELECT app_seq FROM app_changes WHERE app_id = ? ORDER BY app_seq DESC LIMIT 1 OFFSET ?",
@@ -114,18 +126,21 @@ extension Library {
     public func changes(_ app: AppID, since: Int64 = 0, limit: Int = 100_000) throws -> HistoryAnswer {
         try read { db in
             _ = try Library.requireApp(db, app)
-            let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM app_history WHERE app_id = ?", arguments: [app.rawValue]) ?? 0
+            // Cached statements: every mount reads its feed after every change.
+            let pruned = try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM app_history WHERE app_id = ?"),
+                                            arguments: [app.rawValue]) ?? 0
             if since < pruned { return .expired(oldestValid: pruned) }
-            let rows = try Row.fetchAll(db, sql: """
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT c.app_seq, c.kind, c.name, a.id, c.detail, c.at FROM app_changes c
                 LEFT JOIN assets a ON a.rowid = c.asset_rowid
                 WHERE c.app_id = ? AND c.app_seq > ? ORDER BY c.app_seq LIMIT ?
-                """, arguments: [app.rawValue, since, limit])
+                """), arguments: [app.rawValue, since, limit])
             let changes = rows.map { r in
                 AppChange(token: r[0], kind: AppChangeKind(rawValue: r[1]) ?? .updated, name: r[2], assetID: r[3], detail: r[4],
                           date: Date(timeIntervalSince1970: r[5]))
             }
-            let latest = try Int64.fetchOne(db, sql: "SELECT max(app_seq) FROM app_changes WHERE app_id = ?", arguments: [app.rawValue]) ?? since
+            let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(app_seq) FROM app_changes WHERE app_id = ?"),
+                                            arguments: [app.rawValue]) ?? since
             return .changes(changes, latest: max(latest, since))
         }
     }

@@ -33,7 +33,11 @@ struct Photogate: ParsableCommand {
         // Everything photogate creates (library files, logs, what its daemons make) is owner-only.
         LibraryPrivacy.restrictUmask()
         let args = Array(CommandLine.arguments.dropFirst())
-        main(MountHelperArguments.rewrite(args, subcommands: configuration.subcommands.map { $0._commandName }) ?? args)
+        // The subcommands' names cost ~3 ms (String(describing:) of 27 types, each a scan of the
+        // runtime's conformance tables): asked only for a line that can be mount.fuse3's.
+        let helper = args.count >= 2 && args[1].hasPrefix("/")
+            ? MountHelperArguments.rewrite(args, subcommands: configuration.subcommands.map { $0._commandName }) : nil
+        main(helper ?? args)
     }
 }
 

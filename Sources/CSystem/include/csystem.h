@@ -23,4 +23,10 @@ int pg_removexattr(const char *path, const char *name);
 /// filesystem has no direct I/O).
 int pg_open_direct_write(const char *path);
 
+/// For a connection (sqlite3 *) of a photogate library: no checkpoint when it closes
+/// (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE), so the last connection to close leaves the WAL and its index
+/// in place instead of syncing, copying and deleting them (the next process would then recreate
+/// the WAL, sync its folder and, through GRDB, write a dummy transaction). 0 on success.
+int pg_sqlite_keep_wal(void *db);
+
 #endif
