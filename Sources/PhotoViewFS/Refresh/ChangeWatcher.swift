@@ -34,7 +34,10 @@ final class ChangeWatcher: @unchecked Sendable {
         let ifd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         defer { if ifd >= 0 { close(ifd) } }
         if ifd >= 0 {
-            _ = inotify_add_watch(ifd, fs.library.runDir, UInt32(IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_CREATE))
+            // The bell is opened, written and closed once per change: IN_CLOSE_WRITE alone wakes
+            // once per ring (IN_MODIFY doubled every wake); the other files of run/ (daemon logs,
+            // the mount registry) are filtered out by name below without touching the database.
+            _ = inotify_add_watch(ifd, fs.library.runDir, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE))
         }
         var lastSeq = fs.model.withLock { $0.seq }
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -43,13 +46,49 @@ final class ChangeWatcher: @unchecked Sendable {
             let n = poll(&fds, 2, 5000)
             if n < 0 && errno != EINTR { return }
             if fds[1].revents != 0 { return }
-            if fds[0].revents != 0 { while read(ifd, &buf, buf.count) > 0 {} }
+            var rang = false
+            if fds[0].revents != 0 {
+                while true {
+                    let got = read(ifd, &buf, buf.count)
+                    if got <= 0 { break }
+                    rang = rang || ChangeWatcher.namesBell(buf, count: got)
+                }
+                if !rang { continue }
+            }
+            if rang {
+                // A ring means a committed change: the refresh reads what changed (nothing for this
+                // view is an empty answer), with no separate look at the sequence first.
+                fs.refresh()
+                lastSeq = max(lastSeq, fs.model.withLock { $0.seq })
+                continue
+            }
+            // The slow safety check (a ring lost, the bell removed): compare the sequence.
             guard let seq = try? fs.library.lastChange() else { continue }
             if seq != lastSeq {
                 fs.refresh()
                 lastSeq = fs.model.withLock { $0.seq }
                 if lastSeq < seq { lastSeq = seq }
             }
+        }
+    }
+
+    /// Whether a buffer of inotify events names the bell (or overflowed, which may hide a ring).
+    static func namesBell(_ buf: [UInt8], count: Int) -> Bool {
+        var off = 0
+        let header = MemoryLayout<inotify_event>.size
+        return buf.withUnsafeBytes { raw -> Bool in
+            while off + header <= count {
+                let mask = raw.loadUnaligned(fromByteOffset: off + 4, as: UInt32.self)
+                let len = Int(raw.loadUnaligned(fromByteOffset: off + 12, as: UInt32.self))
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 { return true }
+                let nameStart = off + header
+                if len > 0, nameStart + len <= count {
+                    let name = raw[nameStart..<(nameStart + len)].prefix { $0 != 0 }
+                    if name.elementsEqual("bell".utf8) { return true }
+                }
+                off = nameStart + len
+            }
+            return false
         }
     }
 }
