@@ -176,6 +176,20 @@ public struct ViewRows: Sendable {
     /// The name the app sees for row `i`, when it is not the display name.
     public func ownViewName(_ i: Int) -> String? { renamed[i] }
 
+    /// The name the app gave row `i`, when it created it and named it.
+    public func ownName(_ i: Int) -> String? {
+        flags[i].contains(.owned) && !flags[i].contains(.ownerNameNull) ? text(.ownerName, i) : nil
+    }
+
+    /// The name row `i` has before clashes are settled (`ViewNaming.natural`): what a patch
+    /// carries, and what a view shows while no name is unsettled.
+    public func naturalName(_ i: Int) -> String {
+        ViewNaming.natural(displayName: text(.displayName, i)!, ownName: ownName(i))
+    }
+
+    /// The name the app sees for row `i` in a whole view (not a patch).
+    public func viewName(_ i: Int) -> String { renamed[i] ?? text(.displayName, i)! }
+
     public func asset(_ i: Int) -> Asset {
         Asset(rowID: rowIDs[i], id: text(.id, i)!, displayName: text(.displayName, i)!, ownerName: text(.ownerName, i),
               owner: text(.ownerApp, i).flatMap(AppID.init), mediaKind: text(.mediaKind, i)!,
@@ -221,7 +235,8 @@ extension Library {
     /// unfiltered (every member), for `viewUpdate`.
     static func view(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]? = nil,
                      withAlbums: Bool = true, lean: Bool = false) throws -> ViewSnapshot {
-        let policy = ViewPolicy(access: access, status: app.status(for: access))
+        let context = Library.context(app, access)
+        let policy = context.policy
         let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let leftOut: Set<String> = lean ? ["media_kind", "media_class", "content_hash"] : []
         let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
@@ -240,45 +255,27 @@ extension Library {
         if let only {
             candidates += only.isEmpty ? " AND 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
         }
-        // Read with the SQLite C API straight into columns: no Row, no String per value (a mount
-        // of a million assets reads them all).
-        let statement = try db.makeStatement(sql: """
-            SELECT \(cols), s.strip_location, p.strip_location FROM assets a
-            LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
-            LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
-            WHERE \(candidates) ORDER BY a.rowid
-            """)
+        // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
+        // String per value (a mount of a million assets reads them all).
+        let statement = try db.makeStatement(sql: FactsReader.sql(columns: cols, filter: candidates, withConsent: false))
         try statement.setArguments(["app": app.id.rawValue])
-        let h = statement.sqliteStatement
-        defer { sqlite3_reset(h) }
         var rows = ViewRows()
-        let appBytes = Array(app.id.rawValue.utf8)
         var needsNaming = false
-        func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
-        while true {
-            let rc = sqlite3_step(h)
-            if rc == SQLITE_DONE { break }
-            guard rc == SQLITE_ROW else {
-                throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-            }
-            // Columns: see assetColumns (0...15), then the selection's (16) and the pick's (17) strip flag.
-            var owned = false
-            if !isNull(4), let owner = sqlite3_column_text(h, 4), Int(sqlite3_column_bytes(h, 4)) == appBytes.count {
-                owned = appBytes.withUnsafeBufferPointer { a in memcmp(owner, a.baseAddress!, a.count) == 0 }
-            }
-            let selected = !isNull(16), picked = !isNull(17)
-            let shared = sqlite3_column_int64(h, 12) != 0, trashed = !isNull(13)
-            let facts = AssetFacts(isShared: shared, isTrashed: trashed, isOwned: owned, isSelected: selected, isPicked: picked)
-            guard policy.isVisible(facts) else { continue }
-            let strip = app.options.stripLocation || (selected && sqlite3_column_int64(h, 16) != 0)
-                || (picked && sqlite3_column_int64(h, 17) != 0)
+        try FactsReader.each(db, statement) { h in
+            func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
+            // Columns: see assetColumns (0...15), then the facts (FactsReader).
+            let facts = FactsReader.facts(h)
+            guard context.isVisible(facts) else { return }
+            let owned = facts.isOwned, picked = facts.isPicked, selected = facts.isSelected
+            let shared = facts.isShared, trashed = facts.isTrashed
+            let strip = context.stripsLocation(facts)
             var f: ViewRows.Flags = []
             if owned { f.insert(.owned) }
             if picked { f.insert(.picked) }
             if selected { f.insert(.selected) }
             if strip { f.insert(.strip) }
             if shared { f.insert(.shared) }
-            if sqlite3_column_int64(h, 10) != 0 { f.insert(.hasLocation) }
+            if facts.hasLocation { f.insert(.hasLocation) }
             if trashed { f.insert(.trashed) }
             // The text columns in Field order.
             for (field, column) in ViewRows.textColumns {
@@ -303,8 +300,7 @@ extension Library {
         }
         if needsNaming && only == nil {
             let items = (0..<rows.count).map { i in
-                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!,
-                                ownName: rows.flags[i].contains(.owned) ? rows.text(.ownerName, i) : nil)
+                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!, ownName: rows.ownName(i))
             }
             let names = ViewNaming.assign(items)
             for item in items where names[item.key] != nil && names[item.key] != item.displayName {
@@ -327,5 +323,30 @@ extension Library {
             }
         }
         return ViewSnapshot(app: app, access: access, policy: policy, rows: rows, albums: albums, changeSeq: seq)
+    }
+}
+
+extension Library {
+    /// The names an app sees at `access` where they differ from display names (its own files'
+    /// names, and clashes settled by a suffix), by row id: the names of the view build, which
+    /// assigns them with `ViewNaming.assign` over the visible set. nil when every visible asset
+    /// is seen under its display name: when none of the app's own files is named otherwise
+    /// (display names are unique and never reserved, so nothing can clash), which is checked
+    /// through the index of app-owned assets without building the view.
+    static func renamedInView(_ db: Database, app: AppRecord, access: AccessLevel) throws -> [Int64: String]? {
+        guard let rows = try namedView(db, app: app, access: access) else { return nil }
+        var out: [Int64: String] = [:]
+        for i in 0..<rows.count { if let n = rows.ownViewName(i) { out[rows.rowIDs[i]] = n } }
+        return out
+    }
+
+    /// The visible rows with their names, when some name is not a display name (else nil).
+    static func namedView(_ db: Database, app: AppRecord, access: AccessLevel) throws -> ViewRows? {
+        let renamed = try Bool.fetchOne(db, sql: """
+            SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
+                           WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
+            """, arguments: [app.id.rawValue]) ?? false
+        guard renamed else { return nil }
+        return try Library.view(db, app: app, access: access, withAlbums: false, lean: true).rows
     }
 }

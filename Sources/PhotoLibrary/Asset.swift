@@ -65,7 +65,14 @@ public enum ViewNaming {
         }
     }
 
-    /// Assigns a unique name to every item. Deterministic for the same input order.
+    /// The name an asset has in a view before clashes are settled: the app's own name for an
+    /// asset it created (when it gave one), else the library's display name.
+    @inline(__always)
+    public static func natural(displayName: String, ownName: String?) -> String { ownName ?? displayName }
+
+    /// Assigns a unique name to every item: the one place the name an app sees is decided (the
+    /// mount, `assets --app`, `explain`, the history and name resolution read its answer). Items
+    /// are the app's visible assets in row id order. Deterministic for the same input order.
     public static func assign(_ items: [Item], reserved: Set<String> = DisplayName.reserved) -> [Int64: String] {
         var taken = reserved
         taken.reserveCapacity(items.count + reserved.count)
@@ -80,7 +87,7 @@ public enum ViewNaming {
             }
         }
         for item in pending {
-            let base = item.ownName ?? item.displayName
+            let base = natural(displayName: item.displayName, ownName: item.ownName)
             let name = DisplayName.unique(base) { taken.contains($0) }
             taken.insert(name)
             result[item.key] = name
