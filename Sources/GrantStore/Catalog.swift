@@ -172,26 +172,23 @@ extension Library {
     /// The names one app sees in its read-write view, for `resolve`.
     struct AppNames {
         let app: AppRecord?
-        /// Set when some names of the view are not display names (`renamedInView`): then the
-        /// view's names, by name.
+        /// The view's names that are not display names (`renamedInView`), by row id and by name.
+        let renamed: [Int64: String]?
         let names: [String: Int64]?
 
         init(_ db: Database, _ app: AppRecord?) throws {
             self.app = app
-            guard let app, let rows = try Library.namedView(db, app: app, access: .readWrite) else { names = nil; return }
-            // Every visible asset, under its view name.
-            var map: [String: Int64] = [:]
-            for i in 0..<rows.count { map[rows.viewName(i)] = rows.rowIDs[i] }
-            names = map
+            renamed = try app.flatMap { try Library.renamedInView(db, app: $0, access: .readWrite) }
+            names = renamed.map { Dictionary($0.map { ($0.value, $0.key) }, uniquingKeysWith: { a, _ in a }) }
         }
 
         /// The asset the app sees under `name`, if any.
         func lookup(_ db: Database, _ name: String) throws -> Int64? {
             guard let app else { return nil }
-            if let names { return names[name] }
-            // No name of the view differs from a display name: the asset of that display name,
-            // if the app sees it.
+            if let rowID = names?[name] { return rowID }
+            // Otherwise a display name: the asset of that name, if the app sees it under it.
             guard let rowID = try Int64.fetchOne(db, sql: "SELECT rowid FROM assets WHERE display_name = ?", arguments: [name]),
+                  renamed?[rowID] == nil,
                   let facts = try Library.facts(db, app: app.id, rowID: rowID) else { return nil }
             return Library.context(app, .readWrite).isVisible(facts) ? rowID : nil
         }

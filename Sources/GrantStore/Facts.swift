@@ -71,17 +71,22 @@ extension Library {
     /// The facts of assets for one app, in row id order: these row ids (unknown ones are left
     /// out), or every asset when nil.
     static func facts(_ db: Database, app: AppID, rowIDs: [Int64]?) throws -> [(asset: Asset, facts: AssetFacts)] {
+        guard let rowIDs else { return try facts(db, app: app, filter: "1") }
         var out: [(asset: Asset, facts: AssetFacts)] = []
-        func read(_ filter: String) throws {
-            let rows = try Row.fetchCursor(db, sql: FactsReader.sql(columns: FactsReader.allColumns, filter: filter),
-                                           arguments: ["app": app.rawValue])
-            while let row = try rows.next() { out.append((Library.asset(row), FactsReader.facts(row))) }
-        }
-        guard let rowIDs else { try read("1"); return out }
         for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
-            try read("a.rowid IN (\(rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")))")
+            out += try facts(db, app: app, filter: "a.rowid IN (\(rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")))")
         }
         if rowIDs.count > 500 { out.sort { $0.asset.rowID < $1.asset.rowID } }
+        return out
+    }
+
+    /// The facts of the assets a condition on `a` selects (its named arguments besides `:app`).
+    static func facts(_ db: Database, app: AppID, filter: String, arguments: StatementArguments = [:]) throws -> [(asset: Asset, facts: AssetFacts)] {
+        var args: StatementArguments = ["app": app.rawValue]
+        _ = args.append(contentsOf: arguments)
+        let rows = try Row.fetchCursor(db, sql: FactsReader.sql(columns: FactsReader.allColumns, filter: filter), arguments: args)
+        var out: [(asset: Asset, facts: AssetFacts)] = []
+        while let row = try rows.next() { out.append((Library.asset(row), FactsReader.facts(row))) }
         return out
     }
 

@@ -329,24 +329,47 @@ extension Library {
 extension Library {
     /// The names an app sees at `access` where they differ from display names (its own files'
     /// names, and clashes settled by a suffix), by row id: the names of the view build, which
-    /// assigns them with `ViewNaming.assign` over the visible set. nil when every visible asset
-    /// is seen under its display name: when none of the app's own files is named otherwise
-    /// (display names are unique and never reserved, so nothing can clash), which is checked
-    /// through the index of app-owned assets without building the view.
+    /// assigns them with `ViewNaming.assign` over the visible set (computed here over the assets a
+    /// clash involves, with the same function). nil when every visible asset is seen under its
+    /// display name: when none of the app's own files is named otherwise (display names are
+    /// unique and never reserved, so nothing can clash), checked through the index of app-owned
+    /// assets.
     static func renamedInView(_ db: Database, app: AppRecord, access: AccessLevel) throws -> [Int64: String]? {
-        guard let rows = try namedView(db, app: app, access: access) else { return nil }
-        var out: [Int64: String] = [:]
-        for i in 0..<rows.count { if let n = rows.ownViewName(i) { out[rows.rowIDs[i]] = n } }
-        return out
+        guard try hasRenamedOwnFiles(db, app) else { return nil }
+        // Exactly what `ViewNaming.assign` gives over the whole visible set, over the few assets
+        // that take part in a clash: the app's own files, and every visible asset whose display
+        // name the assignment considered, until no new one turns up. Any other visible asset keeps
+        // its display name, which no name considered equals (a few rows, not the library).
+        let context = Library.context(app, access)
+        var members: [Int64: ViewNaming.Item] = [:]
+        func add(_ filter: String, _ arguments: StatementArguments) throws -> Bool {
+            var added = false
+            for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments)
+            where members[asset.rowID] == nil && context.isVisible(facts) {
+                members[asset.rowID] = ViewNaming.Item(key: asset.rowID, displayName: asset.displayName,
+                                                       ownName: facts.isOwned ? asset.ownerName : nil)
+                added = true
+            }
+            return added
+        }
+        _ = try add("a.owner_app = :app AND a.trashed_at IS NULL", [:])
+        var queried = Set<String>()
+        while true {
+            var tried: Set<String>? = []
+            let names = ViewNaming.assign(members.values.sorted { $0.key < $1.key }, tried: &tried)
+            let new = tried!.subtracting(queried)
+            queried.formUnion(new)
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: Array(new)), as: UTF8.self)
+            let grew = try !new.isEmpty && add("a.display_name IN (SELECT value FROM json_each(:names))", ["names": json])
+            if !grew { return names.filter { $0.value != members[$0.key]!.displayName } }
+        }
     }
 
-    /// The visible rows with their names, when some name is not a display name (else nil).
-    static func namedView(_ db: Database, app: AppRecord, access: AccessLevel) throws -> ViewRows? {
-        let renamed = try Bool.fetchOne(db, sql: """
+    /// Whether some of the app's own files have names other than their display names.
+    static func hasRenamedOwnFiles(_ db: Database, _ app: AppRecord) throws -> Bool {
+        try Bool.fetchOne(db, sql: """
             SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
                            WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
             """, arguments: [app.id.rawValue]) ?? false
-        guard renamed else { return nil }
-        return try Library.view(db, app: app, access: access, withAlbums: false, lean: true).rows
     }
 }

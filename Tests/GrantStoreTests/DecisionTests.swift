@@ -94,4 +94,33 @@ import Glibc
         #expect(view.first { $0.asset.rowID == a[0].rowID }?.stripLocation == true)
         #expect(view.first { $0.asset.rowID == a[1].rowID }?.stripLocation == false)
     }
+
+    /// The names of a few clashing assets, computed without the rest of the view, are those of
+    /// the whole view's assignment (random clashes: app files named like photos, like each
+    /// other, and like the suffixed names the clashes produce).
+    @Test(arguments: [7, 8, 9] as [UInt64])
+    func renamedInViewIsTheWholeViewsNaming(seed: UInt64) throws {
+        var state = seed
+        func next(_ n: Int) -> Int { state = state &* 6364136223846793005 &+ 1442695040888963407; return Int((state >> 33) % UInt64(n)) }
+        let t = try TempLibrary()
+        let pool = ["P.jpg", "P-1.jpg", "P-2.jpg", "Q.jpg", "Q-1.jpg", "R.jpg"]
+        try t.importJPEGs(pool.filter { _ in next(3) > 0 })
+        for app in [editor, camera] {
+            for _ in 0..<(2 + next(4)) { _ = try appFile(t, app, pool[next(pool.count)]) }
+            try t.library.authorize(app, access: .readWrite, status: next(2) == 0 ? .authorized : .limited)
+        }
+        for a in try t.library.assets() where next(2) == 0 { try t.library.grant(editor, [a.id]) }
+        for app in [editor, camera] {
+            let rows = try t.library.view(for: app, access: .readWrite).rows
+            var whole: [Int64: String] = [:]
+            for i in 0..<rows.count { if let n = rows.ownViewName(i) { whole[rows.rowIDs[i]] = n } }
+            let few = try t.library.read { db in try Library.renamedInView(db, app: Library.requireApp(db, app), access: .readWrite) }
+            #expect((few ?? [:]) == whole, "seed \(seed) \(app)")
+            // Name resolution reads every name of the view back as its asset.
+            try t.library.read { db in
+                let names = try Library.AppNames(db, Library.requireApp(db, app))
+                for i in 0..<rows.count { #expect(try names.lookup(db, rows.viewName(i)) == rows.rowIDs[i], "seed \(seed) \(app) \(rows.viewName(i))") }
+            }
+        }
+    }
 }
