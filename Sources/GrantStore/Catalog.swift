@@ -160,57 +160,37 @@ extension Library {
     }
 
     /// The names an app sees in its read-write view where they differ from display names (its
-    /// own files, and names its view settled by a suffix), by row id; nil when every name it sees
-    /// is the display name. What app-scoped listings (`grants`) print, so that a name taken from
+    /// own files, and names its view settled by a suffix), by row id (`renamedInView`); nil when
+    /// every name it sees is the display name. What app-scoped listings (`grants`) print, so that a name taken from
     /// them reads back (`resolve`) as the same asset.
     public func viewNames(_ id: AppID) throws -> [Int64: String]? {
         try read { db in
-            let app = try Library.requireApp(db, id)
-            guard let names = try AppNames(db, app).names else { return nil }
-            var out: [Int64: String] = [:]
-            for (name, rowID) in names { out[rowID] = name }
-            return out
+            try Library.renamedInView(db, app: Library.requireApp(db, id), access: .readWrite)
         }
     }
 
     /// The names one app sees in its read-write view, for `resolve`.
     struct AppNames {
         let app: AppRecord?
-        let policy: ViewPolicy?
-        /// Set when some of the app's own files have names other than their display names: then
-        /// the view's names are computed as its mount computes them (collisions included).
+        /// The view's names that are not display names (`renamedInView`), by row id and by name.
+        let renamed: [Int64: String]?
         let names: [String: Int64]?
 
         init(_ db: Database, _ app: AppRecord?) throws {
             self.app = app
-            guard let app else { policy = nil; names = nil; return }
-            let policy = ViewPolicy(access: .readWrite, status: app.readWrite)
-            self.policy = policy
-            let renamed = try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
-                               WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
-                """, arguments: [app.id.rawValue]) ?? false
-            guard renamed else { names = nil; return }
-            let rows = try Library.view(db, app: app, access: .readWrite, withAlbums: false, lean: true).rows
-            var map: [String: Int64] = [:]
-            for i in 0..<rows.count { map[rows.ownViewName(i) ?? rows.text(.displayName, i) ?? ""] = rows.rowIDs[i] }
-            names = map
+            renamed = try app.flatMap { try Library.renamedInView(db, app: $0, access: .readWrite) }
+            names = renamed.map { Dictionary($0.map { ($0.value, $0.key) }, uniquingKeysWith: { a, _ in a }) }
         }
 
         /// The asset the app sees under `name`, if any.
         func lookup(_ db: Database, _ name: String) throws -> Int64? {
-            guard let app, let policy else { return nil }
-            if let names { return names[name] }
-            // No own file is renamed: the view's names are the display names of what it shows.
-            let statement = try db.cachedStatement(sql: """
-                SELECT a.rowid, a.is_shared, a.trashed_at IS NOT NULL, a.owner_app = :app,
-                       EXISTS (SELECT 1 FROM selections WHERE app_id = :app AND asset_rowid = a.rowid),
-                       EXISTS (SELECT 1 FROM picks WHERE app_id = :app AND asset_rowid = a.rowid)
-                FROM assets a WHERE a.display_name = :name
-                """)
-            guard let r = try Row.fetchOne(statement, arguments: ["app": app.id.rawValue, "name": name]) else { return nil }
-            let facts = AssetFacts(isShared: r[1], isTrashed: r[2], isOwned: (r[3] as Bool?) ?? false, isSelected: r[4], isPicked: r[5])
-            return policy.isVisible(facts) ? r[0] : nil
+            guard let app else { return nil }
+            if let rowID = names?[name] { return rowID }
+            // Otherwise a display name: the asset of that name, if the app sees it under it.
+            guard let rowID = try Int64.fetchOne(db, sql: "SELECT rowid FROM assets WHERE display_name = ?", arguments: [name]),
+                  renamed?[rowID] == nil,
+                  let facts = try Library.facts(db, app: app.id, rowID: rowID) else { return nil }
+            return Library.context(app, .readWrite).isVisible(facts) ? rowID : nil
         }
     }
 
@@ -226,13 +206,18 @@ extension Library {
         try write { db in
             let record = registering ? try Library.ensureApp(db, app) : try Library.requireApp(db, app)
             let assets = try Library.resolve(db, refs, as: record)
-            let shared = assets.filter(\.isShared)
-            if !shared.isEmpty && (!picked || record.readWrite == .limited) {
-                // DESIGN.md: a limited view never shows a cloud-shared asset, whether selected or
-                // picked; a pick that could never appear is refused rather than silently kept.
-                let what = picked ? "\(app) is limited, and a limited app never sees cloud-shared assets, even picked ones"
-                                  : "a limited selection never holds cloud-shared assets"
-                throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)' (\($0.id))" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and \(what); nothing was changed")
+            // The decision refuses a grant that could never show (a shared asset in a limited
+            // selection, or picked for a limited app), rather than keep it silently.
+            let context = Library.context(record, .readWrite)
+            var refused: [Asset] = []
+            var why: String?
+            for a in assets {
+                if let r = context.grantRefusal(AssetFacts(isShared: a.isShared), picked ? .pick : .selection) {
+                    refused.append(a); why = r
+                }
+            }
+            if let why {
+                throw LibraryError.conflict("refused: \(refused.prefix(5).map { "'\($0.displayName)' (\($0.id))" }.joined(separator: ", ")) \(refused.count == 1 ? "is" : "are") in a shared album, and \(why); nothing was changed")
             }
             let table = picked ? "picks" : "selections"
             let dateColumn = picked ? "picked_at" : "granted_at"

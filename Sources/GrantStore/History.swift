@@ -3,56 +3,54 @@ import GRDB
 import PhotoLibrary
 
 /// Records, in the same transaction as a change, what it did to every app's read-write view.
-/// Visibility before and after is computed by `ViewPolicy` for the assets the change touches.
+/// Visibility before and after is `AppContext.decide`'s, from the one facts reader, for the
+/// assets the change touches; names are the view's (`Library.renamedInView`), as the mount shows
+/// them: what a removed asset was called before the change, what an added or changed one is
+/// called after it.
 struct ViewDelta {
     /// app id -> row ids visible in its read-write view, among the tracked assets.
     typealias Visibility = [String: Set<Int64>]
+    /// app id -> the names of its view that are not display names (apps whose view has some).
+    typealias Names = [String: [Int64: String]]
+
+    static func apps(_ db: Database) throws -> [AppRecord] {
+        try String.fetchAll(db, sql: "SELECT id FROM apps ORDER BY id").compactMap { AppID($0) }.compactMap { try Library.fetchApp(db, $0) }
+    }
 
     static func visibility(_ db: Database, _ rowIDs: [Int64]) throws -> Visibility {
         guard !rowIDs.isEmpty else { return [:] }
-        let apps = try Row.fetchAll(db, sql: "SELECT id, rw_status FROM apps")
-        guard !apps.isEmpty else { return [:] }
-        var facts: [Int64: (shared: Bool, trashed: Bool, owner: String?)] = [:]
-        var selected: [String: Set<Int64>] = [:]
-        var picked: [String: Set<Int64>] = [:]
-        for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
-            let ids = Array(rowIDs[chunk..<min(chunk + 500, rowIDs.count)])
-            let list = ids.map(String.init).joined(separator: ",")
-            for r in try Row.fetchAll(db, sql: "SELECT rowid, is_shared, trashed_at IS NOT NULL, owner_app FROM assets WHERE rowid IN (\(list))") {
-                facts[r[0]] = (r[1], r[2], r[3])
-            }
-            for r in try Row.fetchAll(db, sql: "SELECT app_id, asset_rowid FROM selections WHERE asset_rowid IN (\(list))") {
-                selected[r[0], default: []].insert(r[1])
-            }
-            for r in try Row.fetchAll(db, sql: "SELECT app_id, asset_rowid FROM picks WHERE asset_rowid IN (\(list))") {
-                picked[r[0], default: []].insert(r[1])
-            }
-        }
         var out: Visibility = [:]
-        for a in apps {
-            let app: String = a[0]
-            let policy = ViewPolicy(access: .readWrite, status: AuthorizationStatus(rawValue: a[1]) ?? .notDetermined)
+        for app in try apps(db) {
+            let context = Library.context(app, .readWrite)
             var seen = Set<Int64>()
-            for (rowID, f) in facts {
-                let af = AssetFacts(isShared: f.shared, isTrashed: f.trashed, isOwned: f.owner == app,
-                                    isSelected: selected[app]?.contains(rowID) ?? false,
-                                    isPicked: picked[app]?.contains(rowID) ?? false)
-                if policy.isVisible(af) { seen.insert(rowID) }
+            for (rowID, facts) in try Library.factsOnly(db, app: app.id, rowIDs: rowIDs) where context.isVisible(facts) {
+                seen.insert(rowID)
             }
-            out[app] = seen
+            out[app.id.rawValue] = seen
         }
         return out
     }
 
-    static func record(_ db: Database, before: Visibility, after: Visibility, updated: Set<Int64> = []) throws {
+    /// The view names of the apps that see some of `visible` (nil entries: display names).
+    static func names(_ db: Database, _ visible: Visibility) throws -> Names {
+        var out: Names = [:]
+        for (app, seen) in visible where !seen.isEmpty {
+            guard let id = AppID(app), let record = try Library.fetchApp(db, id) else { continue }
+            if let renamed = try Library.renamedInView(db, app: record, access: .readWrite) { out[app] = renamed }
+        }
+        return out
+    }
+
+    static func record(_ db: Database, before: Visibility, after: Visibility, updated: Set<Int64> = [],
+                       beforeNames: Names = [:]) throws {
         let apps = Set(before.keys).union(after.keys)
         guard !apps.isEmpty else { return }
+        var afterNames: Names?
         // app_seq numbered here, one lookup per app, rather than by the trigger (an UPDATE of each
         // new row: half the CPU of a 10,000-asset grant). The same numbers: max + 1, 2, 3...
         let insert = try db.cachedStatement(sql: """
             INSERT INTO app_changes (app_id, at, kind, asset_rowid, name, app_seq)
-            VALUES (?, ?, ?, ?, (SELECT CASE WHEN owner_app = ? AND owner_name IS NOT NULL THEN owner_name ELSE display_name END
-                                 FROM assets WHERE rowid = ?), ?)
+            VALUES (?, ?, ?, ?, coalesce(?, (SELECT display_name FROM assets WHERE rowid = ?)), ?)
             """)
         let last = try db.cachedStatement(sql: "SELECT COALESCE(max(app_seq), 0) FROM app_changes WHERE app_id = ?")
         let now = Library.now()
@@ -61,10 +59,13 @@ struct ViewDelta {
             let b = before[app] ?? [], a = after[app] ?? []
             var seq: Int64? = nil
             for (kind, set) in [("removed", b.subtracting(a)), ("inserted", a.subtracting(b)), ("updated", a.intersection(b).intersection(updated))] {
+                if set.isEmpty { continue }
+                if kind != "removed" && afterNames == nil { afterNames = try names(db, after) }
+                let names = kind == "removed" ? beforeNames[app] : afterNames?[app]
                 for r in set.sorted() {
                     let next = try (seq ?? Int64.fetchOne(last, arguments: [app]) ?? 0) + 1
                     seq = next
-                    try insert.execute(arguments: [app, now, kind, r, app, r, next])
+                    try insert.execute(arguments: [app, now, kind, r, names?[r], r, next])
                     wrote = true
                 }
             }
@@ -76,8 +77,9 @@ struct ViewDelta {
     /// propagate, so a change and its history commit or roll back together.
     static func tracking<T>(_ db: Database, _ rowIDs: [Int64], updated: Set<Int64> = [], _ body: () throws -> T) throws -> T {
         let before = try visibility(db, rowIDs)
+        let beforeNames = try names(db, before)
         let result = try body()
-        try record(db, before: before, after: visibility(db, rowIDs), updated: updated)
+        try record(db, before: before, after: visibility(db, rowIDs), updated: updated, beforeNames: beforeNames)
         return result
     }
 

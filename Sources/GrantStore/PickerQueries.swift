@@ -18,6 +18,10 @@ public struct PickerCatalog: Sendable {
         public var captureDate: Double
         public var hasLocation: Bool
         public var isShared: Bool
+        /// The decision allows adding it to the app's selection (`AppContext.grantRefusal`).
+        public var selectable: Bool
+        /// The decision allows picking it for the app.
+        public var pickable: Bool
     }
 
     public struct Album: Sendable, Equatable {
@@ -43,8 +47,12 @@ public struct PickerCatalog: Sendable {
 
 extension Library {
     /// The picker's snapshot for one app. An app the library does not know yet has no grants.
+    /// What may be offered is the decision's (`AppContext.grantRefusal`, the rule the library's
+    /// `grant` enforces), never the picker's.
     public func pickerCatalog(for app: AppID) throws -> PickerCatalog {
         try read { db in
+            let context = try Library.fetchApp(db, app).map { Library.context($0, .readWrite) }
+                ?? AppContext(access: .readWrite, status: .notDetermined)
             var items: [PickerCatalog.Item] = []
             var ids: [Int64: String] = [:]
             let rows = try Row.fetchCursor(db, sql: """
@@ -52,10 +60,13 @@ extension Library {
                 FROM assets WHERE trashed_at IS NULL ORDER BY capture_date, rowid
                 """)
             while let r = try rows.next() {
-                let item = PickerCatalog.Item(
+                var item = PickerCatalog.Item(
                     rowID: r[0], id: r[1], displayName: r[2], mediaKind: r[3],
                     mediaClass: MediaClass(rawValue: r[4]) ?? .photo, byteSize: UInt64(r[5] as Int64),
-                    captureDate: r[6], hasLocation: r[7], isShared: r[8])
+                    captureDate: r[6], hasLocation: r[7], isShared: r[8], selectable: false, pickable: false)
+                let facts = AssetFacts(isShared: item.isShared, hasLocation: item.hasLocation)
+                item.selectable = context.grantRefusal(facts, .selection) == nil
+                item.pickable = context.grantRefusal(facts, .pick) == nil
                 items.append(item)
                 ids[item.rowID] = item.id
             }

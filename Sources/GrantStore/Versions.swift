@@ -51,22 +51,11 @@ extension Library {
     }
 
     static func editDecision(_ db: Database, app id: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
-        guard let row = try Row.fetchOne(db, sql: "SELECT is_shared, trashed_at IS NOT NULL, owner_app FROM assets WHERE rowid = ?",
-                                         arguments: [rowID]) else {
-            throw LibraryError.unknownAssets([String(rowID)])
-        }
+        guard let facts = try facts(db, app: id, rowID: rowID) else { throw LibraryError.unknownAssets([String(rowID)]) }
         guard let app = try fetchApp(db, id) else {
             return ViewPolicy(access: access, status: .notDetermined).editDecision(AssetFacts(), consented: false, editAny: false)
         }
-        let facts = AssetFacts(isShared: row[0], isTrashed: row[1], isOwned: (row[2] as String?) == id.rawValue,
-                               isSelected: try Bool.fetchOne(db, sql: "SELECT 1 FROM selections WHERE app_id = ? AND asset_rowid = ?",
-                                                             arguments: [id.rawValue, rowID]) != nil,
-                               isPicked: try Bool.fetchOne(db, sql: "SELECT 1 FROM picks WHERE app_id = ? AND asset_rowid = ?",
-                                                           arguments: [id.rawValue, rowID]) != nil)
-        let consented = try Bool.fetchOne(db, sql: "SELECT 1 FROM edit_consents WHERE app_id = ? AND asset_rowid = ?",
-                                          arguments: [id.rawValue, rowID]) != nil
-        return ViewPolicy(access: access, status: app.status(for: access))
-            .editDecision(facts, consented: consented, editAny: app.options.editAny)
+        return context(app, access).decide(facts).edit
     }
 
     /// Records an `edit` request naming the asset: the app opened it for writing without consent.

@@ -18,7 +18,8 @@ extension Library {
     /// unfiltered (every member), for `viewUpdate`.
     static func view(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]? = nil,
                      withAlbums: Bool = true, lean: Bool = false) throws -> ViewSnapshot {
-        let policy = ViewPolicy(access: access, status: app.status(for: access))
+        let context = Library.context(app, access)
+        let policy = context.policy
         let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let leftOut: Set<String> = lean ? ["media_kind", "media_class", "content_hash"] : []
         let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
@@ -37,45 +38,27 @@ extension Library {
         if let only {
             candidates += only.isEmpty ? " AND 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
         }
-        // Read with the SQLite C API straight into columns: no Row, no String per value (a mount
-        // of a million assets reads them all).
-        let statement = try db.makeStatement(sql: """
-            SELECT \(cols), s.strip_location, p.strip_location FROM assets a
-            LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
-            LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
-            WHERE \(candidates) ORDER BY a.rowid
-            """)
+        // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
+        // String per value (a mount of a million assets reads them all).
+        let statement = try db.makeStatement(sql: FactsReader.sql(columns: cols, filter: candidates, withConsent: false))
         try statement.setArguments(["app": app.id.rawValue])
-        let h = statement.sqliteStatement
-        defer { sqlite3_reset(h) }
         var rows = ViewRows()
-        let appBytes = Array(app.id.rawValue.utf8)
         var needsNaming = false
-        func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
-        while true {
-            let rc = sqlite3_step(h)
-            if rc == SQLITE_DONE { break }
-            guard rc == SQLITE_ROW else {
-                throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-            }
-            // Columns: see assetColumns (0...15), then the selection's (16) and the pick's (17) strip flag.
-            var owned = false
-            if !isNull(4), let owner = sqlite3_column_text(h, 4), Int(sqlite3_column_bytes(h, 4)) == appBytes.count {
-                owned = appBytes.withUnsafeBufferPointer { a in memcmp(owner, a.baseAddress!, a.count) == 0 }
-            }
-            let selected = !isNull(16), picked = !isNull(17)
-            let shared = sqlite3_column_int64(h, 12) != 0, trashed = !isNull(13)
-            let facts = AssetFacts(isShared: shared, isTrashed: trashed, isOwned: owned, isSelected: selected, isPicked: picked)
-            guard policy.isVisible(facts) else { continue }
-            let strip = app.options.stripLocation || (selected && sqlite3_column_int64(h, 16) != 0)
-                || (picked && sqlite3_column_int64(h, 17) != 0)
+        try FactsReader.each(db, statement) { h in
+            func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
+            // Columns: see assetColumns (0...15), then the facts (FactsReader).
+            let facts = FactsReader.facts(h)
+            guard context.isVisible(facts) else { return }
+            let owned = facts.isOwned, picked = facts.isPicked, selected = facts.isSelected
+            let shared = facts.isShared, trashed = facts.isTrashed
+            let strip = context.stripsLocation(facts)
             var f: ViewRows.Flags = []
             if owned { f.insert(.owned) }
             if picked { f.insert(.picked) }
             if selected { f.insert(.selected) }
             if strip { f.insert(.strip) }
             if shared { f.insert(.shared) }
-            if sqlite3_column_int64(h, 10) != 0 { f.insert(.hasLocation) }
+            if facts.hasLocation { f.insert(.hasLocation) }
             if trashed { f.insert(.trashed) }
             // The text columns in Field order.
             for (field, column) in ViewRows.textColumns {
@@ -100,8 +83,7 @@ extension Library {
         }
         if needsNaming && only == nil {
             let items = (0..<rows.count).map { i in
-                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!,
-                                ownName: rows.flags[i].contains(.owned) ? rows.text(.ownerName, i) : nil)
+                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!, ownName: rows.ownName(i))
             }
             let names = ViewNaming.assign(items)
             for item in items where names[item.key] != nil && names[item.key] != item.displayName {
@@ -124,5 +106,53 @@ extension Library {
             }
         }
         return ViewSnapshot(app: app, access: access, policy: policy, rows: rows, albums: albums, changeSeq: seq)
+    }
+}
+
+extension Library {
+    /// The names an app sees at `access` where they differ from display names (its own files'
+    /// names, and clashes settled by a suffix), by row id: the names of the view build, which
+    /// assigns them with `ViewNaming.assign` over the visible set (computed here over the assets a
+    /// clash involves, with the same function). nil when every visible asset is seen under its
+    /// display name: when none of the app's own files is named otherwise (display names are
+    /// unique and never reserved, so nothing can clash), checked through the index of app-owned
+    /// assets.
+    static func renamedInView(_ db: Database, app: AppRecord, access: AccessLevel) throws -> [Int64: String]? {
+        guard try hasRenamedOwnFiles(db, app) else { return nil }
+        // Exactly what `ViewNaming.assign` gives over the whole visible set, over the few assets
+        // that take part in a clash: the app's own files, and every visible asset whose display
+        // name the assignment considered, until no new one turns up. Any other visible asset keeps
+        // its display name, which no name considered equals (a few rows, not the library).
+        let context = Library.context(app, access)
+        var members: [Int64: ViewNaming.Item] = [:]
+        func add(_ filter: String, _ arguments: StatementArguments) throws -> Bool {
+            var added = false
+            for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments)
+            where members[asset.rowID] == nil && context.isVisible(facts) {
+                members[asset.rowID] = ViewNaming.Item(key: asset.rowID, displayName: asset.displayName,
+                                                       ownName: facts.isOwned ? asset.ownerName : nil)
+                added = true
+            }
+            return added
+        }
+        _ = try add("a.owner_app = :app AND a.trashed_at IS NULL", [:])
+        var queried = Set<String>()
+        while true {
+            var tried: Set<String>? = []
+            let names = ViewNaming.assign(members.values.sorted { $0.key < $1.key }, tried: &tried)
+            let new = tried!.subtracting(queried)
+            queried.formUnion(new)
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: Array(new)), as: UTF8.self)
+            let grew = try !new.isEmpty && add("a.display_name IN (SELECT value FROM json_each(:names))", ["names": json])
+            if !grew { return names.filter { $0.value != members[$0.key]!.displayName } }
+        }
+    }
+
+    /// Whether some of the app's own files have names other than their display names.
+    static func hasRenamedOwnFiles(_ db: Database, _ app: AppRecord) throws -> Bool {
+        try Bool.fetchOne(db, sql: """
+            SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
+                           WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
+            """, arguments: [app.id.rawValue]) ?? false
     }
 }

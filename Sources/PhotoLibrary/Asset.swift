@@ -65,13 +65,30 @@ public enum ViewNaming {
         }
     }
 
-    /// Assigns a unique name to every item. Deterministic for the same input order.
+    /// The name an asset has in a view before clashes are settled: the app's own name for an
+    /// asset it created (when it gave one), else the library's display name.
+    @inline(__always)
+    public static func natural(displayName: String, ownName: String?) -> String { ownName ?? displayName }
+
+    /// Assigns a unique name to every item: the one place the name an app sees is decided (the
+    /// mount, `assets --app`, `explain`, the history and name resolution read its answer). Items
+    /// are the app's visible assets in row id order. Deterministic for the same input order.
     public static func assign(_ items: [Item], reserved: Set<String> = DisplayName.reserved) -> [Int64: String] {
+        var tried: Set<String>? = nil
+        return assign(items, reserved: reserved, tried: &tried)
+    }
+
+    /// The same, and (when `tried` is not nil) collects every name it considered: an item whose
+    /// natural name is not among them keeps it whatever else the view holds, which lets a caller
+    /// name a few assets of a big view exactly without the rest (`Library.renamedInView`).
+    public static func assign(_ items: [Item], reserved: Set<String> = DisplayName.reserved,
+                              tried: inout Set<String>?) -> [Int64: String] {
         var taken = reserved
         taken.reserveCapacity(items.count + reserved.count)
         var result = [Int64: String](minimumCapacity: items.count)
         var pending: [Item] = []
         for item in items {
+            tried?.insert(item.ownName ?? item.displayName)
             if let own = item.ownName, !taken.contains(own) {
                 taken.insert(own)
                 result[item.key] = own
@@ -80,8 +97,8 @@ public enum ViewNaming {
             }
         }
         for item in pending {
-            let base = item.ownName ?? item.displayName
-            let name = DisplayName.unique(base) { taken.contains($0) }
+            let base = natural(displayName: item.displayName, ownName: item.ownName)
+            let name = DisplayName.unique(base) { tried?.insert($0); return taken.contains($0) }
             taken.insert(name)
             result[item.key] = name
         }

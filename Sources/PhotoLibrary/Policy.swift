@@ -1,23 +1,38 @@
-/// What the policy needs to know about one asset, relative to one app.
+/// What the decision (`AppContext.decide`) needs to know about one asset, relative to one app:
+/// the asset's own facts and the app's grants on it. GrantStore builds these in one place
+/// (`FactsReader`), for one asset or for all.
 public struct AssetFacts: Equatable, Sendable {
     public var isShared: Bool
     public var isTrashed: Bool
     public var isOwned: Bool      // created by this app
     public var isSelected: Bool   // in this app's limited selection
     public var isPicked: Bool     // handed to this app through the picker
+    /// The selection's grant strips location (meaningful when `isSelected`).
+    public var selectionStripsLocation: Bool
+    /// The pick strips location (meaningful when `isPicked`).
+    public var pickStripsLocation: Bool
+    /// The person allowed this app to edit this asset (`grant APP --edit ASSET`).
+    public var editConsent: Bool
+    /// The asset's metadata holds a GPS position.
+    public var hasLocation: Bool
 
     public init(isShared: Bool = false, isTrashed: Bool = false, isOwned: Bool = false,
-                isSelected: Bool = false, isPicked: Bool = false) {
+                isSelected: Bool = false, isPicked: Bool = false, selectionStripsLocation: Bool = false,
+                pickStripsLocation: Bool = false, editConsent: Bool = false, hasLocation: Bool = false) {
         self.isShared = isShared
         self.isTrashed = isTrashed
         self.isOwned = isOwned
         self.isSelected = isSelected
         self.isPicked = isPicked
+        self.selectionStripsLocation = selectionStripsLocation
+        self.pickStripsLocation = pickStripsLocation
+        self.editConsent = editConsent
+        self.hasLocation = hasLocation
     }
 }
 
 /// How a mount of one app at one access level behaves: the "What a mount shows" table of DESIGN.md.
-/// The CLI (`assets --app`), the mount daemon and the picker all ask this type; nothing else decides.
+/// `AppContext.decide` (Decision.swift) asks it, and everything else asks that.
 public struct ViewPolicy: Equatable, Sendable {
     public let access: AccessLevel
     public let status: AuthorizationStatus

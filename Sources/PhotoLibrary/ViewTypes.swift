@@ -188,6 +188,20 @@ public struct ViewRows: Sendable {
     /// The name the app sees for row `i`, when it is not the display name.
     public func ownViewName(_ i: Int) -> String? { renamed[i] }
 
+    /// The name the app gave row `i`, when it created it and named it.
+    public func ownName(_ i: Int) -> String? {
+        flags[i].contains(.owned) && !flags[i].contains(.ownerNameNull) ? text(.ownerName, i) : nil
+    }
+
+    /// The name row `i` has before clashes are settled (`ViewNaming.natural`): what a patch
+    /// carries, and what a view shows while no name is unsettled.
+    public func naturalName(_ i: Int) -> String {
+        ViewNaming.natural(displayName: text(.displayName, i)!, ownName: ownName(i))
+    }
+
+    /// The name the app sees for row `i` in a whole view (not a patch).
+    public func viewName(_ i: Int) -> String { renamed[i] ?? text(.displayName, i)! }
+
     public func asset(_ i: Int) -> Asset {
         Asset(rowID: rowIDs[i], id: text(.id, i)!, displayName: text(.displayName, i)!, ownerName: text(.ownerName, i),
               owner: text(.ownerApp, i).flatMap(AppID.init), mediaKind: text(.mediaKind, i)!,

@@ -14,13 +14,17 @@ public struct PickerAsset: Sendable, Equatable {
     public var isVideo: Bool
     public var size: UInt64
     public var hasLocation: Bool
-    /// In a shared album (cloud-shared): never part of a limited selection.
+    /// In a shared album (cloud-shared): shown in the details.
     public var isShared: Bool
+    /// The modes that may offer it: the caller's answer (photogate asks the library's decision,
+    /// which, for one, never lets a cloud-shared asset into a limited selection). The picker
+    /// decides no policy of its own.
+    public var offeredIn: Set<PickerMode>
     /// Indices into the albums given with the assets.
     public var albums: [Int32]
 
     public init(key: Int64, name: String, captureDate: Double, mediaKind: String, isVideo: Bool, size: UInt64,
-                hasLocation: Bool, isShared: Bool = false, albums: [Int32] = []) {
+                hasLocation: Bool, isShared: Bool = false, offeredIn: Set<PickerMode> = [.selection, .deliver], albums: [Int32] = []) {
         self.key = key
         self.name = name
         self.captureDate = captureDate
@@ -29,6 +33,7 @@ public struct PickerAsset: Sendable, Equatable {
         self.size = size
         self.hasLocation = hasLocation
         self.isShared = isShared
+        self.offeredIn = offeredIn
         self.albums = albums
     }
 }
@@ -125,8 +130,8 @@ public struct PickerModel: Sendable {
     }
 
     public let config: PickerConfig
-    /// What this mode and filter offer, in capture order (then key). Selection mode leaves out
-    /// shared assets: a limited selection never holds them.
+    /// What this mode and filter offer, in capture order (then key): the assets whose `offeredIn`
+    /// holds the mode (the caller's decision) and that pass the filter.
     public let assets: [PickerAsset]
     public let albums: [PickerAlbum]
     /// Per album: indices into `assets`, in order.
@@ -166,7 +171,7 @@ public struct PickerModel: Sendable {
         self.config = config
         self.albums = albums
         var list = input.filter { a in
-            if config.mode == .selection && a.isShared { return false }
+            if !a.offeredIn.contains(config.mode) { return false }
             switch config.filter {
             case .all: return true
             case .images: return !a.isVideo

@@ -42,24 +42,28 @@ struct Explain: ParsableCommand {
             }
             if output.json {
                 var d: [String: Any] = [
-                    "app": e.app.id.rawValue, "access": e.access.rawValue, "asset": assetJSON(e.asset), "visible": e.visible,
+                    "app": e.app.id.rawValue, "access": e.access.rawValue, "asset": assetJSON(e.asset, name: e.name), "name": e.name, "visible": e.visible,
                     "verdict": verdict, "reason": e.reason, "stripLocation": e.stripLocation, "redactedRanges": ranges,
                 ]
                 if let s = e.stripReason { d["stripReason"] = s }
                 if let r = refused { d["refusal"] = r }
                 d["edit"] = ["decision": e.edit.label, "reason": e.edit.reason] as [String: Any]
+                d["delete"] = e.decision.canDelete
+                d["rename"] = e.decision.canRename
                 d["version"] = e.currentVersion
                 d["edits"] = e.edits
                 printJSON(d)
             } else {
                 say("\(e.asset.displayName) (\(e.asset.id)) for \(e.app.id) (\(e.access.rawValue), status \(e.app.status(for: e.access).rawValue)): \(verdict)")
-                if let own = e.asset.ownerName, e.asset.owner == e.app.id, own != e.asset.displayName {
-                    say("  name: \(e.app.id) created it and sees it as '\(own)'")
+                if e.name != e.asset.displayName {
+                    say(e.facts.isOwned && e.name == e.asset.ownerName ? "  name: \(e.app.id) created it and sees it as '\(e.name)'"
+                                                                       : "  name: \(e.app.id) sees it as '\(e.name)'")
                 }
                 say("  why: \(e.reason)")
                 if let s = e.stripReason { say("  strip-location: \(s)") }
                 if let r = refused { say("  refusal: \(r)") }
                 say("  edit: \(e.edit.label) (\(e.edit.reason))")
+                say("  delete: \(e.decision.canDelete ? "allowed (to Recently Deleted)" : "no"); rename: \(e.decision.canRename ? "allowed" : "no")")
                 if e.edits > 0 { say("  version: \(e.currentVersion == 0 ? "the original" : "edit \(e.currentVersion)") of \(e.edits) edit\(e.edits == 1 ? "" : "s")") }
                 if !ranges.isEmpty {
                     say("  redacted ranges (\(ranges.count)):")

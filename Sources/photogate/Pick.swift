@@ -109,7 +109,9 @@ struct Pick: ParsableCommand {
             let assets = catalog.items.map { i in
                 PickerAsset(key: i.rowID, name: i.displayName, captureDate: i.captureDate, mediaKind: i.mediaKind,
                             isVideo: i.mediaClass == .video, size: i.byteSize, hasLocation: i.hasLocation,
-                            isShared: i.isShared, albums: catalog.albumsOfAsset[i.rowID] ?? [])
+                            isShared: i.isShared,
+                            offeredIn: Set([i.selectable ? PickerMode.selection : nil, i.pickable ? .deliver : nil].compactMap { $0 }),
+                            albums: catalog.albumsOfAsset[i.rowID] ?? [])
             }
             let model = PickerModel(assets: assets, albums: albums,
                                     grants: pickMode == .selection ? catalog.selection : catalog.picks,

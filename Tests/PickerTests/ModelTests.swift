@@ -1,7 +1,9 @@
 import Testing
 @testable import Picker
 
-/// Assets for the model tests: key i is named by `names[i - 1]`, captured a day apart.
+/// Assets for the model tests: key i is named by `names[i - 1]`, captured a day apart. A shared
+/// asset is offered for delivery only, as photogate's decision answers for an authorized app (a
+/// limited selection never holds one; `GrantStoreTests` check the decision's side).
 func makeAssets(_ names: [String], videos: Set<Int64> = [], shared: Set<Int64> = [],
                 albums: [Int64: [Int32]] = [:], start: Double = 1_700_000_000) -> [PickerAsset] {
     names.enumerated().map { i, n in
@@ -9,7 +11,7 @@ func makeAssets(_ names: [String], videos: Set<Int64> = [], shared: Set<Int64> =
         return PickerAsset(key: key, name: n, captureDate: start + Double(i) * 86400,
                            mediaKind: videos.contains(key) ? "mp4" : "jpeg", isVideo: videos.contains(key),
                            size: 1000 * UInt64(i + 1), hasLocation: i % 2 == 0, isShared: shared.contains(key),
-                           albums: albums[key] ?? [])
+                           offeredIn: shared.contains(key) ? [.deliver] : [.selection, .deliver], albums: albums[key] ?? [])
     }
 }
 

@@ -1,0 +1,117 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import PhotoLibrary
+
+/// The one reader of `AssetFacts` (issue 17): one query shape, for one asset, a few, or every
+/// asset, that returns each asset's columns (`Library.assetColumns`) followed by its facts for one
+/// app. The mount's view build steps it with the SQLite C API in a tight loop (no Row, no String
+/// per value); `explain`, edit decisions, the history and name resolution read it through
+/// `Library.facts`. What the facts mean is `AppContext.decide`'s business, never this reader's.
+enum FactsReader {
+    /// Where the facts are, after the 16 asset columns.
+    static let owned: Int32 = 16, selectionStrip: Int32 = 17, pickStrip: Int32 = 18, consent: Int32 = 19
+    static let shared: Int32 = 12, trashed: Int32 = 13, hasLocation: Int32 = 10
+
+    /// The statement: `columns` are the asset columns as the caller wants them (prefixed `a.`,
+    /// some possibly NULL), `filter` a condition on `a` (argument `:app` is the app's id).
+    /// `withConsent`: read edit consents (the mount's view build does not need them).
+    static func sql(columns: String, filter: String, withConsent: Bool = true) -> String {
+        """
+        SELECT \(columns), a.owner_app IS :app, s.strip_location, p.strip_location, \
+        \(withConsent ? "EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid)" : "0")
+        FROM assets a
+        LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
+        LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
+        WHERE \(filter) ORDER BY a.rowid
+        """
+    }
+
+    static let allColumns = Library.assetColumns.split(separator: ",")
+        .map { "a." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")
+
+    /// The facts of one row, given how to read its integer columns and which are NULL.
+    @inline(__always)
+    static func facts(int: (Int32) -> Int64, isNull: (Int32) -> Bool) -> AssetFacts {
+        let selected = !isNull(selectionStrip), picked = !isNull(pickStrip)
+        return AssetFacts(isShared: int(shared) != 0, isTrashed: !isNull(trashed), isOwned: int(owned) != 0,
+                          isSelected: selected, isPicked: picked,
+                          selectionStripsLocation: selected && int(selectionStrip) != 0,
+                          pickStripsLocation: picked && int(pickStrip) != 0,
+                          editConsent: int(consent) != 0, hasLocation: int(hasLocation) != 0)
+    }
+
+    /// The facts of the row `h` stands on (the C API: the view build's loop).
+    @inline(__always)
+    static func facts(_ h: OpaquePointer) -> AssetFacts {
+        facts(int: { sqlite3_column_int64(h, $0) }, isNull: { sqlite3_column_type(h, $0) == SQLITE_NULL })
+    }
+
+    /// The facts of a fetched row.
+    static func facts(_ row: Row) -> AssetFacts {
+        facts(int: { (row[Int($0)] as Int64?) ?? 0 }, isNull: { row.hasNull(atIndex: Int($0)) })
+    }
+
+    /// Steps a statement made from `sql` and calls `body` on each row.
+    static func each(_ db: Database, _ statement: Statement, _ body: (OpaquePointer) throws -> Void) throws {
+        let h = statement.sqliteStatement
+        defer { sqlite3_reset(h) }
+        while true {
+            let rc = sqlite3_step(h)
+            if rc == SQLITE_DONE { return }
+            guard rc == SQLITE_ROW else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+            }
+            try body(h)
+        }
+    }
+}
+
+extension Library {
+    /// The facts of assets for one app, in row id order: these row ids (unknown ones are left
+    /// out), or every asset when nil.
+    static func facts(_ db: Database, app: AppID, rowIDs: [Int64]?) throws -> [(asset: Asset, facts: AssetFacts)] {
+        guard let rowIDs else { return try facts(db, app: app, filter: "1") }
+        var out: [(asset: Asset, facts: AssetFacts)] = []
+        for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
+            out += try facts(db, app: app, filter: "a.rowid IN (\(rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")))")
+        }
+        if rowIDs.count > 500 { out.sort { $0.asset.rowID < $1.asset.rowID } }
+        return out
+    }
+
+    /// The facts of the assets a condition on `a` selects (its named arguments besides `:app`).
+    static func facts(_ db: Database, app: AppID, filter: String, arguments: StatementArguments = [:]) throws -> [(asset: Asset, facts: AssetFacts)] {
+        var args: StatementArguments = ["app": app.rawValue]
+        _ = args.append(contentsOf: arguments)
+        let rows = try Row.fetchCursor(db, sql: FactsReader.sql(columns: FactsReader.allColumns, filter: filter), arguments: args)
+        var out: [(asset: Asset, facts: AssetFacts)] = []
+        while let row = try rows.next() { out.append((Library.asset(row), FactsReader.facts(row))) }
+        return out
+    }
+
+    /// The facts only (no asset values), by row id: for visibility checks of many assets.
+    static func factsOnly(_ db: Database, app: AppID, rowIDs: [Int64]) throws -> [Int64: AssetFacts] {
+        // The asset columns the facts need (rowid, has_location, is_shared, trashed_at); the rest NULL.
+        let columns = "a.rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, a.has_location, NULL, a.is_shared, a.trashed_at, NULL, NULL"
+        var out: [Int64: AssetFacts] = [:]
+        for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
+            let list = rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")
+            let rows = try Row.fetchCursor(db, sql: FactsReader.sql(columns: columns, filter: "a.rowid IN (\(list))", withConsent: false),
+                                           arguments: ["app": app.rawValue])
+            while let row = try rows.next() { out[row[0]] = FactsReader.facts(row) }
+        }
+        return out
+    }
+
+    /// The facts of one asset for one app, or nil when there is no such asset.
+    static func facts(_ db: Database, app: AppID, rowID: Int64) throws -> AssetFacts? {
+        let statement = try db.cachedStatement(sql: FactsReader.sql(columns: FactsReader.allColumns, filter: "a.rowid = :row"))
+        return try Row.fetchOne(statement, arguments: ["app": app.rawValue, "row": rowID]).map(FactsReader.facts)
+    }
+
+    /// How the app stands at `access`: its status and options, for `AppContext.decide`.
+    static func context(_ app: AppRecord, _ access: AccessLevel) -> AppContext {
+        AppContext(access: access, status: app.status(for: access), options: app.options)
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import GrantStore
+@testable import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 17 in the library: one facts reader, one decision, one source of view names, read by
+/// `explain`, the history, the view and the picker's offer list alike.
+@Suite(.serialized) struct OneDecision {
+    func appFile(_ t: TempLibrary, _ app: AppID, _ name: String) throws -> Asset {
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
+        defer { close(fd) }
+        let bytes = try TestMedia.jpeg(tag: "\(app)-\(name)-\(UUID())")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: app, name: name).asset
+    }
+
+    /// The app's own file takes its name, so its view shows the photo of that name with a
+    /// suffix: the view, `explain` and the history all say so (the history used to record the
+    /// library's display name, which in this view is the app's own file).
+    @Test func historyAndExplainNameAClashAsTheViewDoes() throws {
+        let t = try TempLibrary()
+        let photo = try #require(try t.importJPEGs(["X.jpg"]).first)
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let own = try appFile(t, editor, "X.jpg")
+        #expect(own.displayName == "X-1.jpg" && own.ownerName == "X.jpg")
+        try t.library.grant(editor, [photo.id])
+        let view = try t.library.view(for: editor, access: .readWrite).entries
+        let seen = try #require(view.first { $0.asset.rowID == photo.rowID }?.name)
+        #expect(seen == "X-1.jpg")
+        #expect(view.first { $0.asset.rowID == own.rowID }?.name == "X.jpg")
+        #expect(try t.library.explain(editor, asset: photo.id, access: .readWrite).name == seen)
+        #expect(try t.library.explain(editor, asset: own.id, access: .readWrite).name == "X.jpg")
+        guard case .changes(let changes, _) = try t.library.changes(editor) else { Issue.record("expired"); return }
+        let inserted = changes.last { $0.kind == .inserted && $0.assetID == photo.id }
+        #expect(inserted?.name == seen)
+        // Revoked: the history names what the view showed before.
+        try t.library.revoke(editor, [photo.id])
+        guard case .changes(let after, _) = try t.library.changes(editor) else { Issue.record("expired"); return }
+        #expect(after.last { $0.kind == .removed && $0.assetID == photo.id }?.name == seen)
+        #expect(try t.library.viewNames(editor)?[photo.rowID] == nil)   // no longer visible
+    }
+
+    /// The picker offers what the library would grant: never a shared asset for a selection, nor
+    /// for a pick to a limited app; an authorized app may be handed one.
+    @Test func thePickersOfferIsTheDecisions() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["mine.jpg"])
+        try t.importJPEGs(["cloud.jpg"], shared: "Family")
+        try t.library.authorize(editor, access: .readWrite, status: .authorized)
+        var items = try t.library.pickerCatalog(for: editor).items
+        #expect(items.filter(\.selectable).map(\.displayName) == ["mine.jpg"])
+        #expect(Set(items.filter(\.pickable).map(\.displayName)) == ["mine.jpg", "cloud.jpg"])
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        items = try t.library.pickerCatalog(for: editor).items
+        #expect(items.filter(\.pickable).map(\.displayName) == ["mine.jpg"])
+        // And the library refuses exactly what is not offered.
+        let cloud = try #require(items.first { $0.displayName == "cloud.jpg" })
+        #expect(throws: LibraryError.self) { try t.library.grant(editor, [cloud.id], picked: true) }
+        #expect(throws: LibraryError.self) { try t.library.grant(editor, [cloud.id]) }
+        // An app the library does not know yet: the same rule.
+        let unknown = try t.library.pickerCatalog(for: camera).items
+        #expect(unknown.filter(\.selectable).map(\.displayName) == ["mine.jpg"])
+    }
+
+    /// The one reader: the facts it reads for one asset are those the view build reads for all.
+    @Test func oneAssetsFactsAreThoseOfTheWholeRead() throws {
+        let t = try TempLibrary()
+        let a = try t.importJPEGs(["a.jpg", "b.jpg", "c.jpg"], gps: true)
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.grant(editor, [a[0].id], stripLocation: true)
+        try t.library.grant(editor, [a[1].id], picked: true)
+        try t.library.grantEdit(editor, [a[1].id])
+        let own = try appFile(t, editor, "own.jpg")
+        try t.library.read { db in
+            let all = try Library.facts(db, app: editor, rowIDs: nil)
+            #expect(all.count == 4)
+            for (asset, facts) in all {
+                #expect(try Library.facts(db, app: editor, rowID: asset.rowID) == facts)
+                #expect(try Library.factsOnly(db, app: editor, rowIDs: [asset.rowID])[asset.rowID]?.isSelected == facts.isSelected)
+            }
+            let byRow = Dictionary(uniqueKeysWithValues: all.map { ($0.asset.rowID, $0.facts) })
+            #expect(byRow[a[0].rowID] == AssetFacts(isSelected: true, selectionStripsLocation: true, hasLocation: true))
+            #expect(byRow[a[1].rowID] == AssetFacts(isPicked: true, editConsent: true, hasLocation: true))
+            #expect(byRow[a[2].rowID] == AssetFacts(hasLocation: true))
+            #expect(byRow[own.rowID]?.isOwned == true)
+        }
+        let view = try t.library.view(for: editor, access: .readWrite).entries
+        #expect(view.map(\.asset.rowID).sorted() == [a[0].rowID, a[1].rowID, own.rowID].sorted())
+        #expect(view.first { $0.asset.rowID == a[0].rowID }?.stripLocation == true)
+        #expect(view.first { $0.asset.rowID == a[1].rowID }?.stripLocation == false)
+    }
+
+    /// The names of a few clashing assets, computed without the rest of the view, are those of
+    /// the whole view's assignment (random clashes: app files named like photos, like each
+    /// other, and like the suffixed names the clashes produce).
+    @Test(arguments: [7, 8, 9] as [UInt64])
+    func renamedInViewIsTheWholeViewsNaming(seed: UInt64) throws {
+        var state = seed
+        func next(_ n: Int) -> Int { state = state &* 6364136223846793005 &+ 1442695040888963407; return Int((state >> 33) % UInt64(n)) }
+        let t = try TempLibrary()
+        let pool = ["P.jpg", "P-1.jpg", "P-2.jpg", "Q.jpg", "Q-1.jpg", "R.jpg"]
+        try t.importJPEGs(pool.filter { _ in next(3) > 0 })
+        for app in [editor, camera] {
+            for _ in 0..<(2 + next(4)) { _ = try appFile(t, app, pool[next(pool.count)]) }
+            try t.library.authorize(app, access: .readWrite, status: next(2) == 0 ? .authorized : .limited)
+        }
+        for a in try t.library.assets() where next(2) == 0 { try t.library.grant(editor, [a.id]) }
+        for app in [editor, camera] {
+            let rows = try t.library.view(for: app, access: .readWrite).rows
+            var whole: [Int64: String] = [:]
+            for i in 0..<rows.count { if let n = rows.ownViewName(i) { whole[rows.rowIDs[i]] = n } }
+            let few = try t.library.read { db in try Library.renamedInView(db, app: Library.requireApp(db, app), access: .readWrite) }
+            #expect((few ?? [:]) == whole, "seed \(seed) \(app)")
+            // Name resolution reads every name of the view back as its asset.
+            try t.library.read { db in
+                let names = try Library.AppNames(db, Library.requireApp(db, app))
+                for i in 0..<rows.count { #expect(try names.lookup(db, rows.viewName(i)) == rows.rowIDs[i], "seed \(seed) \(app) \(rows.viewName(i))") }
+            }
+        }
+    }
+}
