@@ -261,6 +261,7 @@ func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
     @Test(.enabled(if: tmuxAvailable)) func deselectingInSelectionModeRevokes() throws {
         let f = try limitedLibrary()
         try f.startPicker([Self.app])
+        try f.waitFor("1 selected")                 // the first frame: keys typed before it could race the raw mode
         try f.type("/cat")
         try f.waitFor("1 found")
         try f.keys("Enter")
@@ -352,6 +353,7 @@ func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
         try "#!/bin/sh\necho \"$1\" > \(shellQuote(opened))\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
         chmod(bin + "/xdg-open", 0o755)
         try f.startPicker([Self.app], env: ["DISPLAY": ":99", "PATH": bin + ":/usr/bin:/bin"])
+        try f.waitFor("1 selected")                 // the first frame: keys typed before it could race the raw mode
         try f.type("/market")
         try f.waitFor("1 found")
         try f.keys("Enter")
