@@ -115,26 +115,35 @@ def fuse_requests(pid, cmd):
     return counts
 
 
-@row("fuse-profile", "reads")
-def fuse_profile():
-    """Issue 18: where an open spends its round trips. FUSE requests the daemon receives per
-    open+read+close of a ~100 KB file, warm (the files were read once before), by kind."""
+def profile(workload, state, prepare):
+    """FUSE requests the daemons of the small-file mounts receive per open+read+close of a
+    ~100 KB file, by kind; `prepare` runs before each traced pass."""
     small = small_files()
     lib, n = small["lib"], min(PROFILE_OPENS, SMALL)
+    label = f"FUSE requests per open+read+close (~{SMALL_KB} KB, {state})"
     for v in ("passthrough", "fallback"):
         mp = small["dirs"][v]
         paths = listing(mp, limit=n)
         lst = write_list(f"list-profile-{v}", paths)
-        sh(TOOL, "orc", lst)  # warm: the pages and the kernel's entries and attributes
-        label = f"FUSE requests per open+read+close (~{SMALL_KB} KB, warm)"
+        prepare(lst)
         try:
             counts = fuse_requests(mount_info(lib, mp)["pid"], [TOOL, "orc", lst])
         except (Failed, OSError) as e:
-            record("fuse-profile", label, v, "req", "lower", None, note=f"failed: {e}")
+            record(workload, label, v, "req", "lower", None, note=f"failed: {e}")
             continue
         per = {k: counts.get(k, 0) / len(paths) for k in set(PROFILE_KINDS) | set(counts)}
-        total = sum(per.values())
         note = ", ".join(f"{k} {per.get(k, 0):.2f}" for k in PROFILE_KINDS + sorted(set(per) - set(PROFILE_KINDS)))
-        record("fuse-profile", label, v, "req", "lower", total, note=f"per open: {note}")
+        record(workload, label, v, "req", "lower", sum(per.values()), note=f"per open: {note}")
 
 
+@row("fuse-profile", "reads")
+def fuse_profile():
+    """Issue 18: where an open spends its round trips, warm (the files were read just before:
+    pages, entries and attributes cached)."""
+    profile("fuse-profile", "warm", lambda lst: sh(TOOL, "orc", lst))
+
+
+@row("fuse-profile-cold", "reads")
+def fuse_profile_cold():
+    """The same after dropping the caches (the kernel forgot entries, attributes and pages)."""
+    profile("fuse-profile-cold", "cold", lambda lst: drop_caches())
