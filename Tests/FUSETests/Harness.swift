@@ -77,7 +77,7 @@ func isMounted(_ path: String) -> Bool {
 /// missing reply fails the test (the blocked syscall gets ENOTCONN) instead of hanging it.
 /// Returns `run()`'s status.
 @discardableResult
-func withMount(_ fs: ToyFS, options: MountOptions = .test(), timeLimit: Double = 30,
+func withMount(_ fs: ToyFS, options: MountOptions = .test(), timeLimit: Double = 120,
                checkLeftovers: Bool = true, _ body: (Mounted) throws -> Void) throws -> Int32 {
     let dir = try makeTemporaryDirectory()
     defer { rmdir(dir) }
@@ -98,20 +98,20 @@ func withMount(_ fs: ToyFS, options: MountOptions = .test(), timeLimit: Double =
     DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit, execute: watchdog)
 
     var bodyError: (any Error)?
-    if session.waitUntilReady(timeout: 10) {
+    if session.waitUntilReady(timeout: 60) {
         do { try body(Mounted(root: dir, session: session, fs: fs)) } catch { bodyError = error }
     } else {
-        bodyError = HarnessError(description: "the kernel's INIT was not processed within 10 s")
+        bodyError = HarnessError(description: "the kernel's INIT was not processed within 60 s")
     }
 
     watchdog.cancel()
     let unmountStart = DispatchTime.now()
     session.unmount()
-    let ended = finished.wait(timeout: .now() + 10) == .success
+    let ended = finished.wait(timeout: .now() + 60) == .success
     if !ended { umount2(dir, Int32(MNT_DETACH)) }  // never leave a dead mount behind
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - unmountStart.uptimeNanoseconds) / 1e9
     if checkLeftovers {
-        #expect(ended, "run() did not return within 10 s of unmount()")
+        #expect(ended, "run() did not return within 60 s of unmount()")
         #expect(seconds < 5, "run() took \(seconds) s to return after unmount()")
         #expect(!isMounted(dir), "a mount is left at \(dir)")
     }

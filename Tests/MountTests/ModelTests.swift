@@ -88,7 +88,7 @@ struct ModelBased {
             for app in apps {
                 let mp = mounts[app]!
                 let want = model.visible(app)
-                let ok = eventually(5) { Set(listing(mp).filter { $0 != "Albums" && $0 != "Shared" }) == want }
+                let ok = eventually { Set(listing(mp).filter { $0 != "Albums" && $0 != "Shared" }) == want }
                 if !ok {
                     let have = Set(listing(mp))
                     let logs = ((try? FileManager.default.contentsOfDirectory(atPath: f.library + "/run/logs")) ?? []).compactMap {
@@ -108,7 +108,7 @@ struct ModelBased {
                 if let a = model.assets.filter({ want.contains($0.name) }).randomElement(using: &rng) {
                     // An option change swaps inodes (redacted and plain views never share one);
                     // the kernel's old entry is dropped right after, so allow it to settle.
-                    if !eventually(2, { readAll(mp + "/" + a.name) == a.bytes }) {
+                    if !eventually(60, { readAll(mp + "/" + a.name) == a.bytes }) {
                         Issue.record("step \(step) (\(what)): \(a.name) in \(app) does not read back its bytes")
                     }
                 }
@@ -184,7 +184,7 @@ struct ModelBased {
                     #expect(close(fd) == 0)
                     model.assets.append(.init(name: name, owner: app, shared: false, trashed: false, bytes: bytes))
                     // The asset exists once the release commits it.
-                    #expect(eventually(5) { (try? library.resolve([name]).count) == 1 }, "\(what) never committed")
+                    #expect(eventually { (try? library.resolve([name]).count) == 1 }, "\(what) never committed")
                 }
             case 10:
                 guard let a = pickAsset() else { continue }

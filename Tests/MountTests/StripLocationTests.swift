@@ -94,15 +94,15 @@ struct StripLocation {
         let plainIno = try #require(inode(mp + "/here.jpg"))
         #expect(!(try Self.locationLeft(in: mp + "/here.jpg")).isEmpty)
         try f.pg("options", app, "--strip-location", "on")
-        #expect(eventually(3) { readAll(mp + "/here.jpg") != plain })
+        #expect(eventually { readAll(mp + "/here.jpg") != plain })
         #expect(inode(mp + "/here.jpg") != plainIno, "a redacted view must be another inode")
         #expect(try Self.locationLeft(in: mp + "/here.jpg").isEmpty)
         try f.pg("options", app, "--strip-location", "off")
-        #expect(eventually(3) { readAll(mp + "/here.jpg") == plain })
+        #expect(eventually { readAll(mp + "/here.jpg") == plain })
         // Per grant: strip only what was granted that way.
         try f.pg("authorize", app, "--status", "limited")
         try f.pg("grant", app, "--strip-location", "here.jpg")
-        #expect(eventually(3) { (try? Self.locationLeft(in: mp + "/here.jpg").isEmpty) == true })
+        #expect(eventually { (try? Self.locationLeft(in: mp + "/here.jpg").isEmpty) == true })
         try f.unmount(mp)
     }
 
@@ -121,7 +121,7 @@ struct StripLocation {
         let mp = try f.mount(app)
         #expect(readAll(mp + "/odd.jpg") == Array(broken))      // no strip-location: served as is
         try f.pg("options", app, "--strip-location", "on")
-        #expect(eventually(3) { openErrno(mp + "/odd.jpg", O_RDONLY) == EACCES })
+        #expect(eventually { openErrno(mp + "/odd.jpg", O_RDONLY) == EACCES })
         let ex = try f.pg("explain", app, "odd.jpg")
         #expect(ex.stdout.contains("refused"))
         try f.unmount(mp)

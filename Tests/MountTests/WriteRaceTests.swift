@@ -220,7 +220,7 @@ struct FilesBeingWritten {
             close(fd)
         }
         // The releases arrive after close(2): wait for them, then nothing may be left.
-        #expect(eventually(10) { openFDs(pid) <= before + 2 && tempFiles(f).isEmpty }, "fds \(before) -> \(openFDs(pid)), temp files \(tempFiles(f).count)")
+        #expect(eventually { openFDs(pid) <= before + 2 && tempFiles(f).isEmpty }, "fds \(before) -> \(openFDs(pid)), temp files \(tempFiles(f).count)")
         #expect(listing(mp).isEmpty, "\(listing(mp).prefix(5))")
         // A refused close: the name is gone at once (no cached size, no phantom EEXIST).
         let fd = open(mp + "/bad.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)

@@ -152,7 +152,9 @@ struct Writing {
                 }
             }.start()
         }
-        usleep(400_000)
+        // Kill the daemon while writers are mid-file, once some files were closed (a fixed
+        // 400 ms was not always enough for one close on a loaded machine).
+        #expect(eventually { closedOK.all.count > 0 })
         let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
         let pid = try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int)
         kill(pid_t(pid), SIGKILL)

@@ -32,10 +32,10 @@ import Glibc
             watchdog.cancel()
             fs.setInvalidator(nil)
             session.unmount()
-            if finished.wait(timeout: .now() + 10) != .success { umount2(mp, Int32(MNT_DETACH)) }
+            if finished.wait(timeout: .now() + 60) != .success { umount2(mp, Int32(MNT_DETACH)) }
             #expect(!Self.mounted(mp), "a mount is left at \(mp)")
         }
-        try #require(session.waitUntilReady(timeout: 10), "INIT not processed")
+        try #require(session.waitUntilReady(timeout: 60), "INIT not processed")
         try body(mp)
     }
 
@@ -46,7 +46,7 @@ import Glibc
 
     /// Waits (bounded) for a condition that settles asynchronously (the kernel sends RELEASE
     /// after close(2) returns).
-    static func eventually(_ timeout: Double = 10, _ cond: () -> Bool) -> Bool {
+    static func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
         let end = Date().addingTimeInterval(timeout)
         while Date() < end {
             if cond() { return true }
@@ -103,7 +103,7 @@ import Glibc
             _ = try library.authorize(app, access: .readWrite, status: .authorized)
             fs.refresh()
             var p = pollfd(fd: g, events: Int16(POLLIN), revents: 0)
-            #expect(poll(&p, 1, 10_000) == 1 && p.revents & Int16(POLLIN) != 0, "a change wakes the poller")
+            #expect(poll(&p, 1, 60_000) == 1 && p.revents & Int16(POLLIN) != 0, "a change wakes the poller")
         }
     }
 }

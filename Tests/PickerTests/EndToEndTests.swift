@@ -52,7 +52,7 @@ final class PickFixture {
     deinit {
         if started {
             _ = try? TestSupport.run("tmux", ["-S", socket, "kill-server"])
-            let gone = eventually(5) { (try? TestSupport.run("tmux", ["-S", socket, "has-session"]).status) != 0 }
+            let gone = eventually { (try? TestSupport.run("tmux", ["-S", socket, "has-session"]).status) != 0 }
             if !gone { Issue.record("the tmux server at \(socket) is still running") }
         }
         for m in mounts.reversed() {
@@ -170,7 +170,7 @@ final class PickFixture {
 
     /// Polls the pane until `predicate` holds (bounded); returns the screen.
     @discardableResult
-    func waitFor(_ what: String, timeout: Double = 10, _ predicate: (String) -> Bool) throws -> String {
+    func waitFor(_ what: String, timeout: Double = 60, _ predicate: (String) -> Bool) throws -> String {
         let end = Date().addingTimeInterval(timeout)
         var s = screen()
         while !predicate(s) {
@@ -182,7 +182,7 @@ final class PickFixture {
     }
 
     @discardableResult
-    func waitFor(_ text: String, timeout: Double = 10) throws -> String {
+    func waitFor(_ text: String, timeout: Double = 60) throws -> String {
         try waitFor("\"\(text)\"", timeout: timeout) { $0.contains(text) }
     }
 
@@ -191,7 +191,7 @@ final class PickFixture {
     }
 
     /// Waits for the picker to exit; returns its status and the screen after it.
-    func waitForExit(timeout: Double = 10) throws -> (Int32, String) {
+    func waitForExit(timeout: Double = 60) throws -> (Int32, String) {
         let end = Date().addingTimeInterval(timeout)
         while exitStatus == nil {
             if Date() > end { throw PickError("the picker did not exit; screen:\n\(screen())") }
@@ -213,7 +213,7 @@ final class PickFixture {
     }
 }
 
-func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
+func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
     let end = Date().addingTimeInterval(timeout)
     while Date() < end {
         if cond() { return true }
@@ -243,7 +243,10 @@ func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
         try f.keys("Enter")
         try f.waitFor("search: \"harb\"")
         try f.keys("Space")
-        let s = try f.waitFor("2 selected")
+        // The count and the checked row, in one whole frame (a capture may be half drawn).
+        let s = try f.waitFor("2 selected, harbour.jpg checked") {
+            $0.contains("2 selected") && ($0.contains(">[x] harbour.jpg") || $0.contains(" [x] harbour.jpg"))
+        }
         #expect(s.contains(">[x] harbour.jpg") || s.contains(" [x] harbour.jpg"))
         try f.keys("Enter")
         let (status, after) = try f.waitForExit()
@@ -258,6 +261,7 @@ func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
     @Test(.enabled(if: tmuxAvailable)) func deselectingInSelectionModeRevokes() throws {
         let f = try limitedLibrary()
         try f.startPicker([Self.app])
+        try f.waitFor("1 selected")                 // the first frame: keys typed before it could race the raw mode
         try f.type("/cat")
         try f.waitFor("1 found")
         try f.keys("Enter")
@@ -331,7 +335,9 @@ func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
         try f.keys("Enter")
         try f.waitFor("search: \"market\"")
         try f.keys("p")                             // no $DISPLAY: details in the picker
-        let s = try f.waitFor("Details of market.jpg")
+        // The whole panel, not a capture of its first lines (a frame can be captured half drawn,
+        // as resizingRedrawsToTheNewSize found).
+        let s = try f.waitFor("the details of market.jpg") { $0.contains("Details of market.jpg") && $0.contains("Location    yes") }
         #expect(s.contains("Location    yes"))
         try f.keys("q")                              // closes the panel, does not cancel
         try f.waitFor("space:select")
@@ -347,6 +353,7 @@ func eventually(_ timeout: Double = 5, _ cond: () -> Bool) -> Bool {
         try "#!/bin/sh\necho \"$1\" > \(shellQuote(opened))\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
         chmod(bin + "/xdg-open", 0o755)
         try f.startPicker([Self.app], env: ["DISPLAY": ":99", "PATH": bin + ":/usr/bin:/bin"])
+        try f.waitFor("1 selected")                 // the first frame: keys typed before it could race the raw mode
         try f.type("/market")
         try f.waitFor("1 found")
         try f.keys("Enter")

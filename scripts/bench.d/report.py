@@ -31,6 +31,8 @@ def fmt(v, unit):
         return f"{v / 1000:.1f}k/s"
     if unit == "MB":
         return f"{v:.0f} MB"
+    if unit == "req":
+        return f"{v:.2f} req"
     return f"{v:.3g} {unit}"
 
 
@@ -40,9 +42,9 @@ def ratio(a, b):
     return f"{a / b:.2f}"
 
 
-def main():
-    src, out_json = sys.argv[1], sys.argv[2]
-    meta = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+def write(src, out_json, meta):
+    """Prints the table of the measurements in `src` (JSON lines) and writes `out_json` and the
+    table beside it (.md)."""
     records = [json.loads(line) for line in open(src) if line.strip()]
     order, rows = [], {}
     for r in records:
@@ -106,6 +108,10 @@ def main():
         json.dump({"meta": meta, "workloads": [dict(workload=k, **rows[k]) for k in order]}, f, indent=2)
     with open(out_json.rsplit(".", 1)[0] + ".md", "w") as f:
         f.write(text + "\n")
+
+
+def main():
+    write(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
 
 
 if __name__ == "__main__":
