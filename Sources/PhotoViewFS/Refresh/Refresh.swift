@@ -31,7 +31,21 @@ extension PhotoFS {
     /// the directory lock that syscall may still hold.
     public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = []) {
         refreshLock.lock()
-        defer { refreshLock.unlock() }
+        let drops = refreshLocked(handled: handled, handledAlbums: handledAlbums)
+        refreshLock.unlock()
+        // Outside refreshLock: the notifier may wait on a directory lock held by a syscall whose
+        // handler needs refreshLock (a rename refreshes the view), so waiting for it under the lock
+        // could deadlock. Pages of removed inodes are gone once the queue reached the kernel; a
+        // GETATTR waiting on them may answer then. On a handler thread (the app's own unlink or
+        // rename) nothing waits, and the app removed the file itself.
+        if !drops.isEmpty {
+            _ = invalidator?.flushNotifications()
+            pendingDrops.withLock { $0.subtract(drops) }
+        }
+    }
+
+    /// The refresh under `refreshLock`; returns the inodes it put in `pendingDrops`.
+    private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>) -> Set<Inode> {
         let (seq, app, mustRebuild) = model.withLock { m in
             // Tombstones pile up under patches: compact by rebuilding once they are a quarter.
             (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount)
@@ -41,7 +55,7 @@ extension PhotoFS {
             update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild)
         } catch {
             log("refresh failed: \(error)")
-            return
+            return []
         }
         if case .patch(let patch) = update {
             let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel, [Int64: Inode])? in
@@ -58,9 +72,8 @@ extension PhotoFS {
                 // kept, the rest did not change.
                 var gone: [Int64: Inode] = before
                 for n in diff.removed { gone[n.rowID] = n.ino }
-                settle(diff, oldPolicy: now.policy, oldAlbums: oldAlbums, oldShared: oldShared, new: now,
-                       oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums)
-                return
+                return settle(diff, oldPolicy: now.policy, oldAlbums: oldAlbums, oldShared: oldShared, new: now,
+                              oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums)
             }
         }
         // A whole recomputation: the update's, or a fresh one when the patch did not apply.
@@ -70,7 +83,7 @@ extension PhotoFS {
         } else {
             do { snapshot = try library.view(for: appID, access: access, lean: true) } catch {
                 log("refresh failed: \(error)")
-                return
+                return []
             }
         }
         let new = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
@@ -81,20 +94,21 @@ extension PhotoFS {
             return o
         }
         let diff = ViewModel.diff(old, new)
-        settle(diff, oldPolicy: old.policy, oldAlbums: old.albums, oldShared: old.shared, new: new,
+        return settle(diff, oldPolicy: old.policy, oldAlbums: old.albums, oldShared: old.shared, new: new,
                oldIno: { old.nodes[$0]?.ino }, handled: handled, handledAlbums: handledAlbums)
     }
 
     /// After a model changed: forgets cached redactions of changed assets, tells the kernel, and
     /// feeds `.photogate/changes`.
     private func settle(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
-                        new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
+                        new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) -> Set<Inode> {
         if !diff.updated.isEmpty || !diff.inserted.isEmpty {
             redactionCache.withLock { c in for n in diff.updated + diff.inserted { c[n.rowID] = nil } }
         }
-        invalidate(diff, oldPolicy: oldPolicy, oldAlbums: oldAlbums, oldShared: oldShared, new: new, oldIno: oldIno,
-                   handled: handled, handledAlbums: handledAlbums)
+        let drops = invalidate(diff, oldPolicy: oldPolicy, oldAlbums: oldAlbums, oldShared: oldShared, new: new, oldIno: oldIno,
+                               handled: handled, handledAlbums: handledAlbums)
         pullFeed()
+        return drops
     }
 
     /// Appends the app's new history entries to `.photogate/changes` and wakes pollers.
@@ -113,23 +127,17 @@ extension PhotoFS {
 
     /// Tells the kernel what changed. Names that appear need nothing (a failed lookup is never
     /// cached); names that go away are deleted from the kernel's cache (which also wakes inotify
-    /// watchers of the file); changed files drop their cached attributes and pages.
+    /// watchers of the file); changed files drop their cached attributes and pages. Returns the
+    /// removed inodes it put in `pendingDrops`, for the caller to settle outside `refreshLock`.
+    @discardableResult
     func invalidate(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
-                    new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) {
-        guard let inv = invalidator, !diff.isEmpty else { return }
+                    new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) -> Set<Inode> {
+        guard let inv = invalidator, !diff.isEmpty else { return [] }
         // A READ answered just before the new view was published may still be putting its pages
         // in the kernel's cache: wait for it, or those pages would outlive the invalidation below.
         if !diff.removed.isEmpty { inv.quiesceReads() }
         let drops = Set(diff.removed.map(\.ino))
         if !drops.isEmpty { pendingDrops.withLock { $0.formUnion(drops) } }
-        defer {
-            if !drops.isEmpty {
-                // Pages of removed inodes are gone once the queue reached the kernel; a GETATTR
-                // waiting on them may answer now.
-                _ = inv.flushNotifications()
-                pendingDrops.withLock { $0.subtract(drops) }
-            }
-        }
         for n in diff.removed {
             // Its cached pages go first (queued before the name's deletion, so that once the name
             // is gone no page is left either): a handle opened before the revoke then reads
@@ -185,11 +193,11 @@ extension PhotoFS {
             }
             for r in moved { if let n = new.nodes[r] { inv.invalidateInode(n.ino, offset: 0, length: 0) } }
         }
-        guard oldPolicy.showsAlbums else { return }
+        guard oldPolicy.showsAlbums else { return drops }
         if !new.policy.showsAlbums {
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.albums, name: Array("Albums".utf8))
             inv.notifyDelete(parent: FixedInode.root, child: FixedInode.shared, name: Array("Shared".utf8))
-            return
+            return drops
         }
         for (parent, olds, news) in [(FixedInode.albums, oldAlbums, new.albums), (FixedInode.shared, oldShared, new.shared)] {
             for (name, a) in olds {
@@ -202,6 +210,7 @@ extension PhotoFS {
                 }
             }
         }
+        return drops
     }
 
     /// Drops the kernel's cached listing (and attributes) of folders whose names changed.
