@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): the table of C callbacks: each is a few lines that sit next to the one fuse_lowlevel_ops they fill.
 import CFuse3
 #if canImport(Glibc)
 import Glibc

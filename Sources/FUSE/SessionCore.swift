@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): the session's lifecycle and its notifier thread share one state machine.
 import CFuse3
 import Dispatch
 import Synchronization

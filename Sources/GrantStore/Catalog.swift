@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): the catalog rows of assets and the grants over them, written in the same transactions.
 import Foundation
 import GRDB
 import PhotoLibrary

@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): one pipeline (read, scan, hash and copy on workers; catalog and commit in order) whose stages share one window.
 import Foundation
 import GRDB
 import PhotoLibrary

@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): the picker's one state machine (selection, filter, focus, strip-location).
 /// The picker's model: what it offers, what is selected, what the person is looking at, and the
 /// grants to add or revoke. Pure value logic on plain values (no terminal, no database), so every
 /// rule is unit-tested. The terminal front end (`PickerController`, `PickerSession`) drives it.

@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): one container format, one recursive box walk.
 import Foundation
 
 /// One ISO-BMFF / QuickTime box.

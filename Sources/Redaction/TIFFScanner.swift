@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): one container format, one recursive IFD walk.
 /// Random access to one metadata block, in the block's own coordinates.
 protocol BlockReader {
     var length: UInt64 { get }

@@ -1,0 +1,242 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Step by step, what `--repair` does (see `Verifier`).
+struct Repair {
+    let verifier: Verifier
+    let catalog: [Verifier.CatalogEntry]
+    var problems: [VerifyProblem]
+    var sources: [String: [String]]
+    let sourceOrphan: [String: Int]
+    let good: [String: String]
+    let wanted: [Int]
+    let deadFolders: [(problem: Int, keep: [String])]
+    let openEntries: [String]
+    let stamp: String
+
+    init(verifier: Verifier, catalog: [Verifier.CatalogEntry], problems: [VerifyProblem], sources: [String: [String]],
+         sourceOrphan: [String: Int], good: [String: String], wanted: [Int], deadFolders: [(problem: Int, keep: [String])],
+         openEntries: [String]) {
+        self.verifier = verifier
+        self.catalog = catalog
+        self.problems = problems
+        self.sources = sources
+        self.sourceOrphan = sourceOrphan
+        self.good = good
+        self.wanted = wanted
+        self.deadFolders = deadFolders
+        self.openEntries = openEntries
+        var t = time_t(Date().timeIntervalSince1970)
+        var tmv = tm()
+        gmtime_r(&t, &tmv)
+        stamp = String(format: "%04d%02d%02dT%02d%02d%02dZ-%d", tmv.tm_year + 1900, tmv.tm_mon + 1, tmv.tm_mday,
+                       tmv.tm_hour, tmv.tm_min, tmv.tm_sec, getpid())
+    }
+
+    var root: String { verifier.root }
+    var library: Library { verifier.library }
+
+    mutating func run(into out: inout [VerifyProblem]) {
+        // 1. Permissions.
+        for (k, p) in problems.enumerated() where p.kind == .tooOpen {
+            let path = p.path == "." ? root : root + "/" + p.path
+            let m = Verifier.mode(path)
+            if chmod(path, m & ~LibraryPrivacy.openBits) == 0 {
+                problems[k].repaired = true
+                problems[k].action = "made owner-only (mode \(String(m & ~LibraryPrivacy.openBits, radix: 8)))"
+            } else {
+                problems[k].action = "chmod failed: \(String(cString: strerror(errno)))"
+            }
+        }
+        // 2. Dead temp folders: keep what holds an asset's bytes, then recover like StoreWriter.
+        var kept: [Int: Int] = [:]
+        for (p, keep) in deadFolders {
+            var n = 0
+            for path in keep {
+                if let dest = moveToLostAndFound(path) {
+                    n += 1
+                    if let h = HashPool.hash(dest, expectedSize: nil, follow: false).hash { sources[h, default: []].append(dest) }
+                }
+            }
+            kept[p] = n
+        }
+        if !deadFolders.isEmpty {
+            let recovered = StoreWriter.recover(library)
+            for (p, _) in deadFolders {
+                let gone = access(root + "/" + problems[p].path, F_OK) != 0
+                problems[p].repaired = gone
+                problems[p].action = gone
+                    ? "recovered like an import does (\(recovered) temp file\(recovered == 1 ? "" : "s") of dead processes kept as assets, "
+                        + "incomplete ones deleted\((kept[p] ?? 0) > 0 ? ", \(kept[p]!) holding an asset's bytes moved to \(LostAndFound.folder)/" : ""))"
+                    : "could not be recovered (its process may have come back?)"
+            }
+        }
+        // 3. Damaged and missing store originals.
+        for p in wanted { restore(p) }
+        // 4. Whatever is still unaccounted for goes to lost+found/.
+        for (k, p) in problems.enumerated() where (p.kind == .orphan || p.kind == .strayTemp) && !p.repaired {
+            let path = root + "/" + p.path
+            if p.kind == .orphan {
+                switch named(String(p.path.dropFirst("store/".count))) {
+                case true?:
+                    problems[k].action = "an asset names it now; left in place"
+                    problems[k].repaired = true
+                    continue
+                case nil:
+                    problems[k].action = "the catalog could not be read; left in place"
+                    continue
+                case false?: break
+                }
+            }
+            if let dest = moveToLostAndFound(path) {
+                problems[k].repaired = true
+                problems[k].action = "moved to \(verifier.rel(dest))"
+            } else {
+                problems[k].action = "could not be moved: \(String(cString: strerror(errno)))"
+            }
+        }
+        out = problems
+    }
+
+    /// Restores the original of a damaged or missing asset from a file with its exact bytes.
+    mutating func restore(_ p: Int) {
+        guard let a = catalog.first(where: { $0.id == problems[p].asset }), let s = a.storePath else {
+            problems[p].action = "the catalog names no original; nothing to restore from"
+            return
+        }
+        let store = library.paths.store
+        let dest = store + "/" + s
+        // Still this asset's path? (It may have been trashed and gone, or recovery just fixed it.)
+        let current = try? library.read { db in
+            try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE id = ?", arguments: [a.id])
+        }
+        guard current == s else {
+            problems[p].repaired = true
+            problems[p].action = "the asset changed while verifying; left alone"
+            return
+        }
+        if HashPool.hash(dest, expectedSize: a.size, follow: false).hash == a.hash {
+            problems[p].repaired = true
+            problems[p].action = "restored by the recovery of a dead temp folder"
+            return
+        }
+        let dir = (dest as NSString).deletingLastPathComponent
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST {
+            problems[p].action = "cannot create \(verifier.rel(dir)): \(String(cString: strerror(errno)))"
+            return
+        }
+        // A file nobody accounts for, moved into place.
+        while let src = sources[a.hash]?.first {
+            sources[a.hash]?.removeFirst()
+            guard access(src, F_OK) == 0 else { continue }
+            var damagedCopy: String? = nil
+            if access(dest, F_OK) == 0 {
+                guard let moved = moveToLostAndFound(dest) else {
+                    problems[p].action = "cannot move the damaged copy aside: \(String(cString: strerror(errno)))"
+                    return
+                }
+                damagedCopy = moved
+            }
+            guard rename(src, dest) == 0 else {
+                let e = errno
+                if let damagedCopy { rename(damagedCopy, dest) }
+                problems[p].action = "cannot move \(verifier.rel(src)) into place: \(String(cString: strerror(e)))"
+                return
+            }
+            fsyncDirectory(of: dest)
+            fsyncDirectory(of: src)
+            problems[p].repaired = true
+            problems[p].action = "restored from \(verifier.rel(src))" + (damagedCopy.map { "; the damaged copy is in \(verifier.rel($0))" } ?? "")
+            if let o = sourceOrphan[src] {
+                problems[o].repaired = true
+                problems[o].action = "moved into place as the original of asset \(a.id) (\(a.name))"
+            }
+            return
+        }
+        // Else a copy of another asset's verified original with the same bytes.
+        if let g = good[a.hash] {
+            let tmp = dir + "/.verify-\(StoreWriter.randomID()).part"
+            guard copyFile(g, tmp) else {
+                problems[p].action = "cannot copy \(verifier.rel(g)): \(String(cString: strerror(errno)))"
+                unlink(tmp)
+                return
+            }
+            var damagedCopy: String? = nil
+            if access(dest, F_OK) == 0 {
+                guard let moved = moveToLostAndFound(dest) else { unlink(tmp); return }
+                damagedCopy = moved
+            }
+            guard rename(tmp, dest) == 0 else {
+                unlink(tmp)
+                if let damagedCopy { rename(damagedCopy, dest) }
+                problems[p].action = "cannot move the copy into place: \(String(cString: strerror(errno)))"
+                return
+            }
+            fsyncDirectory(of: dest)
+            problems[p].repaired = true
+            problems[p].action = "restored from a copy of \(verifier.rel(g))" + (damagedCopy.map { "; the damaged copy is in \(verifier.rel($0))" } ?? "")
+            return
+        }
+        problems[p].action = "no file with its bytes was found: it stays \(problems[p].kind == .missing ? "missing" : "damaged") (trash it, or import the original again)"
+    }
+
+    /// Whether an asset names this store path now (asked again just before moving the file);
+    /// nil when the catalog cannot be read.
+    func named(_ storePath: String) -> Bool? {
+        do {
+            return try library.read { db in
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ? UNION ALL SELECT 1 FROM versions WHERE store_path = ?",
+                                  arguments: [storePath, storePath]) != nil
+            }
+        } catch {
+            return nil
+        }
+    }
+
+    /// Moves a file of the library into lost+found/<stamp>/, keeping its path; returns where.
+    func moveToLostAndFound(_ path: String) -> String? {
+        let relPath = verifier.rel(path)
+        var dest = root + "/" + LostAndFound.folder + "/" + stamp + "/" + relPath
+        let dir = (dest as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            errno = EIO
+            return nil
+        }
+        var n = 1
+        while access(dest, F_OK) == 0 { dest = root + "/" + LostAndFound.folder + "/" + stamp + "/" + relPath + ".\(n)"; n += 1 }
+        guard rename(path, dest) == 0 else { return nil }
+        fsyncDirectory(of: dest)
+        fsyncDirectory(of: path)
+        return dest
+    }
+
+    /// Copies a file durably (0600).
+    func copyFile(_ from: String, _ to: String) -> Bool {
+        let src = Glibc.open(from, O_RDONLY | O_CLOEXEC)
+        guard src >= 0 else { return false }
+        defer { Glibc.close(src) }
+        let dst = Glibc.open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard dst >= 0 else { return false }
+        defer { Glibc.close(dst) }
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(src, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; return false }
+            if n == 0 { break }
+            var w = 0
+            while w < n {
+                let m = buf.withUnsafeBytes { Glibc.write(dst, $0.baseAddress! + w, n - w) }
+                if m < 0 { if errno == EINTR { continue }; return false }
+                w += m
+            }
+        }
+        return fsync(dst) == 0
+    }
+}
