@@ -3,7 +3,7 @@ import PackageDescription
 
 // Module map (see README "Architecture"):
 //   CFuse3       system library target for libfuse3 (module map + shim header only)
-//   CCrypto      system library target for OpenSSL's libcrypto (SHA-256 with the CPU's SHA extensions)
+//   CCrypto      system library target for OpenSSL's libcrypto (SHA-256 for GrantStore only, with the CPU's SHA extensions)
 //   FUSE         small safe wrapper over the low-level libfuse API; knows nothing about photos
 //   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift),
 //                and LibraryPort, all a mount asks of the library
@@ -32,11 +32,11 @@ let package = Package(
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CSystem"),
         .target(name: "FUSE", dependencies: ["CFuse3"]),
-        .target(name: "PhotoLibrary", dependencies: ["CCrypto", "Redaction"]),
+        .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),
         .target(
             name: "GrantStore",
-            dependencies: ["PhotoLibrary", "Redaction", "CSystem", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PhotoLibrary", "Redaction", "CSystem", "CCrypto", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction"]),
         .target(name: "Picker"),

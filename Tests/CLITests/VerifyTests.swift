@@ -1,4 +1,5 @@
 import Foundation
+import GrantStore
 import PhotoLibrary
 import Testing
 import TestSupport
