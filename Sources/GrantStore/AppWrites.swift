@@ -77,7 +77,7 @@ extension Library {
             try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
                 try db.execute(sql: "UPDATE assets SET owner_name = ?, display_name = ? WHERE rowid = ?", arguments: [name, display, rowID])
             }
-            try Library.record(db, "rename", app: app.rawValue, asset: rowID)
+            try Library.record(db, .rename, app: app.rawValue, asset: rowID)
         }
     }
 
@@ -132,13 +132,13 @@ extension Library {
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE asset_rowid = ?", arguments: [rowID]) == true {
                 try ViewDelta.tracking(db, [rowID]) {
                     try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), rowID])
-                    try Library.record(db, "trash", app: app.rawValue, asset: rowID)
+                    try Library.record(db, .trash, app: app.rawValue, asset: rowID)
                 }
                 return nil
             }
             try ViewDelta.tracking(db, [rowID]) {
                 try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [rowID])
-                try Library.record(db, "trash", app: app.rawValue, asset: rowID)
+                try Library.record(db, .trash, app: app.rawValue, asset: rowID)
             }
             return path
         }

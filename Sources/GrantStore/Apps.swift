@@ -46,7 +46,7 @@ extension Library {
         for i in 0..<16 { secret[i] = UInt8.random(in: 0...255, using: &rng) }
         try db.execute(sql: "INSERT INTO apps (id, secret, created_at) VALUES (?, ?, ?)",
                        arguments: [id.rawValue, Data(secret), now()])
-        try record(db, "app", app: id.rawValue)
+        try record(db, .app, app: id.rawValue)
         return try fetchApp(db, id)!
     }
 
@@ -87,7 +87,7 @@ extension Library {
                                arguments: StatementArguments([id.rawValue] + kinds))
             }
             if before.status(for: access) != status {
-                try Library.record(db, "status", app: id.rawValue, detail: "\(access.rawValue)=\(status.rawValue)")
+                try Library.record(db, .status, app: id.rawValue, detail: "\(access.rawValue)=\(status.rawValue)")
                 try ViewDelta.recordStatus(db, app: id.rawValue, detail: "\(access.rawValue)=\(status.rawValue)")
             }
             return try Library.fetchApp(db, id)!
@@ -113,7 +113,7 @@ extension Library {
             }
             let after = try Library.fetchApp(db, id)!
             if after.options != before.options {
-                try Library.record(db, "options", app: id.rawValue)
+                try Library.record(db, .options, app: id.rawValue)
                 try ViewDelta.recordStatus(db, app: id.rawValue,
                                            detail: "strip-location=\(after.options.stripLocation ? "on" : "off") prevent-prompt=\(after.options.preventPrompt ? "on" : "off") edit-any=\(after.options.editAny ? "on" : "off")")
             }

@@ -111,7 +111,7 @@ extension Library {
                 rowIDs.append(db.lastInsertedRowID)
                 if a.shared { shared.append(db.lastInsertedRowID) }
             }
-            let change = try db.cachedStatement(sql: "INSERT INTO changes (at, kind, app_id, asset_rowid, detail) VALUES (?, 'insert', NULL, ?, NULL)")
+            let change = try db.cachedStatement(sql: "INSERT INTO changes (at, kind, app_id, asset_rowid, detail) VALUES (?, '\(ChangeKind.insert.rawValue)', NULL, ?, NULL)")
             for r in rowIDs { try change.execute(arguments: [now, r]) }
             if !shared.isEmpty {
                 try Library.validateAlbumName(sharedAlbum)

@@ -234,7 +234,7 @@ extension Library {
                     let before = try Bool.fetchOne(exists, arguments: [app.rawValue, a.rowID])
                     if before == nil || (stripLocation && before == false) {
                         try insert.execute(arguments: [app.rawValue, a.rowID, stripLocation, now])
-                        try Library.record(db, picked ? "pick" : "grant", app: app.rawValue, asset: a.rowID)
+                        try Library.record(db, picked ? .pick : .grant, app: app.rawValue, asset: a.rowID)
                         changed += 1
                     }
                 }
@@ -256,7 +256,7 @@ extension Library {
                     try delete.execute(arguments: [app.rawValue, a.rowID])
                     if db.changesCount > 0 {
                         changed += 1
-                        try Library.record(db, picked ? "unpick" : "revoke", app: app.rawValue, asset: a.rowID)
+                        try Library.record(db, picked ? .unpick : .revoke, app: app.rawValue, asset: a.rowID)
                     }
                 }
             }
@@ -273,7 +273,7 @@ extension Library {
             var touched = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM selections WHERE app_id = ?", arguments: [app.rawValue])
             if includePicked { touched += try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM picks WHERE app_id = ?", arguments: [app.rawValue]) }
             try ViewDelta.tracking(db, touched) {
-                for (table, kind) in [("selections", "revoke"), ("picks", "unpick")] where table == "selections" || includePicked {
+                for (table, kind) in [("selections", ChangeKind.revoke), ("picks", ChangeKind.unpick)] where table == "selections" || includePicked {
                     let rows = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
                     try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ?", arguments: [app.rawValue])
                     for r in rows { try Library.record(db, kind, app: app.rawValue, asset: r) }
@@ -342,7 +342,7 @@ extension Library {
         }
         try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES (?, ?, ?)", arguments: [name, kind, now()])
         let id = db.lastInsertedRowID
-        try record(db, "album", detail: name)
+        try record(db, .album, detail: name)
         return id
     }
 
@@ -367,7 +367,7 @@ extension Library {
         var n = 0
         for r in rowIDs {
             try stmt.execute(arguments: [albumID, r, now()])
-            if db.changesCount > 0 { n += 1; try record(db, "album-add", asset: r, detail: String(albumID)) }
+            if db.changesCount > 0 { n += 1; try record(db, .albumAdd, asset: r, detail: String(albumID)) }
         }
         return n
     }
@@ -380,7 +380,7 @@ extension Library {
             var n = 0
             for a in assets {
                 try db.execute(sql: "DELETE FROM album_assets WHERE album_id = ? AND asset_rowid = ?", arguments: [albumID, a.rowID])
-                if db.changesCount > 0 { n += 1; try Library.record(db, "album-remove", asset: a.rowID, detail: String(albumID)) }
+                if db.changesCount > 0 { n += 1; try Library.record(db, .albumRemove, asset: a.rowID, detail: String(albumID)) }
             }
             return n
         }
@@ -398,7 +398,7 @@ extension Library {
                 if n > 0 { throw LibraryError.conflict("album '\(name)' is not empty") }
             }
             try db.execute(sql: "DELETE FROM albums WHERE id = ?", arguments: [albumID])
-            try Library.record(db, "album", detail: name)
+            try Library.record(db, .album, detail: name)
         }
     }
 
@@ -417,7 +417,7 @@ extension Library {
             try ViewDelta.tracking(db, rowIDs) {
                 for r in rowIDs {
                     try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), r])
-                    if db.changesCount > 0 { try Library.record(db, "trash", app: app?.rawValue, asset: r) }
+                    if db.changesCount > 0 { try Library.record(db, .trash, app: app?.rawValue, asset: r) }
                 }
             }
         }
@@ -434,7 +434,7 @@ extension Library {
             try ViewDelta.tracking(db, assets.map(\.rowID)) {
                 for a in assets {
                     try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [a.rowID])
-                    try Library.record(db, "restore", asset: a.rowID)
+                    try Library.record(db, .restore, asset: a.rowID)
                 }
             }
             return assets

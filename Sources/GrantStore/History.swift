@@ -58,14 +58,14 @@ struct ViewDelta {
         for app in apps.sorted() {
             let b = before[app] ?? [], a = after[app] ?? []
             var seq: Int64? = nil
-            for (kind, set) in [("removed", b.subtracting(a)), ("inserted", a.subtracting(b)), ("updated", a.intersection(b).intersection(updated))] {
+            for (kind, set) in [(AppChangeKind.removed, b.subtracting(a)), (.inserted, a.subtracting(b)), (.updated, a.intersection(b).intersection(updated))] {
                 if set.isEmpty { continue }
-                if kind != "removed" && afterNames == nil { afterNames = try names(db, after) }
-                let names = kind == "removed" ? beforeNames[app] : afterNames?[app]
+                if kind != .removed && afterNames == nil { afterNames = try names(db, after) }
+                let names = kind == .removed ? beforeNames[app] : afterNames?[app]
                 for r in set.sorted() {
                     let next = try (seq ?? Int64.fetchOne(last, arguments: [app]) ?? 0) + 1
                     seq = next
-                    try insert.execute(arguments: [app, now, kind, r, names?[r], r, next])
+                    try insert.execute(arguments: [app, now, kind.rawValue, r, names?[r], r, next])
                     wrote = true
                 }
             }

@@ -273,7 +273,7 @@ public final class Importer {
                     if asset.isTrashed {
                         restored.insert(asset.rowID)
                         try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [asset.rowID])
-                        try Library.record(db, "restore", asset: asset.rowID)
+                        try Library.record(db, .restore, asset: asset.rowID)
                         asset.trashedDate = nil
                     }
                 } else {
@@ -400,7 +400,7 @@ extension Library {
         try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
             try db.execute(sql: "UPDATE assets SET display_name = ? WHERE rowid = ?", arguments: [moved, rowID])
         }
-        try record(db, "rename", asset: rowID, detail: "import took its name")
+        try record(db, .rename, asset: rowID, detail: "import took its name")
     }
 
     /// Marks an asset cloud-shared (import --shared of content already in the library): no limited
@@ -411,8 +411,8 @@ extension Library {
             try db.execute(sql: "UPDATE assets SET is_shared = 1 WHERE rowid = ?", arguments: [rowID])
             let apps = try String.fetchAll(db, sql: "SELECT app_id FROM selections WHERE asset_rowid = ? ORDER BY app_id", arguments: [rowID])
             try db.execute(sql: "DELETE FROM selections WHERE asset_rowid = ?", arguments: [rowID])
-            for app in apps { try record(db, "revoke", app: app, asset: rowID, detail: "shared") }
+            for app in apps { try record(db, .revoke, app: app, asset: rowID, detail: "shared") }
         }
-        try record(db, "shared", asset: rowID)
+        try record(db, .shared, asset: rowID)
     }
 }

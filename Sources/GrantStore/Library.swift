@@ -194,10 +194,10 @@ public final class Library: Sendable {
 
     static func now() -> Double { Date().timeIntervalSince1970 }
 
-    static func record(_ db: Database, _ kind: String, app: String? = nil, asset: Int64? = nil, detail: String? = nil) throws {
+    static func record(_ db: Database, _ kind: ChangeKind, app: String? = nil, asset: Int64? = nil, detail: String? = nil) throws {
         // Cached: a grant of 10,000 assets records 10,000 changes (parsing each cost ~25% of it).
         try db.cachedStatement(sql: "INSERT INTO changes (at, kind, app_id, asset_rowid, detail) VALUES (?, ?, ?, ?, ?)")
-            .execute(arguments: [now(), kind, app, asset, detail])
+            .execute(arguments: [now(), kind.rawValue, app, asset, detail])
     }
 
     /// The newest change sequence number.

@@ -211,7 +211,7 @@ public final class StoreWriter: @unchecked Sendable {
                              scan.hasLocation, facts.contentHash, shared, storePath, referencePath,
                              redaction.map { Data($0) }, refusal, MediaScanner.version])
         let rowID = db.lastInsertedRowID
-        try Library.record(db, "insert", app: owner?.rawValue, asset: rowID)
+        try Library.record(db, .insert, app: owner?.rawValue, asset: rowID)
         return Library.asset(try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID])!)
     }
 

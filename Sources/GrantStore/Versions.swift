@@ -97,7 +97,7 @@ extension Library {
                 try insert.execute(arguments: [app.rawValue, a.rowID, now])
                 if db.changesCount > 0 {
                     changed += 1
-                    try Library.record(db, "edit-grant", app: app.rawValue, asset: a.rowID)
+                    try Library.record(db, .editGrant, app: app.rawValue, asset: a.rowID)
                 }
                 try answer.execute(arguments: [app.rawValue, a.rowID])
             }
@@ -117,7 +117,7 @@ extension Library {
                 try delete.execute(arguments: [app.rawValue, a.rowID])
                 if db.changesCount > 0 {
                     changed += 1
-                    try Library.record(db, "edit-revoke", app: app.rawValue, asset: a.rowID)
+                    try Library.record(db, .editRevoke, app: app.rawValue, asset: a.rowID)
                 }
             }
             return GrantOutcome(changed: changed, unchanged: assets.count - changed)
@@ -335,6 +335,6 @@ extension Library {
                 WHERE rowid = ?
                 """, arguments: [rowID, version, rowID])
         }
-        try record(db, "version", app: app, asset: rowID, detail: String(version))
+        try record(db, .version, app: app, asset: rowID, detail: String(version))
     }
 }

@@ -22,34 +22,34 @@ extension Library {
             var affected = Set<Int64>()
             var albumsTouched = false
             for r in rows {
-                let kind: String = r[1]
+                let raw: String = r[1]
+                // An unknown kind (a newer photogate wrote it): recompute everything.
+                guard let kind = ChangeKind(rawValue: raw) else { return try full() }
                 let appID: String? = r[2]
                 let asset: Int64? = r[3]
                 let mine = appID == id.rawValue
                 switch kind {
-                case "grant", "revoke", "pick", "unpick":
+                case .grant, .revoke, .pick, .unpick:
                     // Another app's selection never changes this view.
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case "edit-grant", "edit-revoke":
+                case .editGrant, .editRevoke:
                     // Edit consent changes no visibility; a patch of the row lets a mount
                     // recompute what it shows about editing.
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case "insert", "rename", "trash", "restore", "version", "shared":
+                case .insert, .rename, .trash, .restore, .version, .shared:
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case "album-add", "album-remove", "album":
+                case .albumAdd, .albumRemove, .album:
                     albumsTouched = true
-                case "request":
+                case .request:
                     continue
-                case "status", "options", "app":
+                case .status, .options, .app:
                     // This app's record is compared above; other apps' never change this view.
                     if mine { return try full() }
-                default:
-                    return try full()
                 }
             }
             // Nothing of this view changed (another app's grant, a request): no view query at all.
