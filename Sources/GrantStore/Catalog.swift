@@ -26,19 +26,49 @@ public struct GrantOutcome: Equatable, Sendable {
 }
 
 extension Library {
-    static let assetColumns = """
-        rowid, id, display_name, owner_name, owner_app, media_kind, media_class, byte_size, capture_date, added_at,
-        has_location, content_hash, is_shared, trashed_at, store_path, reference_path
-        """
+    /// The asset columns every asset query selects, in this order (`AssetColumn` names them).
+    static let assetColumns = AssetColumn.allCases.map(\.name).joined(separator: ", ")
+
+    /// Positions in `assetColumns`: what the readers of asset rows (`asset(_:)`, the view build,
+    /// the facts reader) index by, instead of bare integers.
+    enum AssetColumn: Int32, CaseIterable {
+        case rowid, id, displayName, ownerName, ownerApp, mediaKind, mediaClass, byteSize, captureDate, addedAt,
+             hasLocation, contentHash, isShared, trashedAt, storePath, referencePath
+        /// The column's name in the `assets` table.
+        var name: String {
+            switch self {
+            case .rowid: return "rowid"
+            case .id: return "id"
+            case .displayName: return "display_name"
+            case .ownerName: return "owner_name"
+            case .ownerApp: return "owner_app"
+            case .mediaKind: return "media_kind"
+            case .mediaClass: return "media_class"
+            case .byteSize: return "byte_size"
+            case .captureDate: return "capture_date"
+            case .addedAt: return "added_at"
+            case .hasLocation: return "has_location"
+            case .contentHash: return "content_hash"
+            case .isShared: return "is_shared"
+            case .trashedAt: return "trashed_at"
+            case .storePath: return "store_path"
+            case .referencePath: return "reference_path"
+            }
+        }
+        var index: Int { Int(rawValue) }
+    }
 
     static func asset(_ row: Row) -> Asset {
-        Asset(rowID: row[0], id: row[1], displayName: row[2], ownerName: row[3],
-              owner: (row[4] as String?).flatMap(AppID.init), mediaKind: row[5],
-              mediaClass: MediaClass(rawValue: row[6]) ?? .photo, byteSize: UInt64(row[7] as Int64),
-              captureDate: Date(timeIntervalSince1970: row[8]), addedDate: Date(timeIntervalSince1970: row[9]),
-              hasLocation: row[10], contentHash: row[11], isShared: row[12],
-              trashedDate: (row[13] as Double?).map(Date.init(timeIntervalSince1970:)),
-              storePath: row[14], referencePath: row[15])
+        typealias C = AssetColumn
+        return Asset(rowID: row[C.rowid.index], id: row[C.id.index], displayName: row[C.displayName.index],
+                     ownerName: row[C.ownerName.index], owner: (row[C.ownerApp.index] as String?).flatMap(AppID.init),
+                     mediaKind: row[C.mediaKind.index], mediaClass: MediaClass(rawValue: row[C.mediaClass.index]) ?? .photo,
+                     byteSize: UInt64(row[C.byteSize.index] as Int64),
+                     captureDate: Date(timeIntervalSince1970: row[C.captureDate.index]),
+                     addedDate: Date(timeIntervalSince1970: row[C.addedAt.index]),
+                     hasLocation: row[C.hasLocation.index], contentHash: row[C.contentHash.index], isShared: row[C.isShared.index],
+                     trashedDate: (row[C.trashedAt.index] as Double?).map(Date.init(timeIntervalSince1970:)),
+                     storePath: row[C.storePath.index], referencePath: row[C.referencePath.index])
     }
 
     /// Absolute path of an asset's original.

@@ -9,9 +9,10 @@ import PhotoLibrary
 /// per value); `explain`, edit decisions, the history and name resolution read it through
 /// `Library.facts`. What the facts mean is `AppContext.decide`'s business, never this reader's.
 enum FactsReader {
-    /// Where the facts are, after the 16 asset columns.
-    static let owned: Int32 = 16, selectionStrip: Int32 = 17, pickStrip: Int32 = 18, consent: Int32 = 19
-    static let shared: Int32 = 12, trashed: Int32 = 13, hasLocation: Int32 = 10
+    /// Where the facts are, after the asset columns (`Library.AssetColumn`).
+    static let owned = Int32(Library.AssetColumn.allCases.count), selectionStrip = owned + 1, pickStrip = owned + 2, consent = owned + 3
+    static let shared = Library.AssetColumn.isShared.rawValue, trashed = Library.AssetColumn.trashedAt.rawValue
+    static let hasLocation = Library.AssetColumn.hasLocation.rawValue
 
     /// The statement: `columns` are the asset columns as the caller wants them (prefixed `a.`,
     /// some possibly NULL), `filter` a condition on `a` (argument `:app` is the app's id).

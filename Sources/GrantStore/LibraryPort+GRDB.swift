@@ -125,6 +125,9 @@ extension StoreWriter: AppFileWriter {
 
 extension ViewRows {
     /// Where each text field is in `Library.assetColumns`.
-    static let textColumns: [(Field, Int32)] = [(.id, 1), (.displayName, 2), (.ownerName, 3), (.ownerApp, 4), (.mediaKind, 5),
-                                                (.mediaClass, 6), (.contentHash, 11), (.storePath, 14), (.referencePath, 15)]
+    typealias C = Library.AssetColumn
+    static let textColumns: [(Field, Int32)] = [
+        (.id, C.id.rawValue), (.displayName, C.displayName.rawValue), (.ownerName, C.ownerName.rawValue),
+        (.ownerApp, C.ownerApp.rawValue), (.mediaKind, C.mediaKind.rawValue), (.mediaClass, C.mediaClass.rawValue),
+        (.contentHash, C.contentHash.rawValue), (.storePath, C.storePath.rawValue), (.referencePath, C.referencePath.rawValue)]
 }

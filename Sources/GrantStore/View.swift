@@ -77,9 +77,11 @@ extension Library {
                 }
             }
             if owned && !isNull(3) { needsNaming = true }
-            rows.appendNumbers(rowID: sqlite3_column_int64(h, 0), size: UInt64(bitPattern: sqlite3_column_int64(h, 7)),
-                               capture: sqlite3_column_double(h, 8), added: sqlite3_column_double(h, 9),
-                               trashed: trashed ? sqlite3_column_double(h, 13) : 0, flags: f)
+            typealias C = Library.AssetColumn
+            rows.appendNumbers(rowID: sqlite3_column_int64(h, C.rowid.rawValue),
+                               size: UInt64(bitPattern: sqlite3_column_int64(h, C.byteSize.rawValue)),
+                               capture: sqlite3_column_double(h, C.captureDate.rawValue), added: sqlite3_column_double(h, C.addedAt.rawValue),
+                               trashed: trashed ? sqlite3_column_double(h, C.trashedAt.rawValue) : 0, flags: f)
         }
         if needsNaming && only == nil {
             let items = (0..<rows.count).map { i in
