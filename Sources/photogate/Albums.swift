@@ -1,15 +1,15 @@
 import ArgumentParser
 import GrantStore
 
-struct Albums: ParsableCommand {
+struct Albums: PhotogateCommand {
     static let configuration = CommandConfiguration(abstract: "List albums and shared albums.",
                                                     discussion: "Example: photogate albums --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let albums = try lib.open().albums()
             if output.json {
                 printJSON(albums.map { ["name": $0.name, "shared": $0.isShared, "count": $0.count, "createdDate": iso($0.createdAt)] as [String: Any] })

@@ -10,15 +10,15 @@ func statusJSON(_ a: AppRecord) -> [String: Any] {
     ]
 }
 
-struct Apps: ParsableCommand {
+struct Apps: PhotogateCommand {
     static let configuration = CommandConfiguration(abstract: "List known apps and their authorization statuses.",
                                                     discussion: "Example: photogate apps --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let apps = try lib.open().apps()
             if output.json {
                 printJSON(apps.map(statusJSON))

@@ -3,7 +3,7 @@ import Foundation
 import GrantStore
 import PhotoLibrary
 
-struct Assets: ParsableCommand {
+struct Assets: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "List assets; with --app, exactly what that app's mount shows.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -28,8 +28,8 @@ struct Assets: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let library = try lib.open()
             var rows: [(Asset, String)]
             if let app {

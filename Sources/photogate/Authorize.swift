@@ -2,7 +2,7 @@ import ArgumentParser
 import GrantStore
 import PhotoLibrary
 
-struct Authorize: ParsableCommand {
+struct Authorize: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Set an app's authorization status for one access level (answers its pending requests).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -25,8 +25,8 @@ struct Authorize: ParsableCommand {
         }
     }
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let id = try parseApp(app)
             let record = try lib.open().authorize(id, access: access, status: status)
             say("\(record.id): \(access.rawValue) \(record.status(for: access).rawValue)")

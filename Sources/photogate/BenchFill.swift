@@ -5,7 +5,7 @@ import GrantStore
 /// `photogate debug-fill-catalog`: big catalogs for scripts/bench, through the library's own
 /// insert API (`Library.insertReferenced`) rather than SQL that copies the schema. Hidden from
 /// --help: it is a tool for measuring, not for people's libraries.
-struct DebugFillCatalog: ParsableCommand {
+struct DebugFillCatalog: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "debug-fill-catalog",
         abstract: "Add many assets indexed in place, in one transaction (for scripts/bench).",
@@ -47,8 +47,8 @@ struct DebugFillCatalog: ParsableCommand {
         if !(0...1).contains(sharedFraction) { throw ValidationError("--shared-fraction is between 0 and 1") }
     }
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let library = try lib.open()
             let (files, problems) = Importer.collect(paths)
             if let p = problems.first { throw LibraryError.badInput("\(p.0): \(p.1)") }

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import GrantStore
 
-struct Changes: ParsableCommand {
+struct Changes: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -24,8 +24,8 @@ struct Changes: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let id = try parseApp(app)
             switch try lib.open().changes(id, since: since) {
             case .expired(let oldest):

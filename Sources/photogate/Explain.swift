@@ -4,7 +4,7 @@ import GrantStore
 import PhotoLibrary
 import Redaction
 
-struct Explain: ParsableCommand {
+struct Explain: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Say what an app gets for an asset, and why: visible or not, redacted byte ranges, or refused.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -23,8 +23,8 @@ struct Explain: ParsableCommand {
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let e = try lib.open().explain(parseApp(app), asset: asset, access: access)
             var verdict = e.visible ? "visible" : "hidden (ENOENT)"
             var ranges: [[String: Any]] = []

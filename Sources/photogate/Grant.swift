@@ -1,7 +1,7 @@
 import ArgumentParser
 import GrantStore
 
-struct Grant: ParsableCommand {
+struct Grant: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add assets to an app's limited selection (or hand them over as picked).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -42,8 +42,8 @@ struct Grant: ParsableCommand {
         if edit && (picked || stripLocation) { throw ValidationError("--edit gives edit consent only: grant --picked or --strip-location separately") }
     }
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let id = try parseApp(app)
             let refs = expandRefs(assets)
             if refs.isEmpty { throw CommandFailure("no assets given", .usage) }

@@ -2,7 +2,7 @@ import ArgumentParser
 import GrantStore
 import PhotoLibrary
 
-struct Grants: ParsableCommand {
+struct Grants: PhotogateCommand {
     static let configuration = CommandConfiguration(abstract: "List an app's selection and picked assets.",
                                                     discussion: """
                                                         Names are those the app sees (as in `photogate assets --app APP`); --json adds displayName.
@@ -13,8 +13,8 @@ struct Grants: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let library = try lib.open()
             let id = try parseApp(app)
             let grants = try library.grants(id)

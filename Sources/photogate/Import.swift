@@ -5,7 +5,7 @@ import GrantStore
 import Glibc
 #endif
 
-struct Import: ParsableCommand {
+struct Import: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add photos and videos (files and folders, recursively) to the library.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -38,9 +38,9 @@ struct Import: ParsableCommand {
         if paths.isEmpty { throw ValidationError("name at least one file or folder to import") }
     }
 
-    func run() throws {
+    func execute() throws {
         var skippedAny = false
-        try photogate.run {
+        do {
             let library = try lib.open()
             let importer = try Importer(library: library, options: ImportOptions(reference: reference, album: album, sharedAlbum: shared))
             let tty = isatty(2) == 1

@@ -1,7 +1,7 @@
 import ArgumentParser
 import GrantStore
 
-struct Init: ParsableCommand {
+struct Init: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create a library: a store folder for originals and the database.",
         discussion: "Example: photogate init ~/Pictures/photogate")
@@ -11,8 +11,8 @@ struct Init: ParsableCommand {
 
     @OptionGroup var lib: LibraryOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let paths = LibraryPaths.resolve(directory ?? lib.library)
             _ = try Library.create(at: paths)
             say("created library at \(paths.root)")

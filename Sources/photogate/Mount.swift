@@ -8,7 +8,7 @@ import PhotoViewFS
 import Glibc
 #endif
 
-struct Mount: ParsableCommand {
+struct Mount: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Mount an app's view of the library (returns once the mount is ready).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -52,8 +52,8 @@ struct Mount: ParsableCommand {
     @Option(help: .hidden) var readyFd: Int32?
     @OptionGroup var lib: LibraryOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let parsed = try MountOptionList(options)
             let id = try parseApp(appFromMountSource(app))
             let access = parsed.access ?? self.access

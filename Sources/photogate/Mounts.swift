@@ -3,7 +3,7 @@ import Foundation
 import GrantStore
 import PhotoViewFS
 
-struct Mounts: ParsableCommand {
+struct Mounts: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "List mounts: app, access level, mount point, pid, state and read path.",
         discussion: """
@@ -25,8 +25,8 @@ struct Mounts: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let entries = MountRegistry.entries(try lib.open())
             if output.json {
                 printJSON(entries.map { e -> [String: Any] in

@@ -6,7 +6,7 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
     var bool: Bool { self == .on }
 }
 
-struct Options: ParsableCommand {
+struct Options: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show or set an app's options: strip-location, prevent-prompt and edit-any.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -31,8 +31,8 @@ struct Options: ParsableCommand {
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let id = try parseApp(app)
             let library = try lib.open()
             let record: AppRecord

@@ -28,7 +28,7 @@ enum PickMedia: String, EnumerableFlag {
     }
 }
 
-struct Pick: ParsableCommand {
+struct Pick: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Choose what an app gets in a full-screen picker (a terminal UI; works in tmux and over SSH).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -68,8 +68,8 @@ struct Pick: ParsableCommand {
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
     }
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             // A typo must not pick for nobody: checked before the terminal, so scripts learn it too.
             if request == nil, let app, !newApp, try lib.open().app(parseApp(app)) == nil {
                 throw CommandFailure("unknown app '\(app)' (a typo picks for nobody); register it with --new-app, or with `photogate authorize`", .notFound)

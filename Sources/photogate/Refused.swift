@@ -2,7 +2,7 @@ import ArgumentParser
 import GrantStore
 import PhotoLibrary
 
-struct Refused: ParsableCommand {
+struct Refused: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "List files apps wrote that were refused at their close, and why.",
         discussion: """
@@ -18,8 +18,8 @@ struct Refused: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let id = try app.map { try parseApp($0) }
             let list = try lib.open().refusals(id)
             if output.json {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import GrantStore
 
-struct Requests: ParsableCommand {
+struct Requests: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "List pending authorization requests (prompts).",
         discussion: """
@@ -16,8 +16,8 @@ struct Requests: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let reqs = try lib.open().requests()
             if output.json {
                 printJSON(reqs.map { r -> [String: Any] in

@@ -1,15 +1,15 @@
 import ArgumentParser
 import GrantStore
 
-struct Restore: ParsableCommand {
+struct Restore: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Bring assets back from Recently Deleted.",
         discussion: "Example: photogate restore IMG_0001.jpg")
     @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]
     @OptionGroup var lib: LibraryOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let restored = try lib.open().restore(expandRefs(assets))
             for a in restored { say("restored \(a.id)  \(a.displayName)") }
         }

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import GrantStore
 
-struct Revert: ParsableCommand {
+struct Revert: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Revert an asset to its original (PhotoKit's Revert to Original).",
         discussion: """
@@ -27,8 +27,8 @@ struct Revert: ParsableCommand {
         if to < 0 { throw ValidationError("--to takes a version number: 0 (the original) or an edit's number") }
     }
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let r = try lib.open().revert(asset, to: to)
             if output.json {
                 var d = assetJSON(r.asset)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import GrantStore
 
-struct Revoke: ParsableCommand {
+struct Revoke: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Remove assets from an app's selection (or from its picked assets).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -30,8 +30,8 @@ struct Revoke: ParsableCommand {
         if edit && (all || picked) { throw ValidationError("--edit takes back edit consent for named assets: not with --all or --picked") }
     }
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let id = try parseApp(app)
             let library = try lib.open()
             if edit {

@@ -10,7 +10,7 @@ import Glibc
 
 /// `photogate run`: a command in a bubblewrap sandbox that sees the app's view as its pictures
 /// folder and nothing of the library behind it.
-struct Run: ParsableCommand {
+struct Run: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a command in a sandbox (bubblewrap) whose pictures folder is the app's view.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -48,9 +48,9 @@ struct Run: ParsableCommand {
         if command.isEmpty { throw ValidationError("give the command to run after --") }
     }
 
-    func run() throws {
+    func execute() throws {
         var status: Int32 = 0
-        try photogate.run {
+        do {
             let id = try parseApp(app)
             let library = try lib.open()
             let bwrapCandidates: [String] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]

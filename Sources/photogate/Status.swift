@@ -1,7 +1,7 @@
 import ArgumentParser
 import GrantStore
 
-struct Status: ParsableCommand {
+struct Status: PhotogateCommand {
     static let configuration = CommandConfiguration(abstract: "Show an app's status for both access levels and its options.",
                                                     discussion: "Example: photogate status org.example.Editor --json")
     @Argument(help: "The app id.") var app: String
@@ -9,8 +9,8 @@ struct Status: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let a = try lib.open().requireApp(parseApp(app))
             if output.json {
                 printJSON(statusJSON(a))

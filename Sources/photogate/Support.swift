@@ -90,7 +90,20 @@ func printWarning(_ message: String) {
     _ = line.withCString { write(2, $0, strlen($0)) }
 }
 
-/// Runs a command body, turning library errors into the message and exit code of the table.
+/// A photogate subcommand: it writes `execute`, and errors become a message and an exit code in
+/// one place (`photogate.run`), the same for every command.
+protocol PhotogateCommand: ParsableCommand {
+    func execute() throws
+}
+
+extension PhotogateCommand {
+    func run() throws { try photogate.run { try execute() } }
+}
+
+/// The one CLI error handler: library errors and command failures become the message and exit
+/// code of the table (`photogate help exit-codes`); argument-parser's own errors and exit codes
+/// pass through to it; anything else (an error no layer typed) is reported, escaped, as a
+/// failure rather than as argument-parser's raw "Error: ..." line.
 func run(_ body: () throws -> Void) throws {
     do {
         try body()
@@ -100,6 +113,15 @@ func run(_ body: () throws -> Void) throws {
     } catch let e as CommandFailure {
         printError(e.message)
         throw ExitCode(e.code.rawValue)
+    } catch let e as ExitCode {
+        throw e
+    } catch let e as ValidationError {
+        throw e
+    } catch let e as CleanExit {
+        throw e
+    } catch {
+        printError(String(describing: error))
+        throw ExitCode(Exit.failure.rawValue)
     }
 }
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import GrantStore
 
-struct Trash: ParsableCommand {
+struct Trash: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "List Recently Deleted: assets removed with rm through a mount.",
         discussion: "Example: photogate trash --json")
@@ -9,8 +9,8 @@ struct Trash: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let assets = try lib.open().trash()
             if output.json {
                 printJSON(assets.map { assetJSON($0) })

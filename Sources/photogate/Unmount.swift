@@ -6,7 +6,7 @@ import PhotoViewFS
 import Glibc
 #endif
 
-struct Unmount: ParsableCommand {
+struct Unmount: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Unmount an app's view (waits for its daemon to finish).",
         discussion: "Example: photogate unmount ~/mnt/editor   (fusermount3 -u works too)")
@@ -14,8 +14,8 @@ struct Unmount: ParsableCommand {
     @Argument(help: "The mount point.") var mountpoint: String
     @OptionGroup var lib: LibraryOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let abs = mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint
             let resolved = realpath(abs, nil).map { p -> String in defer { free(p) }; return String(cString: p) } ?? abs
             guard isMounted(resolved) || isMounted(abs) else {

@@ -5,7 +5,7 @@ import GrantStore
 import Glibc
 #endif
 
-struct Verify: ParsableCommand {
+struct Verify: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every original against its catalog hash, and that every file in the library is accounted for.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
@@ -41,9 +41,9 @@ struct Verify: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
+    func execute() throws {
         var failed = false
-        try photogate.run {
+        do {
             let library = try lib.open()
             let tty = isatty(2) == 1
             var lastDraw = Date.distantPast
@@ -60,6 +60,7 @@ struct Verify: ParsableCommand {
             failed = !report.ok
             if output.json {
                 printJSON(Verify.json(report))
+                if failed { throw ExitCode(Exit.libraryIncompatible.rawValue) }
                 return
             }
             if outputIsPiped || columns.columns != nil {

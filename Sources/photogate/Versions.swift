@@ -3,7 +3,7 @@ import Foundation
 import GrantStore
 import PhotoLibrary
 
-struct Versions: ParsableCommand {
+struct Versions: PhotogateCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the versions of an asset: the original and each edit an app saved.",
         discussion: """
@@ -20,8 +20,8 @@ struct Versions: ParsableCommand {
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
-    func run() throws {
-        try photogate.run {
+    func execute() throws {
+        do {
             let (a, versions) = try lib.open().versions(asset)
             if output.json {
                 printJSON(versions.map { versionJSON($0) })
