@@ -40,6 +40,39 @@ import Glibc
         try f.unmount(watcher)
     }
 
+    /// A child that inherited a `.photogate/request` descriptor (a fork between open and close)
+    /// and exits first sends a FLUSH too. It must not take the request: the opener's own close
+    /// is the one that submits it and hears EBUSY past the cap.
+    @Test func aChildClosingAnInheritedRequestDescriptorDoesNotTakeTheRequest() throws {
+        guard fuseAvailable else { return }
+        let f = try MountFixture()
+        try f.pg("authorize", "org.example.Parent", "--status", "limited")
+        let m = try f.mount("org.example.Parent")
+        defer { try? f.unmount(m) }
+        func ask(_ i: Int, forking: Bool) -> Int32 {
+            let fd = Glibc.open(m + "/.photogate/request", O_WRONLY)   // no O_CLOEXEC: children inherit it
+            guard fd >= 0 else { return errno }
+            let text = "picker\nreason \(i)\n"
+            _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+            if forking {
+                var pid = pid_t()
+                let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+                defer { argv.forEach { free($0) } }
+                guard posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0 else { return -1 }
+                var status: Int32 = 0
+                _ = waitpid(pid, &status, 0)
+            }
+            return Glibc.close(fd) == 0 ? 0 : errno
+        }
+        // The first request, with a child closing its copy before the opener: still recorded.
+        #expect(ask(0, forking: true) == 0)
+        #expect(try pendingRequests(f).contains { ($0["reason"] as? String) == "reason 0" }, "the child's close swallowed the request")
+        for i in 1..<16 { #expect(ask(i, forking: false) == 0) }
+        // Past the cap the opener hears EBUSY even when a child closed its copy first.
+        #expect(ask(16, forking: true) == EBUSY, "the child's close took the request and the opener's close succeeded")
+        #expect(try pendingRequests(f).count == 16)
+    }
+
     @Test func theDaemonRaisesItsDescriptorLimit() throws {
         guard fuseAvailable else { return }
         let f = try MountFixture()

@@ -126,6 +126,14 @@ final class ChangesHandle: OpenHandle {
 /// `.photogate/request`, open for writing: the text is submitted at the close.
 final class RequestHandle: OpenHandle {
     let buffer = Mutex<[UInt8]>([])
+    /// The process that opened it. Only its close submits the request (and gets EBUSY or EINVAL):
+    /// a child that inherited the descriptor (a fork between open and close) and exits first
+    /// sends a FLUSH too, which took the text, so the opener's own close succeeded with nothing
+    /// recorded (DaemonResources.threeThousandRequestsAreCappedAndRingNoBell, flaky under load).
+    /// Without the opener's close, the last release submits it.
+    let opener: Int32
+
+    init(opener: Int32) { self.opener = opener }
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply { throw .badFile }
 
@@ -138,6 +146,7 @@ final class RequestHandle: OpenHandle {
     }
 
     func flush(_ fs: PhotoFS, handle: UInt64, context: RequestContext) throws(Errno) {
+        guard PhotoFS.process(of: context.pid) == opener else { return }
         let text = buffer.withLock { b in defer { b = [] }; return b }
         if !text.isEmpty { try fs.submitRequest(text) }
     }

@@ -45,7 +45,7 @@ extension PhotoFS {
             return OpenReply(handle: newHandle(ChangesHandle(position: position)), directIO: true, nonSeekable: true)
         case .controlFile(FixedInode.request)?:
             if accmode != O_WRONLY { throw .accessDenied }
-            return OpenReply(handle: newHandle(RequestHandle()), directIO: true)
+            return OpenReply(handle: newHandle(RequestHandle(opener: PhotoFS.process(of: context.pid))), directIO: true)
         case .root?, .control?, .albumsFolder?:
             throw .isDirectory
         case nil where inode == FixedInode.albums || inode == FixedInode.shared:
