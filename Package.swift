@@ -4,6 +4,7 @@ import PackageDescription
 // Module map (see README "Architecture"):
 //   CFuse3       system library target for libfuse3 (module map + shim header only)
 //   CCrypto      system library target for OpenSSL's libcrypto (SHA-256 for GrantStore only, with the CPU's SHA extensions)
+//   Threads      NativeThread, the one thread primitive (plain pthreads)
 //   FUSE         small safe wrapper over the low-level libfuse API; knows nothing about photos
 //   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift),
 //                and LibraryPort, all a mount asks of the library
@@ -31,14 +32,15 @@ let package = Package(
         // libfuse3 ahead of the one scripts/setup builds into .deps/fuse3.
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CSystem"),
-        .target(name: "FUSE", dependencies: ["CFuse3"]),
+        .target(name: "Threads"),
+        .target(name: "FUSE", dependencies: ["CFuse3", "Threads"]),
         .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),
         .target(
             name: "GrantStore",
-            dependencies: ["PhotoLibrary", "Redaction", "CSystem", "CCrypto", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PhotoLibrary", "Redaction", "CSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction"]),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads"]),
         .target(name: "Picker"),
         .executableTarget(
             name: "photogate",

@@ -2,6 +2,7 @@
 import CFuse3
 import Dispatch
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -4,6 +4,7 @@ import GRDB
 import PhotoLibrary
 import Redaction
 import CSystem
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -324,6 +325,7 @@ final class PreparePipeline: @unchecked Sendable {
     private var consumed = 0
     private var running = 0
     private var stopped = false
+    private var inline = false
 
     init(count: Int, workers: Int, window: Int, prepare: @escaping (Int) throws -> Importer.Pending?) {
         self.count = count
@@ -337,11 +339,16 @@ final class PreparePipeline: @unchecked Sendable {
         cond.lock()
         running = n
         cond.unlock()
+        var started = 0
         for _ in 0..<n {
-            let t = Thread { [self] in work() }
-            t.name = "photogate-import"
-            t.start()
+            guard let t = NativeThread.spawn(name: "photogate-import", { [self] in work() }) else { continue }
+            t.detach()
+            started += 1
         }
+        cond.lock()
+        running -= n - started
+        inline = started == 0
+        cond.unlock()
     }
 
     private func work() {
@@ -366,6 +373,10 @@ final class PreparePipeline: @unchecked Sendable {
     func take(_ k: Int) -> Result<Importer.Pending?, Error> {
         cond.lock()
         defer { cond.unlock() }
+        if inline, results[k] == nil, k < count {
+            // No worker thread could be started: the consumer prepares each item itself.
+            results[k] = Result { try prepare(k) }
+        }
         while results[k] == nil { cond.wait() }
         consumed = k + 1
         cond.broadcast()

@@ -1,7 +1,9 @@
+import Dispatch
 import Foundation
 import GRDB
 import PhotoLibrary
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -50,20 +52,26 @@ final class HashPool: @unchecked Sendable {
         let pool = HashPool(jobs)
         let total = jobs.reduce(UInt64(0)) { $0 + ($1.expectedSize ?? 0) }
         let n = max(1, min(threads, jobs.count))
-        let group = DispatchGroup()
+        // Each worker signals once when it runs out of jobs; progress is reported every 100 ms
+        // until all have. A worker that could not be started is run here instead.
+        let finished = DispatchSemaphore(value: 0)
+        var workers: [NativeThread] = []
         for _ in 0..<n {
-            group.enter()
-            let t = Thread {
-                pool.work()
-                group.leave()
+            if let t = NativeThread.spawn(name: "photogate-verify", { pool.work(); finished.signal() }) {
+                workers.append(t)
             }
-            t.name = "photogate-verify"
-            t.start()
         }
-        while group.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+        if workers.isEmpty { pool.work() }
+        var left = workers.count
+        while left > 0 {
+            if finished.wait(timeout: .now() + .milliseconds(100)) == .success {
+                left -= 1
+                continue
+            }
             progress(VerifyProgress(filesDone: pool.done.load(ordering: .relaxed), filesTotal: jobs.count,
                                     bytesDone: pool.bytes.load(ordering: .relaxed), bytesTotal: total))
         }
+        for t in workers { t.join() }
         progress(VerifyProgress(filesDone: jobs.count, filesTotal: jobs.count, bytesDone: pool.bytes.load(ordering: .relaxed), bytesTotal: total))
         return Array(pool.results)
     }

@@ -1,6 +1,7 @@
 import FUSE
 import Foundation
 import PhotoLibrary
+import Threads
 
 extension ViewModel {
 

@@ -2,6 +2,7 @@ import FUSE
 import Foundation
 import PhotoLibrary
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,10 +4,10 @@ import Glibc
 import Musl
 #endif
 
-/// A plain pthread: photogate's one thread primitive (the notifier, the session loop, the change
-/// watcher, the parallel build of a mount's view). Not a Swift concurrency task: these block in
-/// the kernel, which a cooperative pool thread must never do; and not GCD, so that one mechanism
-/// is to be reasoned about.
+/// A plain pthread: photogate's one thread primitive (the FUSE notifier and session loop, the
+/// change watcher, the parallel build of a mount's view, the import and verify workers). Not a
+/// Swift concurrency task: these block in the kernel, which a cooperative pool thread must never
+/// do; and neither GCD nor Foundation's Thread, so that one mechanism is to be reasoned about.
 public struct NativeThread: @unchecked Sendable {
     private let id: pthread_t
 
@@ -54,21 +54,4 @@ public struct NativeThread: @unchecked Sendable {
             if let t { t.join() } else { body(i) }
         }
     }
-}
-
-/// Marks libfuse's worker threads: set on entry to every request callback (they run nothing
-/// else), so `flushNotifications()` can tell it is being called from inside a handler.
-enum HandlerThread {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
-
-    @inline(__always) static func mark() {
-        // Any non-nil value will do; it is never dereferenced.
-        if pthread_getspecific(key) == nil { pthread_setspecific(key, UnsafeRawPointer(bitPattern: 0x1)) }
-    }
-
-    static var isCurrent: Bool { pthread_getspecific(key) != nil }
 }
