@@ -19,10 +19,12 @@ extension PhotoFS {
         throw .noEntry
     }
 
-    /// The inode of a name in a directory, or nil. Throws ENOTDIR for files used as folders.
+    /// The inode of a name in a directory, or nil. Throws ENOENT for a directory this mount does
+    /// not show and ENOTDIR for files used as folders. The parent's kind comes from `resolve`.
     func childInode(parent: Inode, name: String) throws(Errno) -> Inode? {
-        switch parent {
-        case FixedInode.root:
+        guard let node = resolve(parent) else { throw .noEntry }
+        switch node {
+        case .root:
             if name == ".photogate" { return FixedInode.control }
             let found: Inode? = model.withLock { m -> Inode? in
                 if (name == "Albums" || name == "Shared") && m.policy.showsAlbums {
@@ -33,12 +35,9 @@ extension PhotoFS {
             }
             if let found { return found }
             return sessionIno(name) ?? rootFolders.withLock { $0[name] }
-        case FixedInode.albums, FixedInode.shared:
-            return model.withLock { m -> Inode? in
-                guard m.policy.showsAlbums else { return nil }
-                return (parent == FixedInode.albums ? m.albums[name] : m.shared[name])?.ino
-            }
-        case FixedInode.control:
+        case .albumsFolder(let shared):
+            return model.withLock { m in (shared ? m.shared[name] : m.albums[name])?.ino }
+        case .control:
             switch name {
             case "status": return FixedInode.status
             case "changes": return FixedInode.changes
@@ -46,21 +45,13 @@ extension PhotoFS {
             case "refused": return FixedInode.refused
             default: return nil
             }
-        default:
-            let r: (Inode?, String?)? = model.withLock { m -> (Inode?, String?)? in
-                if let al = m.album(ino: parent) {
-                    if let row = al.byName[name] { return (m.nodes[row]?.ino, nil) }
-                    return (nil, al.isShared ? nil : al.name)
-                }
-                return nil
-            }
-            if let (ino, album) = r {
-                if let ino { return ino }
-                return album.flatMap { albumSessionIno($0, name) }
-            }
-            if isFolder(parent) { return folderChild(parent, name) }
-            if model.withLock({ $0.byIno[parent] != nil }) || files.withLock({ $0[parent] != nil }) { throw .notDirectory }
-            throw .noEntry
+        case .album(let al, _):
+            if let ino = model.withLock({ m in al.byName[name].flatMap { m.nodes[$0]?.ino } }) { return ino }
+            return al.isShared ? nil : albumSessionIno(al.name, name)
+        case .uploadFolder:
+            return folderChild(parent, name)
+        case .controlFile, .asset, .aliased, .session:
+            throw .notDirectory
         }
     }
 

@@ -27,11 +27,12 @@ extension PhotoFS {
             index += 1
             if index > offset { out.append(DirectoryEntry(name: Array(name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: t)) }
         }
+        guard let node = resolve(inode) else { throw .noEntry }
         let own = dirAttributes(inode, writable: false)
         add(".", own)
         add("..", dirAttributes(FixedInode.root, writable: false))
-        switch inode {
-        case FixedInode.root:
+        switch node {
+        case .root:
             let (showsAlbums, canEdit) = model.withLock { m in (m.policy.showsAlbums, m.policy.canEditAlbums) }
             // `.photogate/` is reachable by path but not listed: backups (`rsync -a M/ b/`,
             // `cp -a M/. b/`, `tar c -C M .`) copy the photos, not the app's control files.
@@ -67,22 +68,21 @@ extension PhotoFS {
                     if let a = folderAttributes(ino) { add(name, a) }
                 }
             }
-        case FixedInode.albums, FixedInode.shared:
+        case .albumsFolder(let shared):
             let list = model.withLock { m in
-                (inode == FixedInode.albums ? m.albums : m.shared).values.sorted { $0.name < $1.name }
+                (shared ? m.shared : m.albums).values.sorted { $0.name < $1.name }
                     .map { ($0.name, dirAttributes($0.ino, writable: !$0.isShared && m.policy.canEditAlbums)) }
             }
             for (name, a) in list { add(name, a) }
-        case FixedInode.control:
+        case .control:
             add("status", specialAttributes(FixedInode.status))
             add("changes", specialAttributes(FixedInode.changes))
             add("request", specialAttributes(FixedInode.request))
             add("refused", specialAttributes(FixedInode.refused))
-        default:
-            if let list = folderListing(inode) {
-                for (name, a) in list { add(name, a) }
-                return out
-            }
+        case .uploadFolder:
+            guard let list = folderListing(inode) else { throw .noEntry }
+            for (name, a) in list { add(name, a) }
+        case .album:
             // A batch after `offset`, as for the root: members[k] has index 2 + k + 1.
             let fixed = index
             guard let (members, start, total) = model.withLock({ m -> ([AssetNode], Int, Int)? in
@@ -102,6 +102,8 @@ extension PhotoFS {
                     if let f = session(ino), let a = f.run({ f.isWriting && !f.hidden ? sessionAttributes(f) : nil }) { add(name, a) }
                 }
             }
+        case .controlFile, .asset, .aliased, .session:
+            throw .notDirectory
         }
         return out
     }

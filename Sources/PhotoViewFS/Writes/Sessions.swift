@@ -51,7 +51,6 @@ extension PhotoFS {
     func openSession(_ ino: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         guard let f = session(ino) else { throw .noEntry }
         let accmode = flags & O_ACCMODE
-        let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         try f.run { () throws(Errno) in
             switch f.state {
