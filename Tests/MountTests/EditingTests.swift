@@ -179,6 +179,34 @@ struct Editing {
         try f.unmount(mp)
     }
 
+    /// A save gives the file a new inode (a new version): every path that reached the old one,
+    /// its name and its entries in albums, finds the saved file at once, never ENOENT. The album's
+    /// entry is the check that does not depend on timing: nothing else makes the kernel look it
+    /// up again.
+    @Test func aSavedFileIsThereByEveryPathItHad() throws {
+        let f = try MountFixture()
+        try f.pg("album", "create", "Trip")
+        try f.pg("authorize", editor, "--status", "authorized")
+        let mp = try f.mount(editor)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "first"), to: mp + "/own.jpg") == 0)
+        #expect(link(mp + "/own.jpg", mp + "/Albums/Trip/own.jpg") == 0, "ln into the album: errno \(errno)")
+        let oldIno = try #require(inode(mp + "/Albums/Trip/own.jpg"))
+        #expect(readAll(mp + "/Albums/Trip/own.jpg") != nil)
+        let saved = try TestMedia.jpeg(tag: "second, a longer comment than the first")
+        #expect(cpWrite(saved, to: mp + "/own.jpg") == 0)
+        // The name itself, right after the close.
+        var st = stat()
+        #expect(stat(mp + "/own.jpg", &st) == 0 && st.st_size == saved.count, "own.jpg right after the save: errno \(errno)")
+        #expect(readAll(mp + "/own.jpg") == saved ? true : false)
+        // Once the kernel has learnt of the new inode by the name, the album's entry answers too.
+        #expect(eventually { inode(mp + "/own.jpg").map { $0 != oldIno } ?? false })
+        st = stat()
+        #expect(stat(mp + "/Albums/Trip/own.jpg", &st) == 0 && st.st_size == saved.count,
+                "Albums/Trip/own.jpg after the save: errno \(errno), size \(st.st_size)")
+        #expect(readAll(mp + "/Albums/Trip/own.jpg") == saved ? true : false, "Albums/Trip/own.jpg does not read the saved file")
+        try f.unmount(mp)
+    }
+
     /// A daemon killed during a save leaves the old version or the new one, never a mix, and
     /// `photogate verify` agrees: here the save had not closed, so the old version stays.
     @Test func aDaemonKilledDuringASaveLeavesTheOldVersion() throws {

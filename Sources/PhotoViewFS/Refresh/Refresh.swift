@@ -136,6 +136,21 @@ extension PhotoFS {
         // A READ answered just before the new view was published may still be putting its pages
         // in the kernel's cache: wait for it, or those pages would outlive the invalidation below.
         if !diff.removed.isEmpty { inv.quiesceReads() }
+        // A visible asset with a new inode (a new version, or its location now stripped) is in
+        // both lists: its old inode is removed, its new one inserted.
+        var reinserted: [Int64: AssetNode] = [:]
+        for n in diff.inserted { reinserted[n.rowID] = n }
+        let renewed = diff.removed.filter { o in reinserted[o.rowID].map { $0.ino != o.ino } ?? false }
+        if !renewed.isEmpty {
+            // Until the kernel has dropped every name of the old inode, a path still reaching it
+            // (an album's entry, or the name itself before the notifications below arrive) gets
+            // the current version, not ENOENT: a close that returned 0 was a save, and the file is
+            // there. Handles opened before keep their version: they hold its file.
+            aliases.withLock { a in
+                for o in renewed { a[o.ino] = o.rowID }
+                while a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
+            }
+        }
         let drops = Set(diff.removed.map(\.ino))
         if !drops.isEmpty { pendingDrops.withLock { $0.formUnion(drops) } }
         for n in diff.removed {
@@ -147,25 +162,16 @@ extension PhotoFS {
                 inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
             }
         }
-        for n in diff.updated {
-            inv.invalidateInode(n.ino, offset: 0, length: 0)
-            // A new version is a new inode under the same name: the name must be looked up again
-            // (at the top and in every album listing it), and the old inode's pages dropped.
-            if let o = oldIno(n.rowID), o != n.ino {
-                // Until the kernel looks the name up again, a path still reaching the old inode
-                // gets the current version (handles opened before keep theirs: they hold its file).
-                aliases.withLock { a in
-                    a[o] = n.rowID
-                    if a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
-                }
-                inv.invalidateInode(o, offset: 0, length: 0)
-                if !handled.contains(n.rowID) { inv.invalidateEntry(parent: FixedInode.root, name: Array(n.name.utf8)) }
-                for a in Array(new.albums.values) + Array(new.shared.values) {
-                    for (member, r) in a.byName where r == n.rowID {
-                        inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
-                    }
+        // Album entries of a renewed asset are looked up again too (they name the old inode).
+        for o in renewed {
+            for a in Array(new.albums.values) + Array(new.shared.values) {
+                for (member, r) in a.byName where r == o.rowID {
+                    inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
                 }
             }
+        }
+        for n in diff.updated {
+            inv.invalidateInode(n.ino, offset: 0, length: 0)
         }
         // Directory listings are cached by the kernel (FOPEN_CACHE_DIR): drop the cached listing
         // of every folder whose names changed. (This takes no directory lock, so it is safe even
