@@ -162,7 +162,35 @@ public final class Library: Sendable {
     /// it exits), as when the last connection's checkpoint at close synced it; now it is one
     /// fdatasync of the WAL, also when mounts hold the database open (then no checkpoint ran).
     deinit {
-        if wrote.load(ordering: .relaxed) { syncLog() }
+        guard wrote.load(ordering: .relaxed) else { return }
+        if !checkpointLargeLog() { syncLog() }
+    }
+
+    /// A WAL past this size after a process's writes is checkpointed and truncated when the
+    /// library is released. SQLite's own checkpoints keep it near 4 MB (1,000 pages); only one
+    /// large transaction (a bulk grant, a fill) leaves more.
+    static let largeLog: Int64 = 16 << 20
+
+    /// Left alone, a large WAL costs every later process: with no checkpoint at close (see
+    /// `configuration`) the first connection of each process rebuilds the WAL's index by reading
+    /// all of it (0.5 s for 375 MB here, for every CLI command and mount), and forgets what was
+    /// checkpointed, so the next commit's checkpoint copies it all again. Truncating once ends
+    /// that. Never waits: with readers in the way (mounts), the checkpoint copies what it can and
+    /// SQLite's own checkpoints restart the log later. Returns true when the log was synced.
+    func checkpointLargeLog() -> Bool {
+        var st = stat()
+        guard lstat(paths.database + "-wal", &st) == 0, Int64(st.st_size) > Library.largeLog else { return false }
+        do {
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA busy_timeout = 0")
+                defer { try? db.execute(sql: "PRAGMA busy_timeout = 15000") }
+                _ = try? db.checkpoint(.truncate)
+            }
+        } catch {
+            return false
+        }
+        // A truncating checkpoint synced the database; one that could not finish left the log.
+        return lstat(paths.database + "-wal", &st) == 0 && st.st_size == 0
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {

@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import GrantStore
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The WAL a process leaves behind. photogate keeps SQLite's log between processes (no
+/// checkpoint at close, so a CLI command syncs little), which made one large transaction costly
+/// for ever after: every later process rebuilt the log's index by reading all of it, and every
+/// commit's checkpoint copied it all again.
+@Suite(.serialized) struct WALLeftBehind {
+    func walSize(_ lib: LibraryPaths) -> Int64 {
+        var st = stat()
+        return stat(lib.database + "-wal", &st) == 0 ? Int64(st.st_size) : -1
+    }
+
+    /// One transaction larger than `Library.largeLog` (a bulk fill): once the library is
+    /// released the log is empty, and every row is in the database.
+    @Test func aLargeTransactionLeavesNoLargeLog() throws {
+        let dir = TestSupport.tempDir("wal")
+        defer { TestSupport.remove(dir) }
+        let paths = LibraryPaths(root: dir + "/library")
+        try TestMedia.write(TestMedia.jpeg(tag: "wal"), to: dir + "/one.jpg")
+        let count = 80_000
+        do {
+            let library = try Library.create(at: paths)
+            let original = try ReferencedOriginal(scanning: dir + "/one.jpg")
+            try library.insertReferenced([original], count: count) { i in BulkAsset(name: "W_\(i).jpg", original: 0) }
+            #expect(walSize(paths) > Library.largeLog, "the fill was meant to outgrow the threshold: \(walSize(paths)) bytes")
+        }
+        #expect(walSize(paths) == 0, "the log left behind: \(walSize(paths)) bytes")
+        let reopened = try Library.open(at: paths)
+        #expect(try reopened.assets().count == count)
+    }
+
+    /// A small write leaves the log as SQLite keeps it (no checkpoint, no truncation): the
+    /// reason the log is kept at all.
+    @Test func aSmallWriteLeavesTheLogAlone() throws {
+        let dir = TestSupport.tempDir("wal")
+        defer { TestSupport.remove(dir) }
+        let paths = LibraryPaths(root: dir + "/library")
+        do {
+            let library = try Library.create(at: paths)
+            _ = try library.authorize(AppID("org.example.Small")!, access: .readWrite, status: .limited)
+        }
+        #expect(walSize(paths) > 0, "the log of a small write was truncated")
+    }
+}
