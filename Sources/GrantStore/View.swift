@@ -40,14 +40,18 @@ extension Library {
         }
         // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
         // String per value (a mount of a million assets reads them all).
-        let statement = try db.makeStatement(sql: FactsReader.sql(columns: cols, filter: candidates, withConsent: false))
+        // A whole view reads the app's grants once and joins nothing per asset; a patch of a few
+        // rows joins them (it would otherwise read every grant of the app for a handful of rows).
+        let grants = only == nil ? try FactsReader.Grants.read(db, app: app.id) : nil
+        let statement = try db.makeStatement(sql: grants == nil ? FactsReader.sql(columns: cols, filter: candidates, withConsent: false)
+                                                                 : FactsReader.sqlUnjoined(columns: cols, filter: candidates))
         try statement.setArguments(["app": app.id.rawValue])
         var rows = ViewRows()
         var needsNaming = false
         try FactsReader.each(db, statement) { h in
             func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
             // Columns: see assetColumns (0...15), then the facts (FactsReader).
-            let facts = FactsReader.facts(h)
+            let facts = grants.map { FactsReader.facts(h, grants: $0) } ?? FactsReader.facts(h)
             guard context.isVisible(facts) else { return }
             let owned = facts.isOwned, picked = facts.isPicked, selected = facts.isSelected
             let shared = facts.isShared, trashed = facts.isTrashed
