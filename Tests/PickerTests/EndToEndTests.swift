@@ -360,8 +360,14 @@ func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
         try f.waitFor("search: \"market\"")
         try f.keys("p")
         try f.waitFor("opened market.jpg with xdg-open")
-        // xdg-open got the original of market.jpg: a file of the store named by its id.
-        let path = try String(contentsOfFile: opened, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        // xdg-open got the original of market.jpg: a file of the store named by its id. The
+        // picker says so once it started xdg-open, which it does not wait for (a viewer may stay
+        // open): the script writes its argument when it gets to run.
+        func written() -> String? {
+            (try? String(contentsOfFile: opened, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(eventually { !(written() ?? "").isEmpty }, "xdg-open never ran")
+        let path = written() ?? ""
         let assets = (try JSONSerialization.jsonObject(with: Data(try f.pg("assets", "--json").stdout.utf8)) as? [[String: Any]]) ?? []
         let id = try #require(assets.first { $0["name"] as? String == "market.jpg" }?["id"] as? String)
         #expect(path.hasPrefix(f.library + "/store/") && path.contains(id), "\(path)")
