@@ -45,8 +45,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let diskReserve: UInt64? = UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_DISK_RESERVE_MB"] ?? "").map { $0 << 20 }
     /// Edits in progress, by the asset's inode (EditSession.swift).
     let edits = Mutex<[Inode: SessionFile]>([:])
-    /// Inodes that stand for another asset after a rename over it (EditSession.swift).
-    let aliases = Mutex<[Inode: Int64]>([:])
+    /// Inodes that stand for another asset: after a rename over it (EditSession.swift), or its
+    /// old inode after a new version (Refresh.swift).
+    let aliases = Mutex(AliasTable(capacity: PhotoFS.keptCommittedNames))
     /// The stored path each inode was last opened from: after an edit, the next open drops the
     /// kernel's cached pages of the old version.
     let openedPaths = Mutex<[Inode: String]>([:])

@@ -20,6 +20,8 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     private var apps: [AppID: AppRecord] = [:]
     private(set) var assets: [Int64: Asset] = [:]
     private var selections: [AppID: Set<Int64>] = [:]
+    /// Assets whose location an app's view strips.
+    private var stripped: [AppID: Set<Int64>] = [:]
     private(set) var albums: [String: [Int64]] = [:]
     /// The change log: seq -> touched row id (nil: albums).
     private var log: [(seq: Int64, rowID: Int64?)] = []
@@ -85,6 +87,31 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     func select(_ app: AppID, _ row: Int64) { locked { selections[app, default: []].insert(row); change(row) } }
     func deselect(_ app: AppID, _ row: Int64) { locked { selections[app]?.remove(row); change(row) } }
 
+    /// Strip-location on or off for one asset in one app's view.
+    func setStrip(_ app: AppID, _ row: Int64, _ on: Bool) {
+        locked {
+            if on { stripped[app, default: []].insert(row) } else { stripped[app]?.remove(row) }
+            change(row)
+        }
+    }
+
+    /// A new version of an asset: new bytes in a new store file (so a new inode in a view).
+    func saveNewVersion(_ row: Int64, bytes: [UInt8]) throws {
+        try locked {
+            guard let a = assets[row] else { throw PortError.invalid("no asset \(row)") }
+            let fileID = String(format: "%016llx", UInt64(nextRow) * 0x7F4A_7C15 + UInt64(row))
+            nextRow += 1
+            let rel = "\(fileID.prefix(2))/\(fileID).jpg"
+            try FileManager.default.createDirectory(atPath: storeRoot + "/" + fileID.prefix(2), withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: storeRoot + "/" + rel, contents: Data(bytes)) else { throw PortError.invalid(rel) }
+            assets[row] = Asset(rowID: row, id: a.id, displayName: a.displayName, ownerName: a.ownerName, owner: a.owner,
+                                mediaKind: a.mediaKind, mediaClass: a.mediaClass, byteSize: UInt64(bytes.count),
+                                captureDate: a.captureDate, addedDate: a.addedDate, hasLocation: a.hasLocation,
+                                contentHash: fileID, storePath: rel)
+            change(row)
+        }
+    }
+
     func asset(named name: String) -> Asset? { locked { assets.values.first { $0.displayName == name } } }
 
     // MARK: LibraryPort
@@ -103,7 +130,8 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
             guard let a = assets[r], policy.isVisible(facts(a, app.id)) else { return nil }
             let owned = a.owner == app.id
             return ViewEntry(asset: a, name: owned ? (a.ownerName ?? a.displayName) : a.displayName, isOwned: owned,
-                             isPicked: false, isSelected: selections[app.id]?.contains(r) ?? false, stripLocation: false)
+                             isPicked: false, isSelected: selections[app.id]?.contains(r) ?? false,
+                             stripLocation: stripped[app.id]?.contains(r) ?? false)
         }
     }
 

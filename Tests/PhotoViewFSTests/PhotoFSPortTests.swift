@@ -95,6 +95,41 @@ import Glibc
         #expect(try names(fs) == [])
     }
 
+    /// A new version gets a new inode; the old one, which the kernel may still reach by the
+    /// name until it receives the queued delete (or by an album's entry), stands for the current
+    /// version: a save is never answered ENOENT. Opens through it drop cached pages.
+    @Test func theOldInodeOfANewVersionStandsForIt() throws {
+        let (lib, fs, rec) = try make(.authorized)
+        let row = lib.asset(named: "beach.jpg")!.rowID
+        let old = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes.ino
+        rec.clear()
+        let saved = Array("a longer, saved photo".utf8)
+        try lib.saveNewVersion(row, bytes: saved)
+        fs.refresh()
+        let now = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes
+        #expect(now.ino != old)
+        #expect(rec.calls.contains(.delete(parent: FixedInode.root, child: old, name: "beach.jpg")))
+        let (through, _) = try fs.getattr(old, handle: nil, context: context)
+        #expect(through.size == UInt64(saved.count), "the old inode answers \(through.size) bytes")
+        let reply = try fs.open(old, flags: O_RDONLY, context: context)
+        defer { fs.release(old, handle: reply.handle, flags: 0) }
+        #expect(!reply.keepCache, "cached pages of the old version were kept")
+    }
+
+    /// Strip-location turned on gives the redacted view its own inode, and the plain one is not
+    /// kept standing for it: its cached pages hold the location.
+    @Test func aStripChangeLeavesNoAliasToThePlainInode() throws {
+        let (lib, fs, _) = try make(.authorized)
+        let row = lib.asset(named: "beach.jpg")!.rowID
+        let plain = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes.ino
+        lib.setStrip(Self.app, row, true)
+        fs.refresh()
+        let redacted = try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes.ino
+        #expect(redacted != plain)
+        #expect(errno { _ = try fs.getattr(plain, handle: nil, context: context) } == .noEntry)
+        #expect(errno { _ = try fs.open(plain, flags: O_RDONLY, context: context) } == .noEntry)
+    }
+
     @Test func aStatusChangeRebuildsTheViewAndDeletesEveryName() throws {
         let (lib, fs, rec) = try make(.authorized)
         let inos = try ["beach.jpg", "dog.jpg", "theirs.jpg"].map { try fs.lookup(parent: FixedInode.root, name: FileName($0), context: context).attributes.ino }

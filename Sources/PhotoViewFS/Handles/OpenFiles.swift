@@ -52,6 +52,8 @@ extension PhotoFS {
             throw .isDirectory
         default: break
         }
+        let aliased: Bool
+        if case .aliased? = resolved { aliased = true } else { aliased = false }
         if let node: AssetNode = {
             switch resolved {
             case .asset(let n)?, .aliased(let n)?: return n
@@ -94,8 +96,9 @@ extension PhotoFS {
             // always edit them, and the kernel refuses to mix passthrough and daemon I/O on one
             // inode (rsync --inplace reads a file while it writes it: EIO otherwise).
             let usePassthrough = passthrough && plan == nil && !(access == .readWrite && node.owned)
-            // Keep the kernel's cached pages unless they are of another version of this file.
-            let same = openedPaths.withLock { p -> Bool in
+            // Keep the kernel's cached pages unless they are of another version of this file (an
+            // aliased inode's pages are another asset's or version's: never kept).
+            let same = !aliased && openedPaths.withLock { p -> Bool in
                 let prev = p.updateValue(node.path, forKey: inode)
                 return prev == nil || prev == node.path
             }

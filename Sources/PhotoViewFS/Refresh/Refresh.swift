@@ -136,19 +136,20 @@ extension PhotoFS {
         // A READ answered just before the new view was published may still be putting its pages
         // in the kernel's cache: wait for it, or those pages would outlive the invalidation below.
         if !diff.removed.isEmpty { inv.quiesceReads() }
-        // A visible asset with a new inode (a new version, or its location now stripped) is in
-        // both lists: its old inode is removed, its new one inserted.
+        // A visible asset with a new inode for a new version is in both lists: its old inode is
+        // removed, its new one inserted. Until the kernel has dropped every name of the old inode
+        // (an album's entry, or the name itself before the notifications below arrive), a path
+        // still reaching it gets the current version, not ENOENT: a close that returned 0 was a
+        // save, and the file is there. (Handles opened before keep their version where reads are
+        // passthrough; the daemon refuses theirs.) Not when only strip-location changed: the plain
+        // and the redacted view never share an inode, or cached plain pages could be read as the
+        // redacted file. Only the newest `keptCommittedNames` are kept (AliasTable).
         var reinserted: [Int64: AssetNode] = [:]
         for n in diff.inserted { reinserted[n.rowID] = n }
-        let renewed = diff.removed.filter { o in reinserted[o.rowID].map { $0.ino != o.ino } ?? false }
+        let renewed = diff.removed.filter { o in reinserted[o.rowID].map { $0.ino != o.ino && $0.strip == o.strip } ?? false }
         if !renewed.isEmpty {
-            // Until the kernel has dropped every name of the old inode, a path still reaching it
-            // (an album's entry, or the name itself before the notifications below arrive) gets
-            // the current version, not ENOENT: a close that returned 0 was a save, and the file is
-            // there. Handles opened before keep their version: they hold its file.
             aliases.withLock { a in
-                for o in renewed { a[o.ino] = o.rowID }
-                while a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
+                for o in renewed.suffix(PhotoFS.keptCommittedNames) { a.insert(o.ino, row: o.rowID) }
             }
         }
         let drops = Set(diff.removed.map(\.ino))
@@ -162,10 +163,12 @@ extension PhotoFS {
                 inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
             }
         }
-        // Album entries of a renewed asset are looked up again too (they name the old inode).
-        for o in renewed {
+        // Album entries of a renewed asset are looked up again too (they name the old inode): one
+        // pass over the albums' members, whatever the number of renewed assets.
+        if !renewed.isEmpty {
+            let rows = Set(renewed.map(\.rowID))
             for a in Array(new.albums.values) + Array(new.shared.values) {
-                for (member, r) in a.byName where r == o.rowID {
+                for (member, r) in a.byName where rows.contains(r) {
                     inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
                 }
             }

@@ -169,10 +169,7 @@ extension PhotoFS {
             throw mountErrno(for: error)
         }
         // The kernel now has the target's name on the source's inode: serve the target there.
-        aliases.withLock { a in
-            a[sourceIno] = target.rowID
-            if a.count > PhotoFS.keptCommittedNames { a.removeValue(forKey: a.keys.first!) }
-        }
+        aliases.withLock { $0.insert(sourceIno, row: target.rowID) }
         refresh(handled: [sourceRow])
         invalidator?.invalidateEntry(parent: FixedInode.root, name: Array(target.name.utf8))
         return true
