@@ -415,7 +415,7 @@ extension Library {
     }
 
     /// Marks an asset cloud-shared (import --shared of content already in the library): no limited
-    /// selection may hold it (DESIGN.md), so it leaves every selection, each removal recorded
+    /// selection may hold it (README, "What a mount shows"), so it leaves every selection, each removal recorded
     /// like a revoke; every view that shows it sees it change, and mounts follow at once.
     static func markShared(_ db: Database, _ rowID: Int64) throws {
         try ViewDelta.tracking(db, [rowID], updated: [rowID]) {

@@ -31,7 +31,7 @@ public struct AssetFacts: Equatable, Sendable {
     }
 }
 
-/// How a mount of one app at one access level behaves: the "What a mount shows" table of DESIGN.md.
+/// How a mount of one app at one access level behaves: the table in the README's "What a mount shows".
 /// `AppContext.decide` (Decision.swift) asks it, and everything else asks that.
 public struct ViewPolicy: Equatable, Sendable {
     public let access: AccessLevel

@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 
-/// The test's own idea of the library: written independently of ViewPolicy, from DESIGN.md's table.
+/// The test's own idea of the library: written independently of ViewPolicy, from the README's "What a mount shows" table.
 struct Model {
     struct A { var name: String; var owner: String?; var shared: Bool; var trashed: Bool; var bytes: [UInt8] }
     var assets: [A] = []

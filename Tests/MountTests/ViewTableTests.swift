@@ -5,7 +5,7 @@ import TestSupport
 import Glibc
 #endif
 
-/// Every row of DESIGN.md's "What a mount shows" table, through real mounts and ordinary tools.
+/// Every row of the README's "What a mount shows" table, through real mounts and ordinary tools.
 @Suite(.serialized, .enabled(if: fuseAvailable, "needs /dev/fuse"))
 struct ViewTable {
     let app = "org.example.Editor"

@@ -1,7 +1,7 @@
 import Testing
 @testable import PhotoLibrary
 
-/// The "What a mount shows" table of DESIGN.md, as an exhaustive truth table:
+/// The README's "What a mount shows" table, as an exhaustive truth table:
 /// status x access level x ownership x shared x picked x selected x trashed.
 @Suite struct PolicyTruthTable {
     static let bools = [false, true]
