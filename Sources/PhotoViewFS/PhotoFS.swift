@@ -39,7 +39,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let model: Mutex<ViewModel>
     /// Files this mount is writing (Writes/).
     let files = Mutex<[Inode: SessionFile]>([:])
-    /// Bytes of files being written in this mount, and its limits (WriteSession.admitGrowth).
+    /// Bytes of files being written in this mount, and its limits (Writes/Limits.swift, `admitGrowth`).
     let writingBytes = Mutex<UInt64>(0)
     let writeLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_WRITE_LIMIT_MB"] ?? "") ?? 4096) << 20
     let diskReserve: UInt64? = UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_DISK_RESERVE_MB"] ?? "").map { $0 << 20 }
