@@ -244,12 +244,3 @@ func patternBytes(_ count: Int, seed: UInt64) -> [UInt8] {
 
 func monotonicSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
-/// Polls `condition` every 10 ms for up to `timeout` seconds.
-func eventually(timeout: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = monotonicSeconds() + timeout
-    while monotonicSeconds() < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
-}

@@ -175,7 +175,7 @@ struct MountTests {
                 let fd = dropCaches
                 _ = write(fd, "2\n", 2)
                 close(fd)
-                let balanced = eventually(timeout: 60) {
+                let balanced = eventually(60) {
                     fs.mutate { st in st.lookups.keys.allSatisfy { $0 == dir } && st.lookups.count <= 1 }
                 }
                 #expect(balanced, "lookups not given back: \(fs.mutate { $0.lookups.count })")
@@ -427,7 +427,7 @@ struct MountTests {
                 revents.store(Int32(q.revents), ordering: .releasing)
                 done.signal()
             }.start()
-            #expect(eventually(timeout: 60) { fs.mutate { $0.pollHandles[p] != nil } }, "the kernel asked to be notified")
+            #expect(eventually(60) { fs.mutate { $0.pollHandles[p] != nil } }, "the kernel asked to be notified")
             #expect(result.load(ordering: .acquiring) == -2, "poll returned before the file was ready")
             fs.makeReady(p)
             #expect(done.wait(timeout: .now() + 50) == .success, "the poll handle did not wake the poller")
@@ -477,7 +477,7 @@ struct MountTests {
             // notice it and end the loop by itself.
             let start = monotonicSeconds()
             kill(getpid(), SIGHUP)
-            let ended = eventually(timeout: 60) { !isMounted(m.root) }
+            let ended = eventually(60) { !isMounted(m.root) }
             #expect(ended)
             #expect(monotonicSeconds() - start < 3)
         }
@@ -508,7 +508,7 @@ struct MountTests {
             if m.session.passthroughActive {
                 #expect(reads == 0, "with passthrough the kernel reads the backing file itself")
                 // RELEASE is asynchronous after close(2).
-                #expect(eventually(timeout: 60) { m.session.core.backing.withLock { $0.isEmpty } },
+                #expect(eventually(60) { m.session.core.backing.withLock { $0.isEmpty } },
                         "backing ids closed on the last release")
             } else {
                 // libfuse \(m.session.libfuseVersion) or this kernel has no passthrough: the

@@ -126,13 +126,3 @@ func inode(_ path: String) -> UInt64? {
     return stat(path, &st) == 0 ? UInt64(st.st_ino) : nil
 }
 
-/// Waits until a condition holds: for cross-process changes that land asynchronously. The
-/// deadline only bounds a hang (a loaded machine can take seconds); success returns at once.
-func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end {
-        if cond() { return true }
-        usleep(10_000)
-    }
-    return cond()
-}

@@ -44,16 +44,6 @@ import Glibc
         return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
     }
 
-    /// Waits (bounded) for a condition that settles asynchronously (the kernel sends RELEASE
-    /// after close(2) returns).
-    static func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
-        let end = Date().addingTimeInterval(timeout)
-        while Date() < end {
-            if cond() { return true }
-            usleep(2_000)
-        }
-        return cond()
-    }
 
     /// poll(2) that sleeps (1 ms): the kernel asks the daemon to notify, handing it a handle.
     static func sleepingPoll(_ fd: Int32) -> Int32 {
@@ -83,7 +73,7 @@ import Glibc
             for _ in 0..<100 { _ = Self.sleepingPoll(fd) }
             #expect(pollers() == 1, "repeated polls of one file keep one handle")
             close(fd)
-            #expect(Self.eventually { pollers() == 0 }, "released with its file: \(pollers()) left")
+            #expect(eventually(every: 2_000) { pollers() == 0 }, "released with its file: \(pollers()) left")
             // 5,000 opens, polls and closes: bounded while it runs, none left after.
             var most = 0
             for i in 0..<5000 {
@@ -94,7 +84,7 @@ import Glibc
                 if i % 100 == 0 { most = max(most, pollers()) }
             }
             #expect(most < 100, "poll handles of closed files are freed as they close (most seen: \(most))")
-            #expect(Self.eventually { pollers() == 0 }, "\(pollers()) poll handles left after every file closed")
+            #expect(eventually(every: 2_000) { pollers() == 0 }, "\(pollers()) poll handles left after every file closed")
             // The feed still wakes a sleeping reader after all that.
             let g = open(changes, O_RDONLY | O_CLOEXEC)
             try #require(g >= 0)

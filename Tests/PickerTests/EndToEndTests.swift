@@ -213,14 +213,6 @@ final class PickFixture {
     }
 }
 
-func eventually(_ timeout: Double = 60, _ cond: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end {
-        if cond() { return true }
-        usleep(10_000)
-    }
-    return cond()
-}
 
 @Suite(.serialized) struct PickEndToEnd {
     static let app = "org.example.Editor"

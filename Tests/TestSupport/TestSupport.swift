@@ -235,3 +235,21 @@ public struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+/// Waits until a condition holds, for changes that land asynchronously (another process, the
+/// kernel's RELEASE after close(2), a daemon's refresh): polls every `every` microseconds on the
+/// monotonic clock. The deadline only bounds a hang (a loaded machine can take seconds);
+/// success returns at once. The one condition wait of every test target.
+public func eventually(_ timeout: Double = 60, every: UInt32 = 10_000, _ cond: () -> Bool) -> Bool {
+    func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+    let end = now() + timeout
+    while now() < end {
+        if cond() { return true }
+        usleep(every)
+    }
+    return cond()
+}
