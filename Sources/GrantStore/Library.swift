@@ -46,10 +46,13 @@ public final class Library: Sendable {
     public let paths: LibraryPaths
     let pool: DatabasePool
 
+    /// How long a statement waits for another connection's lock before failing busy.
+    static let busyTimeout: TimeInterval = 15
+
     static func configuration(readonly: Bool = false) -> Configuration {
         var c = Configuration()
         c.foreignKeysEnabled = true
-        c.busyMode = .timeout(15)
+        c.busyMode = .timeout(busyTimeout)
         c.readonly = readonly
         c.journalMode = .wal
         c.prepareDatabase { db in
@@ -183,7 +186,7 @@ public final class Library: Sendable {
         do {
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA busy_timeout = 0")
-                defer { try? db.execute(sql: "PRAGMA busy_timeout = 15000") }
+                defer { try? db.execute(sql: "PRAGMA busy_timeout = \(Int(Library.busyTimeout * 1000))") }
                 _ = try? db.checkpoint(.truncate)
             }
         } catch {

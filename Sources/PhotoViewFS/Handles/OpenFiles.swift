@@ -52,14 +52,12 @@ extension PhotoFS {
             throw .isDirectory
         default: break
         }
-        let aliased: Bool
-        if case .aliased? = resolved { aliased = true } else { aliased = false }
-        if let node: AssetNode = {
-            switch resolved {
-            case .asset(let n)?, .aliased(let n)?: return n
-            default: return nil
-            }
-        }() {
+        let asset: (node: AssetNode, aliased: Bool)? = switch resolved {
+        case .asset(let n)?: (n, false)
+        case .aliased(let n)?: (n, true)
+        default: nil
+        }
+        if let (node, aliased) = asset {
             // Writing makes a new version, where the app may edit (originals are never modified).
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
             var plan: RedactionPlan? = nil
