@@ -40,7 +40,7 @@ let package = Package(
             name: "GrantStore",
             dependencies: ["PhotoLibrary", "Redaction", "CSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads"]),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads", "CSystem"]),
         .target(name: "Picker"),
         .executableTarget(
             name: "photogate",

@@ -8,9 +8,18 @@ int pg_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <malloc.h>
 
 int pg_syncfs(int fd) {
     return syncfs(fd);
+}
+
+int pg_malloc_trim(void) {
+    return malloc_trim(0);
+}
+
+int pg_malloc_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
 }
 
 int pg_start_writeback(int fd) {

@@ -96,8 +96,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         self.passthrough = passthrough
         try library.registerApp(app)
         writer = try library.appFileWriter(purpose: "mount")
-        let snapshot = try library.view(for: app, access: access, lean: true)
-        let initial = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
+        let initial = try ViewModel(snapshot: library.view(for: app, access: access, lean: true), storeRoot: library.storeRoot)
+        FreedMemory.giveBack()   // the snapshot is gone
         viewBytes = Atomic(initial.totalBytes)
         model = Mutex(initial)
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))

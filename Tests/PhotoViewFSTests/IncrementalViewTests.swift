@@ -145,4 +145,51 @@ import TestSupport
             for (v, h) in keys { #expect(table.find(h) { $0 == v } == Int(v)) }
         }
     }
+
+    /// The table built at once (`IndexTable.build`, sorted by home slot) finds what inserting the
+    /// keys one by one finds: every key, the same winner among equal keys (later for `insert`,
+    /// earlier for `insertIfAbsent`), the same keys left out; with clustered and wrapping runs,
+    /// equal keys, equal hashes of different keys, and sizes from empty to one radix pass and more.
+    @Test(arguments: [0, 1, 2, 7, 40, 1000, 5000, 70_000])
+    func indexTableBuiltAtOnceMatchesOneByOne(n: Int) {
+        var rng = SplitMix(seed: UInt64(n) + 11)
+        // Keys with repeats; hashes sometimes shared by different keys, and many near the top of
+        // the table so that runs wrap past its end.
+        let keys = (0..<n).map { _ in Int(rng.next() % UInt64(max(1, n * 3 / 4))) }
+        let hashOfKey: (Int) -> Int = { k in k % 5 == 0 ? -1 - (k % 3) : (k &* 0x9E37_79B9) ^ (k >> 3) }
+        for keepFirst in [false, true] {
+            var oneByOne = IndexTable(capacity: n)
+            var expectedOut: [Int] = []
+            for i in 0..<n {
+                let k = keys[i], h = hashOfKey(k)
+                if keepFirst {
+                    if !oneByOne.insertIfAbsent(h, Int32(i), { keys[Int($0)] == k }) { expectedOut.append(i) }
+                } else {
+                    if let old = oneByOne.find(h, { keys[Int($0)] == k }) { expectedOut.append(old) }
+                    oneByOne.insert(h, Int32(i)) { keys[Int($0)] == k }
+                }
+            }
+            var table = IndexTable(capacity: n)
+            var scratch = IndexTable.Scratch(n: n)
+            let out = IndexTable.build(n: n, keepFirst: keepFirst, into: &table, scratch: &scratch,
+                                       hash: { hashOfKey(keys[$0]) }, sameKey: { keys[Int($0)] == keys[Int($1)] })
+            #expect(out.sorted() == expectedOut.sorted(), "keepFirst \(keepFirst): left out")
+            var stored = 0
+            for v in table.slots where v >= 0 { stored += 1 }
+            #expect(stored == n - out.count)
+            for k in Set(keys) {
+                let found = table.find(hashOfKey(k)) { keys[Int($0)] == k }
+                let expected = oneByOne.find(hashOfKey(k)) { keys[Int($0)] == k }
+                #expect(found == expected, "keepFirst \(keepFirst): key \(k)")
+            }
+            // Absent keys stay absent, and the table still takes removals and inserts.
+            #expect(table.find(hashOfKey(-7)) { keys[Int($0)] == -7 } == nil)
+            for k in Set(keys).prefix(50) {
+                guard let v = table.find(hashOfKey(k), { keys[Int($0)] == k }) else { continue }
+                table.remove(hashOfKey(k), Int32(v)) { hashOfKey(keys[Int($0)]) }
+                #expect(table.find(hashOfKey(k)) { keys[Int($0)] == k } == nil)
+            }
+        }
+    }
+
 }

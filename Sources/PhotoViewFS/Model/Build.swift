@@ -81,42 +81,29 @@ extension ViewModel {
         init(_ v: T) { value = v }
     }
 
-    /// The row id, name and inode tables of `n` nodes, built concurrently (each task writes only
-    /// its own table). Returns the indices whose inode another node already has.
+    /// The row id, name and inode tables of `n` nodes, built on two threads (each task writes
+    /// only its own tables; each table is built front to back, `IndexTable.build`). Returns the
+    /// indices whose inode another node already has. The tables and the sort buffers are
+    /// allocated here, on the calling thread (see `IndexTable.build`).
     static func buildTables(n: Int, rowIDs: [Int64], inos: [UInt64], text: [UInt8], ends: [UInt32])
         -> (byRow: IndexTable, byName: IndexTable, byIno: IndexTable, inodeCollisions: [Int]) {
         let byRow = Box(IndexTable(capacity: n)), byName = Box(IndexTable(capacity: n)), byIno = Box(IndexTable(capacity: n))
+        let scratch = [Box(IndexTable.Scratch(n: n)), Box(IndexTable.Scratch(n: n))]
         let collisions = Box([Int]())
-        NativeThread.concurrentPerform(iterations: 3) { task in
+        NativeThread.concurrentPerform(iterations: 2) { task in
+            let s = scratch[task]
             switch task {
             case 0:
-                var t = IndexTable(capacity: n)
-                for i in 0..<n {
-                    let r = rowIDs[i]
-                    t.insert(NodeStore.mix(UInt64(bitPattern: r)), Int32(i)) { rowIDs[Int($0)] == r }
-                }
-                byRow.value = t
-            case 1:
-                var t = IndexTable(capacity: n)
-                text.withUnsafeBufferPointer { tx in
-                    for i in 0..<n {
-                        let q = UnsafeBufferPointer(rebasing: tx[NodeStore.bounds(ends, i, 1)])
-                        t.insert(NodeStore.nameHash(q), Int32(i)) { v in
-                            let o = NodeStore.bounds(ends, Int(v), 1)
-                            return NodeStore.sameBytes(tx, o, q)
-                        }
-                    }
-                }
-                byName.value = t
+                _ = IndexTable.build(n: n, keepFirst: false, into: &byRow.value, scratch: &s.value,
+                                     hash: { NodeStore.mix(UInt64(bitPattern: rowIDs[$0])) }, sameKey: { rowIDs[Int($0)] == rowIDs[Int($1)] })
+                collisions.value = IndexTable.build(n: n, keepFirst: true, into: &byIno.value, scratch: &s.value,
+                                                    hash: { NodeStore.mix(inos[$0]) }, sameKey: { inos[Int($0)] == inos[Int($1)] }).sorted()
             default:
-                var t = IndexTable(capacity: n)
-                var clash: [Int] = []
-                for i in 0..<n {
-                    let ino = inos[i]
-                    if !t.insertIfAbsent(NodeStore.mix(ino), Int32(i), { inos[Int($0)] == ino }) { clash.append(i) }
+                text.withUnsafeBufferPointer { tx in
+                    func name(_ i: Int) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: tx[NodeStore.bounds(ends, i, 1)]) }
+                    _ = IndexTable.build(n: n, keepFirst: false, into: &byName.value, scratch: &s.value, hash: { NodeStore.nameHash(name($0)) },
+                                         sameKey: { NodeStore.sameBytes(tx, NodeStore.bounds(ends, Int($1), 1), name(Int($0))) })
                 }
-                byIno.value = t
-                collisions.value = clash
             }
         }
         return (byRow.value, byName.value, byIno.value, collisions.value)
