@@ -75,14 +75,14 @@ enum FactsReader {
 
     /// The facts of the row `h` of a `sqlUnjoined` statement stands on, its grants from `grants`.
     @inline(__always)
-    static func facts(_ h: OpaquePointer, grants: Grants) -> AssetFacts {
-        let rowID = sqlite3_column_int64(h, Library.AssetColumn.rowid.rawValue)
+    static func facts(_ h: OpaquePointer, rowID: Int64, grants: Grants) -> AssetFacts {
         let selection = grants.selections.isEmpty ? nil : grants.selections[rowID]
         let pick = grants.picks.isEmpty ? nil : grants.picks[rowID]
         return facts(int: { c in
             switch c {
             case selectionStrip: return selection == true ? 1 : 0
             case pickStrip: return pick == true ? 1 : 0
+            case consent: return 0   // sqlUnjoined reads no consents
             default: return sqlite3_column_int64(h, c)
             }
         }, isNull: { c in

@@ -4,6 +4,9 @@ import GRDBSQLite
 import PhotoLibrary
 
 extension Library {
+    /// The text columns a lean view leaves out (NULL in its SQL, empty in its rows).
+    static let leanLeftOut: Set<Int32> = [AssetColumn.mediaKind.rawValue, AssetColumn.mediaClass.rawValue, AssetColumn.contentHash.rawValue]
+
     /// Computes an app's view. The SQL only narrows the candidates; `ViewPolicy` decides.
     /// `lean`: leave out the text a mount never reads (content hash, media kind and class), which
     /// are a third of the bytes copied for a million assets.
@@ -21,7 +24,7 @@ extension Library {
         let context = Library.context(app, access)
         let policy = context.policy
         let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
-        let leftOut: Set<String> = lean ? ["media_kind", "media_class", "content_hash"] : []
+        let leftOut: Set<String> = lean ? Set(Library.leanLeftOut.map { Library.AssetColumn(rawValue: $0)!.name }) : []
         let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .map { leftOut.contains($0) ? "NULL" : "a." + $0 }.joined(separator: ", ")
         var candidates: String
@@ -47,42 +50,57 @@ extension Library {
                                                                  : FactsReader.sqlUnjoined(columns: cols, filter: candidates))
         try statement.setArguments(["app": app.id.rawValue])
         var rows = ViewRows()
+        if only == nil && policy.scope == .everything {
+            // Room for every asset up front: growing the columns of a million rows by doubling
+            // copied them and faulted in fresh pages over and over (a fifth of a mount's build).
+            // Room never written to costs address space, not memory. 96 bytes of text a row is
+            // more than a lean row's id, name and path take (~60-80).
+            let most = Int(try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM assets") ?? 0)
+            rows.reserve(most, textBytes: most * (lean ? 96 : 192))
+        }
         var needsNaming = false
+        typealias C = Library.AssetColumn
+        // A million rows make every C call per row count (~40 per row took half the read): text
+        // columns read NULL as a nil pointer (its type asked only then), the left-out columns are
+        // not asked at all, the row id is read once.
+        let textColumns = lean ? ViewRows.textColumns.filter { !Library.leanLeftOut.contains($0.1) } : ViewRows.textColumns
         try FactsReader.each(db, statement) { h in
-            func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
+            let rowID = sqlite3_column_int64(h, C.rowid.rawValue)
             // Columns: see assetColumns (0...15), then the facts (FactsReader).
-            let facts = grants.map { FactsReader.facts(h, grants: $0) } ?? FactsReader.facts(h)
+            let facts = grants.map { FactsReader.facts(h, rowID: rowID, grants: $0) } ?? FactsReader.facts(h)
             guard context.isVisible(facts) else { return }
-            let owned = facts.isOwned, picked = facts.isPicked, selected = facts.isSelected
-            let shared = facts.isShared, trashed = facts.isTrashed
-            let strip = context.stripsLocation(facts)
+            let owned = facts.isOwned, trashed = facts.isTrashed
             var f: ViewRows.Flags = []
             if owned { f.insert(.owned) }
-            if picked { f.insert(.picked) }
-            if selected { f.insert(.selected) }
-            if strip { f.insert(.strip) }
-            if shared { f.insert(.shared) }
+            if facts.isPicked { f.insert(.picked) }
+            if facts.isSelected { f.insert(.selected) }
+            if context.stripsLocation(facts) { f.insert(.strip) }
+            if facts.isShared { f.insert(.shared) }
             if facts.hasLocation { f.insert(.hasLocation) }
             if trashed { f.insert(.trashed) }
-            // The text columns in Field order.
-            for (field, column) in ViewRows.textColumns {
-                if isNull(column) {
-                    switch field {
-                    case .ownerName: f.insert(.ownerNameNull)
-                    case .ownerApp: f.insert(.ownerAppNull)
-                    case .storePath: f.insert(.storePathNull)
-                    case .referencePath: f.insert(.referencePathNull)
-                    default: break
-                    }
-                    rows.appendText(nil, 0)
-                } else {
-                    let p = sqlite3_column_text(h, column)   // before _bytes, as SQLite asks
+            // The text columns in Field order (left-out ones empty).
+            var next = 0
+            for field in ViewRows.Field.allCases {
+                guard next < textColumns.count, textColumns[next].0 == field else { rows.appendText(nil, 0); continue }
+                let column = textColumns[next].1
+                next += 1
+                // sqlite3_column_text before _bytes, as SQLite asks; nil for NULL (or out of memory).
+                if let p = sqlite3_column_text(h, column) {
                     rows.appendText(p, Int(sqlite3_column_bytes(h, column)))
+                    continue
                 }
+                guard sqlite3_column_type(h, column) == SQLITE_NULL else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
+                switch field {
+                case .ownerName: f.insert(.ownerNameNull)
+                case .ownerApp: f.insert(.ownerAppNull)
+                case .storePath: f.insert(.storePathNull)
+                case .referencePath: f.insert(.referencePathNull)
+                default: break
+                }
+                rows.appendText(nil, 0)
             }
-            if owned && !isNull(3) { needsNaming = true }
-            typealias C = Library.AssetColumn
-            rows.appendNumbers(rowID: sqlite3_column_int64(h, C.rowid.rawValue),
+            if owned && !f.contains(.ownerNameNull) { needsNaming = true }
+            rows.appendNumbers(rowID: rowID,
                                size: UInt64(bitPattern: sqlite3_column_int64(h, C.byteSize.rawValue)),
                                capture: sqlite3_column_double(h, C.captureDate.rawValue), added: sqlite3_column_double(h, C.addedAt.rawValue),
                                trashed: trashed ? sqlite3_column_double(h, C.trashedAt.rawValue) : 0, flags: f)

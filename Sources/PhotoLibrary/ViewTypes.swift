@@ -141,10 +141,12 @@ public struct ViewRows: Sendable {
         }
     }
 
-    package mutating func reserve(_ n: Int) {
+    /// Room for `n` rows and `textBytes` bytes of text.
+    package mutating func reserve(_ n: Int, textBytes: Int = 0) {
         rowIDs.reserveCapacity(n); byteSizes.reserveCapacity(n); captureDates.reserveCapacity(n)
         addedDates.reserveCapacity(n); trashedDates.reserveCapacity(n); flags.reserveCapacity(n)
         ends.reserveCapacity(n * ViewRows.fieldCount)
+        arena.reserveCapacity(textBytes)
     }
 
     package mutating func appendText(_ s: String) {

@@ -17,7 +17,9 @@ extension ViewModel {
         var rowIDs = [Int64](), inos = [UInt64](), sizes = [UInt64](), mtimes = [Int](), ctimes = [Int](), bits = [UInt8]()
         var text = [UInt8](), ends = [UInt32]()
         rowIDs.reserveCapacity(n); inos.reserveCapacity(n); sizes.reserveCapacity(n); mtimes.reserveCapacity(n)
-        ctimes.reserveCapacity(n); bits.reserveCapacity(n); ends.reserveCapacity(n * 3); text.reserveCapacity(n * 64)
+        ctimes.reserveCapacity(n); bits.reserveCapacity(n); ends.reserveCapacity(n * 3)
+        // At most the snapshot's text (its id, name and path are three of its fields) and renamed names.
+        text.reserveCapacity(r.arena.count + r.renamed.values.reduce(0) { $0 + $1.utf8.count })
         var label: [UInt8] = []
         let assetPrefix = Array("asset/".utf8), redacted = Array("/redacted".utf8)
         // First the columns, in one linear pass; then the three lookup tables, which are random
