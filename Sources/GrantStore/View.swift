@@ -55,7 +55,9 @@ extension Library {
             // copied them and faulted in fresh pages over and over (a fifth of a mount's build).
             // Room never written to costs address space, not memory. 96 bytes of text a row is
             // more than a lean row's id, name and path take (~60-80).
-            let most = Int(try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM assets") ?? 0)
+            // Row ids are SQLite's (positive, dense unless rows were deleted); bounded all the same,
+            // so that a library with one huge row id reserves nothing absurd.
+            let most = Int(min(max(try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM assets") ?? 0, 0), 1 << 24))
             rows.reserve(most, textBytes: most * (lean ? 96 : 192))
         }
         var needsNaming = false

@@ -7,7 +7,7 @@ import CSystem
 /// used again but held in its RSS. `malloc_trim` gives the free pages back; it walks the heap,
 /// a few milliseconds, so it runs after whole builds, never after a patch. It cannot shrink a
 /// worker thread's heap, so large buffers that workers fill are allocated by the thread that
-/// calls this (`ViewModel.buildTables`).
+/// calls this (`ViewModel.TableBuild`).
 enum FreedMemory {
     static func giveBack() { _ = pg_malloc_trim() }
 }
