@@ -2,6 +2,8 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import PhotoLibrary
+import Synchronization
+import Threads
 
 extension Library {
     /// The text columns a lean view leaves out (NULL in its SQL, empty in its rows).
@@ -11,19 +13,89 @@ extension Library {
     /// `lean`: leave out the text a mount never reads (content hash, media kind and class), which
     /// are a third of the bytes copied for a million assets.
     public func view(for id: AppID, access: AccessLevel, lean: Bool = false) throws -> ViewSnapshot {
-        try read { db in
+        try view(for: id, access: access, lean: lean, halvesFrom: Library.halvedViewRows)
+    }
+
+    /// Libraries whose row ids span at least this many rows read a whole view in two halves at once.
+    static let halvedViewRows: Int64 = 100_000
+    /// Views read in halves so far (for tests: that the halves were taken, not the fallback).
+    static let halvedViews = Atomic<Int>(0)
+
+    /// `halvesFrom`, `beforeSecondHalf`: for tests (the threshold, and a step run just before the
+    /// second half's read begins).
+    func view(for id: AppID, access: AccessLevel, lean: Bool, halvesFrom: Int64,
+              beforeSecondHalf: (@Sendable () -> Void)? = nil) throws -> ViewSnapshot {
+        if let s = try viewInHalves(for: id, access: access, lean: lean, from: halvesFrom, beforeSecondHalf: beforeSecondHalf) { return s }
+        return try read { db in
             let app = try Library.requireApp(db, id)
             return try Library.view(db, app: app, access: access, lean: lean)
         }
+    }
+
+    /// A whole view read as two halves of the row ids at once, on two connections: stepping a
+    /// million rows is most of a mount's start, and one core did it while the other waited.
+    /// The halves are two transactions, so they are one view only when both saw the same
+    /// library: the same app record and the same change log position (every change a view can
+    /// show is logged, which is also what running mounts rely on to catch up). Otherwise, or
+    /// when a second thread cannot start, nil: the caller reads the view in one transaction.
+    private func viewInHalves(for id: AppID, access: AccessLevel, lean: Bool, from: Int64,
+                              beforeSecondHalf: (@Sendable () -> Void)?) throws -> ViewSnapshot? {
+        let span = try read { db in try Row.fetchOne(db, sql: "SELECT (SELECT min(rowid) FROM assets), (SELECT max(rowid) FROM assets)") }
+        guard let lo: Int64 = span?[0], let hi: Int64 = span?[1], hi >= lo, hi - lo >= from - 1 else { return nil }
+        let mid = lo + (hi - lo) / 2
+        typealias Half = (app: AppRecord, seq: Int64, rows: ViewRows, needsNaming: Bool)
+        let second = ResultBox<Half>()
+        return try read { db -> ViewSnapshot? in
+            // This transaction's snapshot is taken by its first read, before the second half starts.
+            let app = try Library.requireApp(db, id)
+            let seq = try Library.changeSeq(db)
+            guard let thread = NativeThread.spawn(name: "photogate-view", { [self] in
+                beforeSecondHalf?()
+                second.set(Result { try read { db in
+                    let app = try Library.requireApp(db, id)
+                    let seq = try Library.changeSeq(db)
+                    let (rows, naming) = try Library.viewRows(db, app: app, access: access, only: nil, rowIDs: (mid + 1)...hi,
+                                                              lean: lean, reserve: hi - mid)
+                    return (app, seq, rows, naming)
+                } })
+            }) else { return nil }
+            let first = Result { try Library.viewRows(db, app: app, access: access, only: nil, rowIDs: lo...mid, lean: lean, reserve: hi - lo + 1) }
+            thread.join()
+            let (rows, naming) = try first.get()
+            let other = try second.get()
+            guard other.app == app, other.seq == seq else { return nil }
+            var all = rows
+            all.append(contentsOf: other.rows)
+            Library.halvedViews.add(1, ordering: .relaxed)
+            return try Library.finishView(db, app: app, access: access, rows: all, needsNaming: naming || other.needsNaming,
+                                          only: nil, withAlbums: true, seq: seq)
+        }
+    }
+
+    static func changeSeq(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
     }
 
     /// `only`: compute just these rows (sorted row ids) and leave names unsettled and albums
     /// unfiltered (every member), for `viewUpdate`.
     static func view(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]? = nil,
                      withAlbums: Bool = true, lean: Bool = false) throws -> ViewSnapshot {
+        let seq = try changeSeq(db)
+        var reserve: Int64 = 0
+        if only == nil && Library.context(app, access).policy.scope == .everything {
+            reserve = try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM assets") ?? 0
+        }
+        let (rows, needsNaming) = try viewRows(db, app: app, access: access, only: only, rowIDs: nil, lean: lean, reserve: reserve)
+        return try finishView(db, app: app, access: access, rows: rows, needsNaming: needsNaming, only: only, withAlbums: withAlbums, seq: seq)
+    }
+
+    /// The rows of a view (`rowIDs`: only those in this range), and whether some own names may
+    /// need settling (`finishView`). `reserve`: room for about this many rows, when the view shows
+    /// every asset.
+    static func viewRows(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]?, rowIDs range: ClosedRange<Int64>?,
+                         lean: Bool, reserve: Int64) throws -> (ViewRows, needsNaming: Bool) {
         let context = Library.context(app, access)
         let policy = context.policy
-        let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
         let leftOut: Set<String> = lean ? Set(Library.leanLeftOut.map { Library.AssetColumn(rawValue: $0)!.name }) : []
         let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .map { leftOut.contains($0) ? "NULL" : "a." + $0 }.joined(separator: ", ")
@@ -41,6 +113,7 @@ extension Library {
         if let only {
             candidates += only.isEmpty ? " AND 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
         }
+        if let range { candidates += " AND a.rowid BETWEEN \(range.lowerBound) AND \(range.upperBound)" }
         // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
         // String per value (a mount of a million assets reads them all).
         // A whole view reads the app's grants once and joins nothing per asset; a patch of a few
@@ -50,14 +123,14 @@ extension Library {
                                                                  : FactsReader.sqlUnjoined(columns: cols, filter: candidates))
         try statement.setArguments(["app": app.id.rawValue])
         var rows = ViewRows()
-        if only == nil && policy.scope == .everything {
+        if policy.scope == .everything && reserve > 0 {
             // Room for every asset up front: growing the columns of a million rows by doubling
             // copied them and faulted in fresh pages over and over (a fifth of a mount's build).
             // Room never written to costs address space, not memory. 96 bytes of text a row is
-            // more than a lean row's id, name and path take (~60-80).
-            // Row ids are SQLite's (positive, dense unless rows were deleted); bounded all the same,
-            // so that a library with one huge row id reserves nothing absurd.
-            let most = Int(min(max(try Int64.fetchOne(db, sql: "SELECT max(rowid) FROM assets") ?? 0, 0), 1 << 24))
+            // more than a lean row's id, name and path take (~60-80). Row ids are SQLite's
+            // (positive, dense unless rows were deleted); bounded all the same, so that a library
+            // with one huge row id reserves nothing absurd.
+            let most = Int(min(reserve, 1 << 24))
             rows.reserve(most, textBytes: most * (lean ? 96 : 192))
         }
         var needsNaming = false
@@ -107,6 +180,14 @@ extension Library {
                                capture: sqlite3_column_double(h, C.captureDate.rawValue), added: sqlite3_column_double(h, C.addedAt.rawValue),
                                trashed: trashed ? sqlite3_column_double(h, C.trashedAt.rawValue) : 0, flags: f)
         }
+        return (rows, needsNaming)
+    }
+
+    /// A view from its rows: own names settled (unless `only`), albums, the change log position.
+    static func finishView(_ db: Database, app: AppRecord, access: AccessLevel, rows: ViewRows, needsNaming: Bool,
+                           only: [Int64]?, withAlbums: Bool, seq: Int64) throws -> ViewSnapshot {
+        var rows = rows
+        let policy = Library.context(app, access).policy
         if needsNaming && only == nil {
             let items = (0..<rows.count).map { i in
                 ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!, ownName: rows.ownName(i))
@@ -180,5 +261,19 @@ extension Library {
             SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
                            WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
             """, arguments: [app.id.rawValue]) ?? false
+    }
+}
+
+/// A result handed from one thread to another (the second half of a view).
+final class ResultBox<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<T, any Error>?
+
+    func set(_ r: Result<T, any Error>) { lock.withLock { result = r } }
+
+    /// The result; call after the thread that sets it has been joined.
+    func get() throws -> T {
+        guard let r = lock.withLock({ result }) else { throw LibraryError.io("a view's second half gave no result") }
+        return try r.get()
     }
 }

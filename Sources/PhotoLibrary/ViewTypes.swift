@@ -169,6 +169,20 @@ public struct ViewRows: Sendable {
         flags.append(f)
     }
 
+    /// Appends the rows of `other` (a view read in parts).
+    package mutating func append(contentsOf other: ViewRows) {
+        let base = UInt32(arena.count), rowBase = count
+        arena.append(contentsOf: other.arena)
+        let from = ends.count
+        ends.append(contentsOf: other.ends)
+        ends.withUnsafeMutableBufferPointer { e in for k in from..<e.count { e[k] += base } }
+        rowIDs.append(contentsOf: other.rowIDs); byteSizes.append(contentsOf: other.byteSizes)
+        captureDates.append(contentsOf: other.captureDates); addedDates.append(contentsOf: other.addedDates)
+        trashedDates.append(contentsOf: other.trashedDates); flags.append(contentsOf: other.flags)
+        for (i, name) in other.renamed { renamed[rowBase + i] = name }
+        unsettledNames += other.unsettledNames
+    }
+
     /// Calls `body` with the bytes of one field of row `i`.
     public func withBytes<T>(_ field: Field, _ i: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> T) rethrows -> T {
         let k = i * ViewRows.fieldCount + field.rawValue
