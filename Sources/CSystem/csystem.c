@@ -18,10 +18,6 @@ int pg_malloc_trim(void) {
     return malloc_trim(0);
 }
 
-int pg_malloc_mmap_threshold(int bytes) {
-    return mallopt(M_MMAP_THRESHOLD, bytes);
-}
-
 int pg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }

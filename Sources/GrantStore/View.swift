@@ -21,11 +21,13 @@ extension Library {
     /// Views read in halves so far (for tests: that the halves were taken, not the fallback).
     static let halvedViews = Atomic<Int>(0)
 
-    /// `halvesFrom`, `beforeSecondHalf`: for tests (the threshold, and a step run just before the
-    /// second half's read begins).
-    func view(for id: AppID, access: AccessLevel, lean: Bool, halvesFrom: Int64,
+    /// `halvesFrom`, `beforeSecondHalf`: for tests (the threshold, nil for never; and a step run
+    /// just before the second half's read begins).
+    func view(for id: AppID, access: AccessLevel, lean: Bool, halvesFrom: Int64?,
               beforeSecondHalf: (@Sendable () -> Void)? = nil) throws -> ViewSnapshot {
-        if let s = try viewInHalves(for: id, access: access, lean: lean, from: halvesFrom, beforeSecondHalf: beforeSecondHalf) { return s }
+        if let halvesFrom, let s = try viewInHalves(for: id, access: access, lean: lean, from: halvesFrom, beforeSecondHalf: beforeSecondHalf) {
+            return s
+        }
         return try read { db in
             let app = try Library.requireApp(db, id)
             return try Library.view(db, app: app, access: access, lean: lean)
@@ -41,8 +43,13 @@ extension Library {
     private func viewInHalves(for id: AppID, access: AccessLevel, lean: Bool, from: Int64,
                               beforeSecondHalf: (@Sendable () -> Void)?) throws -> ViewSnapshot? {
         let span = try read { db in try Row.fetchOne(db, sql: "SELECT (SELECT min(rowid) FROM assets), (SELECT max(rowid) FROM assets)") }
-        guard let lo: Int64 = span?[0], let hi: Int64 = span?[1], hi >= lo, hi - lo >= from - 1 else { return nil }
-        let mid = lo + (hi - lo) / 2
+        // Row ids are any Int64 a writer chose (SQLite's own are positive): no arithmetic here
+        // may overflow. `width` is hi - lo + 1 (saturated).
+        guard let lo: Int64 = span?[0], let hi: Int64 = span?[1], hi >= lo else { return nil }
+        let gap = UInt64(bitPattern: hi &- lo)
+        let width = Int64(clamping: gap == .max ? gap : gap + 1)
+        guard width >= max(from, 2) else { return nil }
+        let mid = lo &+ Int64(bitPattern: gap / 2)
         typealias Half = (app: AppRecord, seq: Int64, rows: ViewRows, needsNaming: Bool)
         let second = ResultBox<Half>()
         return try read { db -> ViewSnapshot? in
@@ -55,11 +62,11 @@ extension Library {
                     let app = try Library.requireApp(db, id)
                     let seq = try Library.changeSeq(db)
                     let (rows, naming) = try Library.viewRows(db, app: app, access: access, only: nil, rowIDs: (mid + 1)...hi,
-                                                              lean: lean, reserve: hi - mid)
+                                                              lean: lean, reserve: width / 2)
                     return (app, seq, rows, naming)
                 } })
             }) else { return nil }
-            let first = Result { try Library.viewRows(db, app: app, access: access, only: nil, rowIDs: lo...mid, lean: lean, reserve: hi - lo + 1) }
+            let first = Result { try Library.viewRows(db, app: app, access: access, only: nil, rowIDs: lo...mid, lean: lean, reserve: width) }
             thread.join()
             let (rows, naming) = try first.get()
             let other = try second.get()
@@ -127,11 +134,13 @@ extension Library {
             // Room for every asset up front: growing the columns of a million rows by doubling
             // copied them and faulted in fresh pages over and over (a fifth of a mount's build).
             // Room never written to costs address space, not memory. 96 bytes of text a row is
-            // more than a lean row's id, name and path take (~60-80). Row ids are SQLite's
-            // (positive, dense unless rows were deleted); bounded all the same, so that a library
-            // with one huge row id reserves nothing absurd.
-            let most = Int(min(reserve, 1 << 24))
-            rows.reserve(most, textBytes: most * (lean ? 96 : 192))
+            // more than a lean row's id, name and path take (~60-80). `reserve` comes from row
+            // ids, which say nothing certain of the count (deleted rows leave gaps; a row id can
+            // be huge), so it is bounded by the database's size: no row takes under 32 bytes
+            // there, and the text read is in it.
+            let file = try Int64.fetchOne(db, sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()") ?? 0
+            let most = Int(min(reserve, file / 32, 1 << 24))
+            rows.reserve(most, textBytes: Int(min(Int64(most) * (lean ? 96 : 192), file)))
         }
         var needsNaming = false
         typealias C = Library.AssetColumn
@@ -139,6 +148,7 @@ extension Library {
         // columns read NULL as a nil pointer (its type asked only then), the left-out columns are
         // not asked at all, the row id is read once.
         let textColumns = lean ? ViewRows.textColumns.filter { !Library.leanLeftOut.contains($0.1) } : ViewRows.textColumns
+        let connection = db.sqliteConnection
         try FactsReader.each(db, statement) { h in
             let rowID = sqlite3_column_int64(h, C.rowid.rawValue)
             // Columns: see assetColumns (0...15), then the facts (FactsReader).
@@ -164,7 +174,9 @@ extension Library {
                     rows.appendText(p, Int(sqlite3_column_bytes(h, column)))
                     continue
                 }
-                guard sqlite3_column_type(h, column) == SQLITE_NULL else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
+                // A nil that is not NULL is SQLite out of memory (it then also says the value is
+                // NULL): that must fail the view, not empty a path.
+                guard sqlite3_errcode(connection) != SQLITE_NOMEM else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
                 switch field {
                 case .ownerName: f.insert(.ownerNameNull)
                 case .ownerApp: f.insert(.ownerAppNull)

@@ -97,7 +97,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         try library.registerApp(app)
         writer = try library.appFileWriter(purpose: "mount")
         let initial = try ViewModel(snapshot: library.view(for: app, access: access, lean: true), storeRoot: library.storeRoot)
-        FreedMemory.giveBack()   // the snapshot is gone
+        FreedMemory.giveBack(afterBuildOf: initial.store.count)   // the snapshot is gone
         viewBytes = Atomic(initial.totalBytes)
         model = Mutex(initial)
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))

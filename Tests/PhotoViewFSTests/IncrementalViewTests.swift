@@ -149,14 +149,17 @@ import TestSupport
     /// The table built at once (`IndexTable.build`, sorted by home slot) finds what inserting the
     /// keys one by one finds: every key, the same winner among equal keys (later for `insert`,
     /// earlier for `insertIfAbsent`), the same keys left out; with clustered and wrapping runs,
-    /// equal keys, equal hashes of different keys, and sizes from empty to one radix pass and more.
+    /// many copies of one key, equal hashes of different keys, sizes from empty to one radix pass
+    /// and more, and one scratch larger than needed reused for both builds. Afterwards it takes
+    /// removals and inserts like any table.
     @Test(arguments: [0, 1, 2, 7, 40, 1000, 5000, 70_000])
     func indexTableBuiltAtOnceMatchesOneByOne(n: Int) {
         var rng = SplitMix(seed: UInt64(n) + 11)
-        // Keys with repeats; hashes sometimes shared by different keys, and many near the top of
-        // the table so that runs wrap past its end.
-        let keys = (0..<n).map { _ in Int(rng.next() % UInt64(max(1, n * 3 / 4))) }
+        // Keys with repeats (a fifth of them one key); hashes sometimes shared by different keys,
+        // and many near the top of the table so that runs wrap past its end.
+        let keys = (0..<n).map { _ in rng.next() % 5 == 0 ? 12_345 : Int(rng.next() % UInt64(max(1, n * 3 / 4))) }
         let hashOfKey: (Int) -> Int = { k in k % 5 == 0 ? -1 - (k % 3) : (k &* 0x9E37_79B9) ^ (k >> 3) }
+        var scratch = IndexTable.Scratch(n: n + 3)
         for keepFirst in [false, true] {
             var oneByOne = IndexTable(capacity: n)
             var expectedOut: [Int] = []
@@ -170,24 +173,39 @@ import TestSupport
                 }
             }
             var table = IndexTable(capacity: n)
-            var scratch = IndexTable.Scratch(n: n)
             let out = IndexTable.build(n: n, keepFirst: keepFirst, into: &table, scratch: &scratch,
                                        hash: { hashOfKey(keys[$0]) }, sameKey: { keys[Int($0)] == keys[Int($1)] })
             #expect(out.sorted() == expectedOut.sorted(), "keepFirst \(keepFirst): left out")
             var stored = 0
             for v in table.slots where v >= 0 { stored += 1 }
             #expect(stored == n - out.count)
+            var live: [Int: Int32] = [:]   // key -> index in the table
             for k in Set(keys) {
                 let found = table.find(hashOfKey(k)) { keys[Int($0)] == k }
-                let expected = oneByOne.find(hashOfKey(k)) { keys[Int($0)] == k }
-                #expect(found == expected, "keepFirst \(keepFirst): key \(k)")
+                #expect(found == oneByOne.find(hashOfKey(k)) { keys[Int($0)] == k }, "keepFirst \(keepFirst): key \(k)")
+                if let found { live[k] = Int32(found) }
             }
-            // Absent keys stay absent, and the table still takes removals and inserts.
             #expect(table.find(hashOfKey(-7)) { keys[Int($0)] == -7 } == nil)
-            for k in Set(keys).prefix(50) {
-                guard let v = table.find(hashOfKey(k), { keys[Int($0)] == k }) else { continue }
-                table.remove(hashOfKey(k), Int32(v)) { hashOfKey(keys[Int($0)]) }
-                #expect(table.find(hashOfKey(k)) { keys[Int($0)] == k } == nil)
+            // Churn: removals (backward shifts through wrapped runs) and inserts of new keys;
+            // every key still in the table stays findable after each step.
+            var extra: [Int: Int] = [:]   // index beyond n -> key
+            func keyOf(_ v: Int32) -> Int { Int(v) < n ? keys[Int(v)] : extra[Int(v)]! }
+            var nextIndex = Int32(n)
+            for step in 0..<min(200, 2 * n) {
+                if step % 3 != 2, let (k, v) = live.randomElement(using: &rng) {
+                    table.remove(hashOfKey(k), v) { hashOfKey(keyOf($0)) }
+                    live[k] = nil
+                } else if live.count < n {
+                    let k = -1000 - step
+                    extra[Int(nextIndex)] = k
+                    table.insert(hashOfKey(k), nextIndex) { keyOf($0) == k }
+                    live[k] = nextIndex
+                    nextIndex += 1
+                }
+                guard n <= 5000 || step % 40 == 0 else { continue }
+                for (k, v) in live {
+                    #expect(table.find(hashOfKey(k)) { keyOf($0) == k } == Int(v), "keepFirst \(keepFirst), step \(step): key \(k)")
+                }
             }
         }
     }

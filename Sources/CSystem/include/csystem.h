@@ -16,11 +16,6 @@ int pg_start_writeback(int fd);
 /// malloc_trim(0) (malloc.h): gives the heap's free pages back to the kernel; 1 if it released any.
 int pg_malloc_trim(void);
 
-/// mallopt(M_MMAP_THRESHOLD, bytes): allocations of at least `bytes` get their own mapping, given
-/// back to the kernel when freed. Also stops glibc raising the threshold (up to 32 MiB) after each
-/// such free, which otherwise keeps large freed arrays in the heap. 1 on success.
-int pg_malloc_mmap_threshold(int bytes);
-
 /// Extended attributes (sys/xattr.h).
 int pg_fsetxattr(int fd, const char *name, const void *value, unsigned long size);
 long pg_getxattr(const char *path, const char *name, void *value, unsigned long size);

@@ -4,10 +4,18 @@ import CSystem
 /// the old view, the tables' sort buffers. glibc keeps freed memory in its heap for later
 /// allocations, and after large arrays are freed it raises its mmap and trim thresholds (up to
 /// 32 and 64 MiB), so it keeps more. At a million assets that was 60-100 MB the daemon never
-/// used again but held in its RSS. `malloc_trim` gives the free pages back; it walks the heap,
-/// a few milliseconds, so it runs after whole builds, never after a patch. It cannot shrink a
-/// worker thread's heap, so large buffers that workers fill are allocated by the thread that
-/// calls this (`ViewModel.TableBuild`).
+/// used again but held in its RSS. `malloc_trim` gives the free pages back: all of the main
+/// heap's, and the free chunks inside other threads' heaps, but not the free top of those (so
+/// the large buffers a mount's start hands to a worker thread are allocated by the thread that
+/// builds the view, `ViewModel.TableBuild`). It walks every heap and the pages it gives back are
+/// faulted in again by the next build, so it runs only after whole builds of large views, never
+/// after a patch.
 enum FreedMemory {
-    static func giveBack() { _ = pg_malloc_trim() }
+    /// Views smaller than this leave too little behind to be worth a walk of the heaps.
+    static let worthIt = 50_000
+
+    /// After a whole build of a view of `count` assets.
+    static func giveBack(afterBuildOf count: Int) {
+        if count >= worthIt { _ = pg_malloc_trim() }
+    }
 }

@@ -59,8 +59,8 @@ struct IndexTable: Sendable {
     /// A table of the keys of `0..<n` built at once, as inserting them in index order would
     /// build it (with `keepFirst`, `insertIfAbsent`; else `insert`, where a later equal key
     /// replaces an earlier one). `hash(i)` is key i's hash; `sameKey(a, b)` is asked only of
-    /// indices whose hashes are equal. Returns the indices left out: with `keepFirst` those whose
-    /// key an earlier index had; else those a later index replaced.
+    /// indices whose hashes agree in their low 32 bits. Returns the indices left out: with
+    /// `keepFirst` those whose key an earlier index had; else those a later index replaced.
     ///
     /// Inserting a million keys one by one lands each on a random slot of a table too big for
     /// the cache, and compares keys at random places in the store: a miss or two per key, ~130 ns
@@ -68,66 +68,73 @@ struct IndexTable: Sendable {
     /// their home slot (a stable sort, so equal keys stay in index order), and the table is
     /// written front to back; only the few runs that wrap past the end are inserted as usual.
     ///
-    /// `scratch` is the sort's memory and `table` an empty table for `n` keys (`init(capacity:)`),
-    /// both made by the caller: when this runs on a worker thread, memory it allocated would be
-    /// freed into that thread's heap, whose top glibc never gives back (see `FreedMemory`).
+    /// `scratch` is the sort's memory (8 bytes a key, twice) and `table` an empty table for `n`
+    /// keys (`init(capacity:)`), both made by the caller: at a mount's start this runs on a worker
+    /// thread, and memory that thread allocated would go back to its own heap, whose top
+    /// `malloc_trim` does not give back (see `FreedMemory`).
     static func build(n: Int, keepFirst: Bool, into table: inout IndexTable, scratch: inout Scratch,
                       hash: (Int) -> Int, sameKey: (Int32, Int32) -> Bool) -> [Int] {
         let mask = table.mask
-        precondition(scratch.entries.count >= n && scratch.other.count >= n && table.capacity >= 2 * n)
+        precondition(scratch.entries.count >= n && scratch.other.count >= n && table.capacity >= 2 * n && mask <= Int(UInt32.max))
         scratch.entries.withUnsafeMutableBufferPointer { b in
-            for i in 0..<n { b[i] = Entry(hash: hash(i), index: Int32(i)) }
+            for i in 0..<n { b[i] = Entry(hash: UInt32(truncatingIfNeeded: hash(i)), index: Int32(i)) }
         }
         sortByHome(&scratch.entries, &scratch.other, n: n, bits: mask.nonzeroBitCount)
         let entries = scratch.entries
-        var leftOut: [Int] = [], overflow: [Entry] = []
+        var leftOut: [Int] = [], overflow: [Int32] = []
         table.slots.withUnsafeMutableBufferPointer { slots in
             entries.withUnsafeBufferPointer { all in
                 let s = UnsafeBufferPointer(rebasing: all[0..<n])
                 var next = 0, groupHome = -1, groupStart = 0
                 entry: for k in 0..<s.count {
-                    let e = s[k], home = e.hash & mask
+                    let e = s[k], home = Int(e.hash) & mask
                     if home != groupHome { groupHome = home; groupStart = k }
                     let pos = max(home, next)
-                    // Past the end: the run wraps; an equal key earlier in this group is out there too.
-                    if pos > mask { overflow.append(e); continue }
-                    // Equal keys have equal hashes, so they are in this group, placed in [home, next).
-                    for j in groupStart..<k where s[j].hash == e.hash && sameKey(s[j].index, e.index) {
-                        if keepFirst { leftOut.append(Int(e.index)); continue entry }
-                        // Replace s[j] where it sits (unless a later equal key already did).
-                        if let at = (home..<next).first(where: { slots[$0] == s[j].index }) {
+                    // Past the end: the run wraps. So do all later ones (`next` stays past the
+                    // end); they are inserted one by one below, which finds equal keys anywhere.
+                    if pos > mask { overflow.append(e.index); continue }
+                    // Equal keys have equal hashes, so they are earlier in this group, placed in
+                    // [home, next). The latest of them is the one in the table (it replaced the
+                    // others, or they were left out): look from the latest back.
+                    var j = k - 1
+                    while j >= groupStart {
+                        if s[j].hash == e.hash && sameKey(s[j].index, e.index) {
+                            if keepFirst { leftOut.append(Int(e.index)); continue entry }
+                            let at = (home..<next).first { slots[$0] == s[j].index }!
                             slots[at] = e.index
                             leftOut.append(Int(s[j].index))
                             continue entry
                         }
+                        j -= 1
                     }
                     slots[pos] = e.index
                     next = pos + 1
                 }
             }
         }
-        for e in overflow {
-            let h = e.hash
-            let isMatch = { (v: Int32) in hash(Int(v)) == h && sameKey(v, e.index) }
+        for index in overflow {
+            let h = hash(Int(index))
+            let isMatch = { (v: Int32) in sameKey(v, index) }
             if keepFirst {
-                if !table.insertIfAbsent(h, e.index, isMatch) { leftOut.append(Int(e.index)) }
+                if !table.insertIfAbsent(h, index, isMatch) { leftOut.append(Int(index)) }
             } else if let old = table.find(h, isMatch) {
-                table.insert(h, e.index, isMatch)
+                table.insert(h, index, isMatch)
                 leftOut.append(old)
             } else {
-                table.insert(h, e.index, isMatch)
+                table.insert(h, index, isMatch)
             }
         }
         return leftOut
     }
 
-    struct Entry { var hash: Int; var index: Int32 }
+    /// A key in `build`: the low 32 bits of its hash (the home slot is in them) and its index.
+    struct Entry { var hash: UInt32; var index: Int32 }
 
     /// `build`'s sort buffers for up to `n` keys.
     struct Scratch {
         var entries: [Entry], other: [Entry]
         init(n: Int) {
-            // Allocated here, filled by `build` (every entry is written before it is read).
+            // Only allocated here: `build` writes every entry it reads (Entry is plain data).
             entries = [Entry](unsafeUninitializedCapacity: n) { _, count in count = n }
             other = [Entry](unsafeUninitializedCapacity: n) { _, count in count = n }
         }
@@ -146,11 +153,11 @@ struct IndexTable: Sendable {
                 other.withUnsafeMutableBufferPointer { dst in
                     counts.withUnsafeMutableBufferPointer { c in
                         for k in 0...Int(m) { c[k] = 0 }
-                        for e in src { c[Int((UInt(bitPattern: e.hash) >> sh) & m)] += 1 }
+                        for e in src { c[Int((UInt(e.hash) >> sh) & m)] += 1 }
                         var sum = 0
                         for k in 0...Int(m) { let x = c[k]; c[k] = sum; sum += x }
                         for e in src {
-                            let k = Int((UInt(bitPattern: e.hash) >> sh) & m)
+                            let k = Int((UInt(e.hash) >> sh) & m)
                             dst[c[k]] = e
                             c[k] += 1
                         }

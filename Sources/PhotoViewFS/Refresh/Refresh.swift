@@ -34,7 +34,7 @@ extension PhotoFS {
         let (drops, rebuilt) = refreshLocked(handled: handled, handledAlbums: handledAlbums)
         refreshLock.unlock()
         // The old view and the snapshot of a whole rebuild are freed by now.
-        if rebuilt { FreedMemory.giveBack() }
+        if let rebuilt { FreedMemory.giveBack(afterBuildOf: rebuilt) }
         // Outside refreshLock: the notifier may wait on a directory lock held by a syscall whose
         // handler needs refreshLock (a rename refreshes the view), so waiting for it under the lock
         // could deadlock. Pages of removed inodes are gone once the queue reached the kernel; a
@@ -46,9 +46,9 @@ extension PhotoFS {
         }
     }
 
-    /// The refresh under `refreshLock`; returns the inodes it put in `pendingDrops`, and whether
-    /// it rebuilt the whole view.
-    private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>) -> (Set<Inode>, rebuilt: Bool) {
+    /// The refresh under `refreshLock`; returns the inodes it put in `pendingDrops`, and the
+    /// size of the view when it rebuilt all of it.
+    private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>) -> (Set<Inode>, rebuilt: Int?) {
         let (seq, app, mustRebuild) = model.withLock { m in
             // Tombstones pile up under patches: compact by rebuilding once they are a quarter.
             (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount)
@@ -58,7 +58,7 @@ extension PhotoFS {
             update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild)
         } catch {
             log("refresh failed: \(error)")
-            return ([], false)
+            return ([], nil)
         }
         if case .patch(let patch) = update {
             let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel, [Int64: Inode])? in
@@ -76,7 +76,7 @@ extension PhotoFS {
                 var gone: [Int64: Inode] = before
                 for n in diff.removed { gone[n.rowID] = n.ino }
                 return (settle(diff, oldPolicy: now.policy, oldAlbums: oldAlbums, oldShared: oldShared, new: now,
-                              oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums), false)
+                              oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums), nil)
             }
         }
         // A whole recomputation: the update's, or a fresh one when the patch did not apply.
@@ -86,7 +86,7 @@ extension PhotoFS {
         } else {
             do { snapshot = try library.view(for: appID, access: access, lean: true) } catch {
                 log("refresh failed: \(error)")
-                return ([], false)
+                return ([], nil)
             }
         }
         let new = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
@@ -98,7 +98,7 @@ extension PhotoFS {
         }
         let diff = ViewModel.diff(old, new)
         return (settle(diff, oldPolicy: old.policy, oldAlbums: old.albums, oldShared: old.shared, new: new,
-               oldIno: { old.nodes[$0]?.ino }, handled: handled, handledAlbums: handledAlbums), true)
+               oldIno: { old.nodes[$0]?.ino }, handled: handled, handledAlbums: handledAlbums), new.store.count)
     }
 
     /// After a model changed: forgets cached redactions of changed assets, tells the kernel, and
