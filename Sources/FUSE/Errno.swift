@@ -48,6 +48,10 @@ public struct Errno: Error, Equatable, Hashable, Sendable, CustomStringConvertib
     public static let noSys = Errno(ENOSYS)
     public static let notEmpty = Errno(ENOTEMPTY)
     public static let noData = Errno(ENODATA)
+    /// ESTALE: the inode is no longer there. For path-based calls (open, stat, ...) the kernel
+    /// then looks the name up again and retries once, so a name cached for an inode that was
+    /// replaced reaches the new one, and a name that is gone answers ENOENT.
+    public static let stale = Errno(ESTALE)
     /// EOPNOTSUPP (== ENOTSUP on Linux).
     public static let notSupported = Errno(EOPNOTSUPP)
 

@@ -110,6 +110,28 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// Strip-location turned on gives every file a new inode under its name. The kernel learns
+    /// of each by a queued notification; a name it still holds for the old inode must open the
+    /// redacted file, not fail ENOENT, also right after the change (scripts/bench's redact row
+    /// failed so, opening 1,000 photos at once).
+    @Test func everyFileOpensRightAfterStripLocationTurnsOn() throws {
+        let f = try MountFixture()
+        let names = (0..<300).map { "g\($0).jpg" }
+        try f.importPhotos(names, gps: true)
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app)
+        for n in names { #expect(readAll(mp + "/" + n) != nil) }   // each name now cached for its plain inode
+        try f.pg("options", app, "--strip-location", "on")
+        #expect(eventually { (readAll(mp + "/.photogate/status").map { String(decoding: $0, as: UTF8.self) } ?? "").contains("\"stripLocation\" : true") })
+        var failed: [String] = []
+        for n in names {
+            let fd = open(mp + "/" + n, O_RDONLY)
+            if fd < 0 { failed.append("\(n): \(String(cString: strerror(errno)))") } else { close(fd) }
+        }
+        #expect(failed.isEmpty, "\(failed.count) of \(names.count) failed to open: \(failed.prefix(5))")
+        try f.unmount(mp)
+    }
+
     @Test func notDeterminedTouchRecordsOneRequestUnlessPrevented() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])

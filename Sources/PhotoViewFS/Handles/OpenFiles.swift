@@ -50,6 +50,16 @@ extension PhotoFS {
             throw .isDirectory
         case nil where inode == FixedInode.albums || inode == FixedInode.shared:
             throw .isDirectory
+        case nil:
+            // An inode this view no longer has. The kernel may still reach it by a cached name
+            // until the notification deleting that name arrives (they are queued; a change of
+            // a thousand files takes a while): strip-location turned on gives every file a new
+            // inode under the same name, and a new version too where no alias stands in.
+            // ENOENT would then be final for a file that is there; ESTALE makes the kernel look
+            // the name up again and retry the open, reaching the file the name is now, or
+            // ENOENT if the name is gone too. Every unknown inode answers the same, whether it
+            // was revoked, replaced or never was, so the errno says nothing of what was there.
+            throw .stale
         default: break
         }
         let asset: (node: AssetNode, aliased: Bool)? = switch resolved {

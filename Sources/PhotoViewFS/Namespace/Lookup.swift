@@ -76,6 +76,9 @@ extension PhotoFS {
             // the revoke (Live.pagesReadAheadAreDroppedAtARevoke, flaky); an error fails the read.
             waitForPageDrop(inode)
             if let handle, let open = openHandle(handle) as? AssetHandle, open.ino == inode { throw .accessDenied }
+            // By a path (no handle), an inode the view no longer has is stale: the kernel looks
+            // the name up again (see `open`).
+            if handle == nil && error == .noEntry && resolve(inode) == nil { throw .stale }
             throw error
         }
     }
