@@ -95,7 +95,9 @@ def fuse_requests(pid, cmd):
     # "TID read(FD,  <unfinished ...>" then "TID <... read resumed>"\\x..."..., N) = M".
     counts, pending = {}, {}
     for line in open(out):
+        # strace pads the TID column ("9579  read(" but "12345 read("): split on the first run of blanks.
         tid, _, rest = line.partition(" ")
+        rest = rest.lstrip(" ")
         if rest.startswith("read("):
             fd = rest[5:].split(",", 1)[0]
             if rest.rstrip().endswith("<unfinished ...>"):
