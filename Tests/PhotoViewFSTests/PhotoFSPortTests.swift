@@ -131,6 +131,46 @@ import Glibc
         #expect(errno { _ = try fs.open(plain, flags: O_RDONLY, context: context) } == .stale)
     }
 
+    /// An album's entry names the asset's inode too. Strip-location gives the asset a new one
+    /// while the album's members (by row) stay the same: the entry must still be dropped, or the
+    /// kernel keeps `Albums/X/name` on the plain inode (for its entry timeout, a day).
+    @Test func aStripChangeDropsTheAssetsAlbumEntries() throws {
+        let (lib, fs, rec) = try make(.authorized)
+        let row = lib.asset(named: "beach.jpg")!.rowID
+        let trip = try fs.mkdir(parent: FixedInode.albums, name: "Trip", mode: 0o755, context: context).attributes.ino
+        try fs.link(try fs.lookup(parent: FixedInode.root, name: "beach.jpg", context: context).attributes.ino,
+                    newParent: trip, newName: "beach.jpg", context: context)
+        let plain = try fs.lookup(parent: trip, name: "beach.jpg", context: context).attributes.ino
+        rec.clear()
+        lib.setStrip(Self.app, row, true)
+        fs.refresh()
+        #expect(try fs.lookup(parent: trip, name: "beach.jpg", context: context).attributes.ino != plain)
+        #expect(rec.calls.contains(.entry(parent: trip, name: "beach.jpg")), "\(rec.calls)")
+    }
+
+    /// Every handler called on an inode (not a name) answers ESTALE for one the view no longer
+    /// has, so that the kernel looks the name up again; lookups by name keep ENOENT.
+    @Test func inodeHandlersAnswerStaleForAnInodeTheViewLost() throws {
+        let (lib, fs, _) = try make(.limited)
+        let dog = lib.asset(named: "dog.jpg")!.rowID
+        lib.select(Self.app, dog)
+        fs.refresh()
+        let ino = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context).attributes.ino
+        lib.deselect(Self.app, dog)
+        fs.refresh()
+        #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context) } == .noEntry)
+        #expect(errno { _ = try fs.open(ino, flags: O_RDONLY, context: context) } == .stale)
+        #expect(errno { _ = try fs.getattr(ino, handle: nil, context: context) } == .stale)
+        #expect(errno { _ = try fs.setattr(ino, SetAttributes(), handle: nil, context: context) } == .stale)
+        #expect(errno { try fs.access(ino, mask: R_OK, context: context) } == .stale)
+        #expect(errno { _ = try fs.opendir(ino, flags: 0, context: context) } == .stale)
+        #expect(errno { _ = try fs.link(ino, newParent: FixedInode.root, newName: "again.jpg", context: context) } == .stale)
+        // Granted back: the same inode is described again.
+        lib.select(Self.app, dog)
+        fs.refresh()
+        #expect(try fs.getattr(ino, handle: nil, context: context).0.ino == ino)
+    }
+
     @Test func aStatusChangeRebuildsTheViewAndDeletesEveryName() throws {
         let (lib, fs, rec) = try make(.authorized)
         let inos = try ["beach.jpg", "dog.jpg", "theirs.jpg"].map { try fs.lookup(parent: FixedInode.root, name: FileName($0), context: context).attributes.ino }

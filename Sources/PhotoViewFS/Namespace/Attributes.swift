@@ -83,7 +83,7 @@ extension PhotoFS {
     }
 
     public func access(_ inode: Inode, mask: Int32, context: RequestContext) throws(Errno) {
-        let (a, _) = try attributes(of: inode)
+        let (a, _) = try attributesOrStale(of: inode)
         if mask & W_OK != 0 && a.mode & 0o200 == 0 { throw .accessDenied }
     }
 }

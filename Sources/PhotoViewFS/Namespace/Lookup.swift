@@ -76,9 +76,24 @@ extension PhotoFS {
             // the revoke (Live.pagesReadAheadAreDroppedAtARevoke, flaky); an error fails the read.
             waitForPageDrop(inode)
             if let handle, let open = openHandle(handle) as? AssetHandle, open.ino == inode { throw .accessDenied }
+            // Visible again after the wait (a grant back, strip-location turned back: the same
+            // inode): describe it.
+            if handle == nil, let again = try? attributes(of: inode) { return again }
             // By a path (no handle), an inode the view no longer has is stale: the kernel looks
-            // the name up again (see `open`).
+            // the name up again (see `open`). (fstat sends no handle either: it gets ESTALE.)
             if handle == nil && error == .noEntry && resolve(inode) == nil { throw .stale }
+            throw error
+        }
+    }
+
+    /// `attributes(of:)` for a handler called on an inode rather than a name (setattr, access,
+    /// opendir): an inode the view no longer has is stale, so that the kernel looks the name up
+    /// again (see `open`). Lookups keep ENOENT.
+    func attributesOrStale(of inode: Inode) throws(Errno) -> (Attributes, timeout: Double) {
+        do {
+            return try attributes(of: inode)
+        } catch {
+            if error == .noEntry && resolve(inode) == nil { throw .stale }
             throw error
         }
     }

@@ -10,7 +10,7 @@ extension PhotoFS {
 
     public func opendir(_ inode: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         noteAccess()
-        let (a, _) = try attributes(of: inode)
+        let (a, _) = try attributesOrStale(of: inode)
         guard a.isDirectory else { throw .notDirectory }
         // The kernel may keep listings: `invalidate` drops them when names change.
         return OpenReply(handle: 0, keepCache: true, cacheReaddir: true)

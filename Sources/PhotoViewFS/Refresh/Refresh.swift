@@ -149,7 +149,9 @@ extension PhotoFS {
         // redacted file. Only the newest `keptCommittedNames` are kept (AliasTable).
         var reinserted: [Int64: AssetNode] = [:]
         for n in diff.inserted { reinserted[n.rowID] = n }
-        let renewed = diff.removed.filter { o in reinserted[o.rowID].map { $0.ino != o.ino && $0.strip == o.strip } ?? false }
+        // Rows still visible under a new inode (a new version; strip-location turned on or off).
+        let newInode = diff.removed.filter { o in reinserted[o.rowID].map { $0.ino != o.ino } ?? false }
+        let renewed = newInode.filter { o in reinserted[o.rowID]!.strip == o.strip }
         if !renewed.isEmpty {
             aliases.withLock { a in
                 for o in renewed.suffix(PhotoFS.keptCommittedNames) { a.insert(o.ino, row: o.rowID) }
@@ -166,10 +168,11 @@ extension PhotoFS {
                 inv.notifyDelete(parent: FixedInode.root, child: n.ino, name: Array(n.name.utf8))
             }
         }
-        // Album entries of a renewed asset are looked up again too (they name the old inode): one
-        // pass over the albums' members, whatever the number of renewed assets.
-        if !renewed.isEmpty {
-            let rows = Set(renewed.map(\.rowID))
+        // Album entries of an asset with a new inode are looked up again too (they name the old
+        // inode; the album's listing, by row, did not change, so nothing else drops them): one
+        // pass over the albums' members, whatever the number of such assets.
+        if !newInode.isEmpty {
+            let rows = Set(newInode.map(\.rowID))
             for a in Array(new.albums.values) + Array(new.shared.values) {
                 for (member, r) in a.byName where rows.contains(r) {
                     inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
