@@ -10,15 +10,6 @@ import Glibc
 /// Issue 17 in the library: one facts reader, one decision, one source of view names, read by
 /// `explain`, the history, the view and the picker's offer list alike.
 @Suite(.serialized) struct OneDecision {
-    func appFile(_ t: TempLibrary, _ app: AppID, _ name: String) throws -> Asset {
-        let writer = try StoreWriter(library: t.library, purpose: "test")
-        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
-        defer { close(fd) }
-        let bytes = try TestMedia.jpeg(tag: "\(app)-\(name)-\(UUID())")
-        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        return try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: app, name: name).asset
-    }
-
     /// The app's own file takes its name, so its view shows the photo of that name with a
     /// suffix: the view, `explain` and the history all say so (the history used to record the
     /// library's display name, which in this view is the app's own file).
@@ -26,7 +17,7 @@ import Glibc
         let t = try TempLibrary()
         let photo = try #require(try t.importJPEGs(["X.jpg"]).first)
         try t.library.authorize(editor, access: .readWrite, status: .limited)
-        let own = try appFile(t, editor, "X.jpg")
+        let own = try t.appFile(editor, "X.jpg")
         #expect(own.displayName == "X-1.jpg" && own.ownerName == "X.jpg")
         try t.library.grant(editor, [photo.id])
         let view = try t.library.view(for: editor, access: .readWrite).entries
@@ -75,7 +66,7 @@ import Glibc
         try t.library.grant(editor, [a[0].id], stripLocation: true)
         try t.library.grant(editor, [a[1].id], picked: true)
         try t.library.grantEdit(editor, [a[1].id])
-        let own = try appFile(t, editor, "own.jpg")
+        let own = try t.appFile(editor, "own.jpg")
         try t.library.read { db in
             let all = try Library.facts(db, app: editor, rowIDs: nil)
             #expect(all.count == 4)
@@ -106,7 +97,7 @@ import Glibc
         let pool = ["P.jpg", "P-1.jpg", "P-2.jpg", "Q.jpg", "Q-1.jpg", "R.jpg"]
         try t.importJPEGs(pool.filter { _ in next(3) > 0 })
         for app in [editor, camera] {
-            for _ in 0..<(2 + next(4)) { _ = try appFile(t, app, pool[next(pool.count)]) }
+            for _ in 0..<(2 + next(4)) { _ = try t.appFile(app, pool[next(pool.count)]) }
             try t.library.authorize(app, access: .readWrite, status: next(2) == 0 ? .authorized : .limited)
         }
         for a in try t.library.assets() where next(2) == 0 { try t.library.grant(editor, [a.id]) }

@@ -30,15 +30,6 @@ import Glibc
         }
     }
 
-    func appFile(_ t: TempLibrary, _ app: AppID, _ name: String) throws -> Asset {
-        let writer = try StoreWriter(library: t.library, purpose: "test")
-        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
-        defer { close(fd) }
-        let bytes = try TestMedia.jpeg(tag: "\(app)-\(name)-\(UUID())")
-        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-        return try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: app, name: name).asset
-    }
-
     /// A library with a bit of everything a view can show: grants with and without
     /// strip-location, picks, the app's own files (one named like a library photo, so names
     /// clash and must be settled), trashed photos, a user album and a shared one.
@@ -51,8 +42,8 @@ import Glibc
         try t.library.grant(editor, [assets[1].id, assets[7].id, assets[20].id])
         try t.library.grant(editor, [assets[3].id, assets[26].id], stripLocation: true)
         try t.library.grant(editor, [assets[5].id, assets[27].id], picked: true)
-        _ = try appFile(t, editor, "P2.jpg")
-        _ = try appFile(t, editor, "mine.jpg")
+        _ = try t.appFile(editor, "P2.jpg")
+        _ = try t.appFile(editor, "mine.jpg")
         assets += try t.importJPEGs((0..<6).map { "Q\($0).jpg" })
         try t.library.moveToTrash(rowIDs: [assets[4].rowID, assets[22].rowID])
         return (t, assets)

@@ -26,6 +26,16 @@ final class TempLibrary {
         let summary = try Importer(library: library, options: ImportOptions(album: album, sharedAlbum: shared)).run([src])
         return summary.imported
     }
+
+    /// A file `app` writes and names `name` (committed as a mount commits it).
+    func appFile(_ app: AppID, _ name: String) throws -> Asset {
+        let writer = try StoreWriter(library: library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
+        defer { close(fd) }
+        let bytes = try TestMedia.jpeg(tag: "\(app)-\(name)-\(UUID())")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: app, name: name).asset
+    }
 }
 
 let editor = AppID("org.example.Editor")!
