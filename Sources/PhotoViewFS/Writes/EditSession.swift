@@ -199,9 +199,11 @@ extension PhotoFS {
 
     /// ln of a visible asset into `Albums/X/` (authorized): it joins the album, one inode.
     public func link(_ inode: Inode, newParent: Inode, newName: FileName, context: RequestContext) throws(Errno) -> Entry {
-        if resolve(inode) == nil { throw .stale }   // see `open`
         guard let name = newName.string, let row = model.withLock({ $0.byIno[inode] }),
-              model.withLock({ $0.album(ino: newParent) != nil }) else { throw .permission }
+              model.withLock({ $0.album(ino: newParent) != nil }) else {
+            if resolve(inode) == nil { throw .stale }   // an inode the view lost: see `open`
+            throw .permission
+        }
         do throws(Errno) { try addToAlbum(rowID: row, albumIno: newParent, name: name) } catch {
             throw error == .crossDevice ? .permission : error
         }
