@@ -29,7 +29,7 @@ import Glibc
 ///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`; and each handle's own lock
 ///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
 ///      request submitted.
-/// Atomics (`nextHandle`, `requested`, `viewBytes`, `FDBudget`'s count) take no lock. The FUSE
+/// Atomics (`nextHandle`, `requested`, `viewBytes`, `opensAnswered`, `FDBudget`'s count) take no lock. The FUSE
 /// session's own locks (`connection`, `backing`) are leaves below all of these.
 public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     public let library: any LibraryPort
@@ -72,6 +72,13 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     public let gid: UInt32
     let log: @Sendable (String) -> Void
     public let passthrough: Bool
+    /// A no-open mount (`photogate mount --no-open`): read-only, and the kernel opens files without
+    /// asking (OPEN and FLUSH are answered ENOSYS once, and the kernel stops sending them), so a
+    /// warm open+read+close costs no round trip to the daemon. Reads then arrive without a handle,
+    /// and the inode alone says what to serve: Handles/NoOpen.swift.
+    public let noOpen: Bool
+    /// OPEN requests this mount answered (1 in a no-open mount: the first, answered ENOSYS).
+    let opensAnswered = Atomic<Int>(0)
     let started = Timespec.now
     /// When a folder's listing last changed other than by this mount's own syscalls: the mtime of
     /// every folder. With cached listings, a listing the kernel finished filling just after an
@@ -87,13 +94,14 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     static let longTimeout = 86_400.0
 
-    public init(library: any LibraryPort, app: AppID, access: AccessLevel, passthrough: Bool = true,
+    public init(library: any LibraryPort, app: AppID, access: AccessLevel, passthrough: Bool = true, noOpen: Bool = false,
                 log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.library = library
         self.appID = app
         self.access = access
         self.log = log
-        self.passthrough = passthrough
+        self.noOpen = noOpen
+        self.passthrough = passthrough && !noOpen
         try library.registerApp(app)
         writer = try library.appFileWriter(purpose: "mount")
         let initial = try ViewModel(snapshot: library.view(for: app, access: access, lean: true), storeRoot: library.storeRoot)

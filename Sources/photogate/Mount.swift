@@ -20,7 +20,7 @@ struct Mount: PhotogateCommand {
             stale by a killed daemon is cleared first.
 
             Options (-o, comma-separated, also from an fstab line): access=read-write|add-only, \
-            library=DIR, no_passthrough, allow_other, and the usual mount flags (ro, nosuid, \
+            library=DIR, no_passthrough, no_open, allow_other, and the usual mount flags (ro, nosuid, \
             nodev, noexec, noatime, default_permissions, ...); mount(8)'s own (noauto, nofail, \
             user, _netdev, x-*) are ignored.
 
@@ -49,6 +49,9 @@ struct Mount: PhotogateCommand {
     var options: [String] = []
     @Flag(help: "Never hand reads to the kernel (FUSE passthrough): photogate serves every read itself.")
     var noPassthrough = false
+    @Flag(help: ArgumentHelp("A read-only mount whose opens never reach the daemon: for scripts that read many small files.",
+                             discussion: "The kernel opens files itself and keeps their pages, so opening a file read before costs no round trip to photogate (about 3x the speed on 100 KB files). It implies -o ro and --no-passthrough; .photogate/changes cannot be read in it. Grants, revokes and strip-location still reach it at once."))
+    var noOpen = false
     @Option(help: .hidden) var readyFd: Int32?
     @OptionGroup var lib: LibraryOption
 
@@ -58,6 +61,11 @@ struct Mount: PhotogateCommand {
             let id = try parseApp(appFromMountSource(app))
             let access = parsed.access ?? self.access
             let noPassthrough = self.noPassthrough || parsed.noPassthrough
+            let noOpen = self.noOpen || parsed.noOpen
+            // An add-only mount shows nothing and only takes new files: it has nothing to read.
+            if noOpen && access == .addOnly {
+                throw CommandFailure("--no-open makes a read-only mount, and an add-only mount only takes new files: choose one", .usage)
+            }
             let library = try Library.open(at: LibraryPaths.resolve(parsed.library ?? lib.library))
             let mp = try prepareMountpoint(mountpoint)
             guard Glibc.access("/dev/fuse", F_OK) == 0 else {
@@ -76,7 +84,7 @@ struct Mount: PhotogateCommand {
                 for sig in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&unblock, sig) }
                 pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
                 let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
-                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther)
+                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen)
                 let readyFd = self.readyFd
                 let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: { err in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
@@ -97,8 +105,9 @@ struct Mount: PhotogateCommand {
                 if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
                 return
             }
-            try spawnDaemon(library: library, app: id, access: access, mountpoint: mp, options: parsed, noPassthrough: noPassthrough)
-            say("mounted \(id) (\(access.rawValue)) at \(mp)")
+            try spawnDaemon(library: library, app: id, access: access, mountpoint: mp, options: parsed, noPassthrough: noPassthrough,
+                            noOpen: noOpen)
+            say("mounted \(id) (\(access.rawValue)\(noOpen ? ", no-open, read-only" : "")) at \(mp)")
         }
     }
 
@@ -129,7 +138,7 @@ struct Mount: PhotogateCommand {
     }
 
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
-                     noPassthrough: Bool) throws {
+                     noPassthrough: Bool, noOpen: Bool) throws {
         let logs = library.paths.run + "/logs"
         try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
         let logPath = logs + "/\(app.rawValue).\(access.rawValue).log"
@@ -140,6 +149,7 @@ struct Mount: PhotogateCommand {
         var args = [exe, "mount", app.rawValue, mountpoint, "--access", access.rawValue, "--ready-fd", "3", "--library", library.paths.root]
         args += options.daemonArguments
         if noPassthrough { args.append("--no-passthrough") }
+        if noOpen { args.append("--no-open") }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

@@ -10,6 +10,8 @@ struct MountOptionList: Equatable {
     /// `no_passthrough` / `passthrough=off`.
     var noPassthrough = false
     var allowOther = false
+    /// `no_open`: a no-open mount (read-only; the kernel opens files without asking).
+    var noOpen = false
     /// Options for libfuse and the kernel (mount flags, default_permissions, ...).
     var fuse: [String] = []
 
@@ -42,12 +44,13 @@ struct MountOptionList: Equatable {
                 case ("no_passthrough", nil), ("passthrough", "off"), ("passthrough", "no"): noPassthrough = true
                 case ("passthrough", nil), ("passthrough", "on"), ("passthrough", "auto"): noPassthrough = false
                 case ("allow_other", nil): allowOther = true
+                case ("no_open", nil): noOpen = true
                 case (let k, nil) where Self.fuseFlags.contains(k): fuse.append(k)
                 case (let k, _?) where Self.fuseKeys.contains(k): fuse.append(opt)
                 case (let k, nil) where Self.ignoredFlags.contains(k): continue
                 case (let k, _) where k.hasPrefix("x-") || Self.ignoredKeys.contains(k): continue
                 default:
-                    throw CommandFailure("unknown mount option \(opt) (photogate takes access=, library=, no_passthrough, allow_other and the usual mount flags)", .usage)
+                    throw CommandFailure("unknown mount option \(opt) (photogate takes access=, library=, no_passthrough, no_open, allow_other and the usual mount flags)", .usage)
                 }
             }
         }

@@ -17,7 +17,7 @@ struct Mounts: PhotogateCommand {
             (FUSE passthrough, which needs libfuse >= 3.17 and a daemon with CAP_SYS_ADMIN), \
             "daemon" when photogate serves reads. --json also gives the state, the reason of a dead \
             mount (problem) and the mount's readahead in KiB (readaheadKiB): a daemon run as root \
-            raises it to 512 for the reads it serves.
+            raises it to 512 for the reads it serves. Who opens files (opens): "daemon", or             "kernel" for a no-open mount (`photogate mount --no-open`).
 
             Example: photogate mounts --json
             """)
@@ -32,7 +32,7 @@ struct Mounts: PhotogateCommand {
                 printJSON(entries.map { e -> [String: Any] in
                     let r = e.record
                     return ["app": r.app, "access": r.access, "mountpoint": r.mountpoint, "pid": r.pid,
-                            "readPath": r.readPath, "libfuse": r.libfuse,
+                            "readPath": r.readPath, "opens": r.opens ?? "daemon", "libfuse": r.libfuse,
                             "readaheadKiB": r.readaheadKiB.map { $0 as Any } ?? NSNull(),
                             "started": iso(Date(timeIntervalSince1970: r.started)),
                             "state": e.state.rawValue, "problem": e.problem.map { $0 as Any } ?? NSNull()]

@@ -26,7 +26,7 @@ extension PhotoFS {
 
     func statusContent() -> [UInt8] {
         let (app, policy) = model.withLock { ($0.app, $0.policy) }
-        let obj: [String: Any] = [
+        var obj: [String: Any] = [
             "app": app.id.rawValue,
             "access": access.rawValue,
             "status": policy.status.rawValue,
@@ -35,7 +35,11 @@ extension PhotoFS {
             "options": ["stripLocation": app.options.stripLocation, "preventPrompt": app.options.preventPrompt,
                         "editAny": app.options.editAny],
             "readPath": readPathBox.withLock { $0?() } ?? (passthrough ? "passthrough" : "daemon"),
+            // Who opens files: the daemon, or the kernel alone (a no-open mount).
+            "opens": noOpen ? "kernel" : "daemon",
         ]
+        // How many OPEN requests reached the daemon: one in a no-open mount (answered ENOSYS).
+        if noOpen { obj["opensAnswered"] = opensAnswered.load(ordering: .relaxed) }
         let data = (try? JSONSerialization.data(withJSONObject: obj, options: [.sortedKeys, .prettyPrinted])) ?? Data()
         return [UInt8](data) + [0x0a]
     }

@@ -26,8 +26,10 @@ public enum MountDaemon {
         public var passthrough: Bool
         public var allowOther: Bool
         public var threads: Int
+        /// A no-open mount: read-only, opens that never reach the daemon (PhotoFS.noOpen).
+        public var noOpen: Bool
         public init(app: AppID, access: AccessLevel, mountpoint: String, extraOptions: [String] = [], passthrough: Bool = true,
-                    allowOther: Bool = false, threads: Int = 4) {
+                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false) {
             self.app = app
             self.access = access
             self.mountpoint = mountpoint
@@ -35,6 +37,7 @@ public enum MountDaemon {
             self.passthrough = passthrough
             self.allowOther = allowOther
             self.threads = threads
+            self.noOpen = noOpen
         }
     }
 
@@ -44,7 +47,8 @@ public enum MountDaemon {
                            ready: (String?) -> Void) -> Int32 {
         let fs: PhotoFS
         do {
-            fs = try PhotoFS(library: library, app: settings.app, access: settings.access, passthrough: settings.passthrough, log: log)
+            fs = try PhotoFS(library: library, app: settings.app, access: settings.access, passthrough: settings.passthrough,
+                             noOpen: settings.noOpen, log: log)
         } catch {
             ready("\(error)")
             return 1
@@ -54,10 +58,13 @@ public enum MountDaemon {
         // decide for the app, not per caller: the kernel must check the mode bits photogate
         // reports (files and folders owned by the mount's owner; 0444 originals, 0755/0555
         // folders, `.photogate/request` 0200), so default_permissions always goes with it.
-        let (allowOther, defaultPermissions, extra) = mountAccess(settings)
+        var (allowOther, defaultPermissions, extra) = mountAccess(settings)
+        // A no-open mount is read-only for the kernel too: writes fail with EROFS before they
+        // reach the daemon, which could not tell one open for writing from another.
+        if settings.noOpen { extra = extra.filter { $0 != "rw" } + (extra.contains("ro") ? [] : ["ro"]) }
         let opts = MountOptions(fsName: "photogate:\(settings.app.rawValue)", subtype: "photogate", allowOther: allowOther,
                                 defaultPermissions: defaultPermissions, extra: extra, threads: settings.threads,
-                                passthrough: settings.passthrough)
+                                passthrough: settings.passthrough && !settings.noOpen)
         // Descriptors: the soft limit goes up to the hard limit, and an app's opens of originals
         // may hold all but a reserve (FDBudget.swift).
         let budget = FDBudget.mount
@@ -106,9 +113,10 @@ public enum MountDaemon {
         let record = MountRecord(app: settings.app.rawValue, access: settings.access.rawValue, mountpoint: settings.mountpoint,
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
-                                 readaheadKiB: readahead, device: deviceOf(settings.mountpoint))
+                                 readaheadKiB: readahead, device: deviceOf(settings.mountpoint),
+                                 opens: settings.noOpen ? "kernel" : "daemon")
         MountRegistry.write(record, library: library)
-        log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
+        log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opens ?? "daemon"), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
         // The registry keeps telling the read path in effect: should the kernel refuse a backing
         // file after all, the session falls back to daemon reads, and the record follows.

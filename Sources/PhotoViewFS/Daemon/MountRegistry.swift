@@ -20,6 +20,9 @@ public struct MountRecord: Codable, Sendable, Equatable {
     /// The mount's device ("major:minor", as in /proc/self/mountinfo): tells this mount from a
     /// later one at the same mount point (nil: a record of an older daemon).
     public var device: String?
+    /// "kernel" for a no-open mount (the kernel opens files without asking the daemon), else
+    /// "daemon" (nil: a record of an older daemon).
+    public var opens: String?
 }
 
 public enum MountRegistry {

@@ -29,6 +29,12 @@ extension PhotoFS {
 
     public func open(_ inode: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         noteAccess()
+        if opensAnswered.add(1, ordering: .relaxed).oldValue == 0 && noOpen {
+            log("no-open mount: the kernel opens files from now on (OPEN answered ENOSYS)")
+        }
+        // No-open: ENOSYS makes the kernel treat this open as done and send no OPEN again, for
+        // any file of the mount. What each read may get is decided per read (readWithoutHandle).
+        if noOpen { throw .noSys }
         let accmode = flags & O_ACCMODE
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
         let resolved = resolve(inode)
@@ -74,31 +80,10 @@ extension PhotoFS {
             if node.strip {
                 switch redaction(for: node) {
                 case .plan(let p): plan = p.isEmpty ? nil : p
-                case .refuse(let why):
-                    log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
-                    throw .accessDenied
+                case .refuse(let why): throw refuseUnparsed(node, why)
                 }
             }
-            // Within the descriptors the daemon may spend on one app's opens (FDBudget): the excess
-            // open fails with EMFILE, every other file keeps working.
-            let fd = try FDBudget.mount.opening { Glibc.open(node.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-            guard fd >= 0 else {
-                let e = errno
-                log("cannot open original of \(node.name): \(String(cString: strerror(e)))")
-                if e == EMFILE || e == ENFILE { throw Errno(e) }
-                throw .io
-            }
-            // An original indexed in place (import --reference) may have changed since: serve only
-            // the bytes the catalog (and the redaction plan) describe.
-            if !node.path.hasPrefix(library.storeRoot + "/") {
-                var st = stat()
-                let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
-                if changed {
-                    FDBudget.mount.close(fd)
-                    log("refused \(node.name) to \(appID): its original at \(node.path) changed after it was imported (photogate verify reports it)")
-                    throw .accessDenied
-                }
-            }
+            let fd = try openOriginal(node)
             let h = newHandle(AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
             // The app's own files in a read-write mount are read through the daemon: the app may
             // always edit them, and the kernel refuses to mix passthrough and daemon I/O on one
@@ -117,6 +102,35 @@ extension PhotoFS {
         return try openSession(inode, flags: flags, context: context)
     }
 
+    func refuseUnparsed(_ node: AssetNode, _ why: String) -> Errno {
+        log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
+        return .accessDenied
+    }
+
+    /// Opens an asset's original for reading, within the descriptors the daemon may spend on one
+    /// app's opens (FDBudget: the excess open fails with EMFILE, every other file keeps working).
+    /// An original indexed in place (import --reference) that changed since is refused: the
+    /// catalog (and the redaction plan) describe only the bytes it had.
+    func openOriginal(_ node: AssetNode) throws(Errno) -> Int32 {
+        let fd = try FDBudget.mount.opening { Glibc.open(node.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        guard fd >= 0 else {
+            let e = errno
+            log("cannot open original of \(node.name): \(String(cString: strerror(e)))")
+            if e == EMFILE || e == ENFILE { throw Errno(e) }
+            throw .io
+        }
+        if !node.path.hasPrefix(library.storeRoot + "/") {
+            var st = stat()
+            let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
+            if changed {
+                FDBudget.mount.close(fd)
+                log("refused \(node.name) to \(appID): its original at \(node.path) changed after it was imported (photogate verify reports it)")
+                throw .accessDenied
+            }
+        }
+        return fd
+    }
+
     /// Is this asset (by row id and inode) still visible? Revoked handles fail their next read.
     func stillVisible(rowID: Int64, ino: Inode) -> Bool {
         model.withLock { m in m.nodes[rowID]?.ino == ino }
@@ -125,16 +139,20 @@ extension PhotoFS {
     func openHandle(_ handle: UInt64) -> (any OpenHandle)? { handles.withLock { $0[handle] } }
 
     public func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        if noOpen && handle == 0 { return try readWithoutHandle(inode, offset: offset, size: size) }
         guard let h = openHandle(handle) else { throw .badFile }
         return try h.read(self, offset: offset, size: size)
     }
 
     public func write(_ inode: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer, context: RequestContext) throws(Errno) -> Int {
+        if noOpen { throw .readOnly }
         guard let h = openHandle(handle) else { throw .badFile }
         return try h.write(self, handle: handle, offset: offset, data: data)
     }
 
     public func flush(_ inode: Inode, handle: UInt64, context: RequestContext) throws(Errno) {
+        // No-open: nothing is ever written, so no close needs a FLUSH; ENOSYS stops them all.
+        if noOpen && handle == 0 { throw .noSys }
         try openHandle(handle)?.flush(self, handle: handle, context: context)
     }
 

@@ -20,6 +20,7 @@ extension PhotoFS {
     }
 
     public func create(parent: Inode, name: FileName, mode: UInt32, flags: Int32, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         noteAccess()
         let s = try validName(name)
         if isFolder(parent) {
@@ -55,6 +56,7 @@ extension PhotoFS {
     }
 
     public func setattr(_ inode: Inode, _ changes: SetAttributes, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         if let a = try setSessionAttributes(inode, changes, handle: handle) { return (a, 0) }
         let (a, t) = try attributesOrStale(of: inode)
         if changes.isEmpty { return (a, t) }
@@ -75,6 +77,7 @@ extension PhotoFS {
     }
 
     public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         noteAccess()
         // The top's reserved names: `Albums`/`Shared` where the view shows them, and `.photogate`,
         // exist; elsewhere no folder may take them (no Albums/ for limited apps: EACCES).

@@ -7,6 +7,7 @@ import Glibc
 
 extension PhotoFS {
     public func rmdir(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         guard let s = name.string else { throw .noEntry }
         if isFolder(parent) || (parent == FixedInode.root && rootFolders.withLock({ $0[s] != nil })) {
             return try removeFolder(parent: parent, name: s)
@@ -25,6 +26,7 @@ extension PhotoFS {
     }
 
     public func unlink(parent: Inode, name: FileName, context: RequestContext) throws(Errno) {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         guard let s = name.string else { throw .noEntry }
         if isFolder(parent) { return try unlinkInFolder(parent, s) }
         if let album = model.withLock({ $0.album(ino: parent).map(\.name) }), let ino = albumSessionIno(album, s),
@@ -96,6 +98,7 @@ extension PhotoFS {
     }
 
     public func rename(parent: Inode, name: FileName, newParent: Inode, newName: FileName, flags: RenameFlags, context: RequestContext) throws(Errno) {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         guard let s = name.string else { throw .noEntry }
         guard try childInode(parent: parent, name: s) != nil else { throw .noEntry }
         let t = try validName(newName)

@@ -22,13 +22,22 @@ extension PhotoFS {
     }
 
     func specialAttributes(_ ino: Inode) -> Attributes {
-        let size: UInt64 = ino == FixedInode.status ? UInt64(statusContent().count)
-            : ino == FixedInode.refused ? UInt64(refusedContent().count) : 0
+        let content: [UInt8]? = ino == FixedInode.status ? statusContent() : ino == FixedInode.refused ? refusedContent() : nil
+        let size = UInt64(content?.count ?? 0)
+        // The mtime follows the content (its FNV-1a hash as the nanoseconds): a kernel that keeps
+        // these files' pages (a no-open mount) drops them when it sees the mtime change, which it
+        // asks for at every read (no attribute cache time, FUSE_AUTO_INVAL_DATA).
+        var m = started
+        if let content {
+            var h: UInt64 = 0xcbf2_9ce4_8422_2325
+            for b in content { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+            m.nanoseconds = Int(h % 1_000_000_000)
+        }
         // `.photogate/request` is the owner's alone to write (issue 14: with allow_other, the
         // kernel checks these bits for everyone else).
         let mode: UInt32 = ino == FixedInode.request ? 0o200 : 0o444
         return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
-                          atime: started, mtime: started, ctime: started)
+                          atime: m, mtime: m, ctime: m)
     }
 
     func entry(_ a: Attributes, timeout: Double = PhotoFS.longTimeout) -> Entry {

@@ -40,7 +40,8 @@ extension PhotoFS {
         case .control:
             switch name {
             case "status": return FixedInode.status
-            case "changes": return FixedInode.changes
+            // The feed reads from where its open got to: a no-open mount has no opens to keep that.
+            case "changes": return noOpen ? nil : FixedInode.changes
             case "request": return FixedInode.request
             case "refused": return FixedInode.refused
             default: return nil

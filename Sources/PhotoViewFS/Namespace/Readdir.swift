@@ -76,7 +76,7 @@ extension PhotoFS {
             for (name, a) in list { add(name, a) }
         case .control:
             add("status", specialAttributes(FixedInode.status))
-            add("changes", specialAttributes(FixedInode.changes))
+            if !noOpen { add("changes", specialAttributes(FixedInode.changes)) }
             add("request", specialAttributes(FixedInode.request))
             add("refused", specialAttributes(FixedInode.refused))
         case .uploadFolder:

@@ -199,6 +199,7 @@ extension PhotoFS {
 
     /// ln of a visible asset into `Albums/X/` (authorized): it joins the album, one inode.
     public func link(_ inode: Inode, newParent: Inode, newName: FileName, context: RequestContext) throws(Errno) -> Entry {
+        if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         guard let name = newName.string, let row = model.withLock({ $0.byIno[inode] }),
               model.withLock({ $0.album(ino: newParent) != nil }) else {
             if resolve(inode) == nil { throw .stale }   // an inode the view lost: see `open`

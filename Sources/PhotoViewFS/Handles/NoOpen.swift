@@ -1,0 +1,51 @@
+import FUSE
+import Foundation
+import Redaction
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads in a no-open mount (`photogate mount --no-open`). The kernel opens files itself there,
+/// so a read comes without a handle, and everything the open would have decided is decided here,
+/// on every read the kernel sends: whether the inode is still in the view (revoked or replaced:
+/// EACCES, as for a handle opened before), the redaction plan, a referenced original that
+/// changed. Warm reads never get here: the kernel keeps each file's pages (FOPEN_KEEP_CACHE is
+/// its default without OPEN), and a revoke, a new version or a strip-location change drops them
+/// (Refresh.swift), so the next read asks again.
+extension PhotoFS {
+    func readWithoutHandle(_ inode: Inode, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        let node: AssetNode
+        switch resolve(inode) {
+        case .asset(let n)?, .aliased(let n)?: node = n
+        // Their content as it is now. Their attributes have no cache time and their mtime follows
+        // their content (specialAttributes), so the kernel drops pages of an older content.
+        case .controlFile(FixedInode.status)?: return .bytes(Self.slice(statusContent(), offset, size))
+        case .controlFile(FixedInode.refused)?: return .bytes(Self.slice(refusedContent(), offset, size))
+        // `.photogate/changes` reads from where its open got to, and `request` is written: both
+        // need an open of their own.
+        case .controlFile?: throw .notSupported
+        case nil: throw .accessDenied
+        default: throw .isDirectory
+        }
+        var plan: RedactionPlan? = nil
+        if node.strip {
+            switch redaction(for: node) {
+            case .plan(let p): plan = p.isEmpty ? nil : p
+            case .refuse(let why): throw refuseUnparsed(node, why)
+            }
+        }
+        let fd = try openOriginal(node)
+        defer { FDBudget.mount.close(fd) }
+        var buf = [UInt8](repeating: 0, count: size)
+        let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
+        if n < 0 { throw Errno(errno) }
+        buf.removeLast(size - n)
+        if let plan { buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) } }
+        return .bytes(buf)
+    }
+
+    static func slice(_ content: [UInt8], _ offset: Int64, _ size: Int) -> [UInt8] {
+        let start = min(max(Int(offset), 0), content.count)
+        return Array(content[start..<min(start + size, content.count)])
+    }
+}
