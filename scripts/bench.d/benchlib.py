@@ -316,7 +316,9 @@ def small_files():
     pt = pg_mount(lib, "org.bench.Viewer", w("mnt", "small-pt"))
     fb = pg_mount(lib, "org.bench.Viewer", w("mnt", "small-fb"), "--no-passthrough")
     bd = bind_mount(src, w("mnt", "small-bind"))
-    dirs = {"native": src, "passthrough": pt, "fallback": fb, "bindfs": bd}
+    # A no-open mount (read-only; the kernel opens files without asking the daemon).
+    no = pg_mount(lib, "org.bench.Viewer", w("mnt", "small-noopen"), "--no-open")
+    dirs = {"native": src, "passthrough": pt, "fallback": fb, "bindfs": bd, "no-open": no}
     return dict(lib=lib, dirs=dirs, lists={v: write_list(f"list-small-{v}", listing(d)) for v, d in dirs.items()})
 
 

@@ -94,6 +94,26 @@ def write(src, out_json, meta):
             row.setdefault("per_round", {})[label] = {"median": mid, "wins": wins, "rounds": len(per)}
             row["notes"].append(f"{label} round by round: median {mid:.2f}, {a_name} at least as fast in {wins} of {len(per)} rounds")
 
+    # Variants outside the table's columns (the no-open mount): a note each, with its ratio to
+    # native, round by round where both ran in the same rounds.
+    for key in order:
+        row = rows[key]
+        nat = row["variants"].get("native")
+        for name, rec in row["variants"].items():
+            if name in VARIANTS or rec.get("note"):   # a note says it already
+                continue
+            sp, sn = speed(rec), (speed(nat) if nat else None)
+            text = f"{name}: {fmt(rec.get('median'), row['unit'])}" + (f", {sp / sn:.2f} of native" if sp and sn else "")
+            a, b = rec.get("samples") or [], (nat or {}).get("samples") or []
+            if rec.get("paired") and nat and nat.get("paired") and len(a) == len(b) >= 3 and all(x > 0 for x in a + b):
+                per = sorted((x / y) if row["better"] == "higher" else (y / x) for x, y in zip(a, b))
+                mid = per[len(per) // 2] if len(per) % 2 else (per[len(per) // 2 - 1] + per[len(per) // 2]) / 2
+                text += f" (round by round: median {mid:.2f})"
+                row.setdefault("per_round", {})[f"{name}/native"] = {"median": mid, "rounds": len(per)}
+            row["notes"].append(text)
+            if nat:
+                rec["speed_vs_native"] = (sp / sn) if sp and sn else None
+
     widths = [max(len(str(c[i])) for c in [header] + table) for i in range(len(header))]
     lines = ["| " + " | ".join(h.ljust(widths[i]) for i, h in enumerate(header)) + " |",
              "|" + "|".join("-" * (w + 2) for w in widths) + "|"]

@@ -87,7 +87,8 @@ def redact():
     pg("import", "--library", lib, "--reference", real)
     pg("authorize", "--library", lib, "org.bench.Reader", "--access", "read-write", "--status", "authorized")
     mps = {"passthrough": pg_mount(lib, "org.bench.Reader", w("mnt", "redact-pt")),
-           "fallback": pg_mount(lib, "org.bench.Reader", w("mnt", "redact-fb"), "--no-passthrough")}
+           "fallback": pg_mount(lib, "org.bench.Reader", w("mnt", "redact-fb"), "--no-passthrough"),
+           "no-open": pg_mount(lib, "org.bench.Reader", w("mnt", "redact-noopen"), "--no-open")}
     native = write_list("list-real-native", listing(real, prefix=""))
     for mode in ("off", "on"):
         pg("options", "--library", lib, "org.bench.Reader", "--strip-location", mode)

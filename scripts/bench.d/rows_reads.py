@@ -4,7 +4,7 @@ import os
 import signal
 import subprocess
 
-from benchlib import (COLD_RUNS, PHOTOS, PROFILE_OPENS, RAND_READS, SMALL, SMALL_KB, TOOL, Failed, drop_caches,
+from benchlib import (COLD_RUNS, PHOTOS, PROFILE_OPENS, RAND_READS, SMALL, SMALL_KB, TOOL, VARIANTS, Failed, drop_caches,
                       gigabytes, interleaved, listing, mount_info, read_mounts, record, row, sh, small_files,
                       video_label, w, wait_until, write_list)
 
@@ -61,7 +61,7 @@ def small_warm():
     """Issue 18: for files of ~100 KB the floor is the round trips per open, not the bytes."""
     lists = small_files()["lists"]
     interleaved("small-warm", f"open-read-close {SMALL} files of ~{SMALL_KB} KB, warm",
-                lambda v: [TOOL, "orc", lists[v]], warmup=1)
+                lambda v: [TOOL, "orc", lists[v]], variants=VARIANTS + ["no-open"], warmup=1)
 
 
 # FUSE opcodes (linux/fuse.h) the profile names; the rest are counted as "other".
@@ -123,7 +123,7 @@ def profile(workload, state, prepare):
     small = small_files()
     lib, n = small["lib"], min(PROFILE_OPENS, SMALL)
     label = f"FUSE requests per open+read+close (~{SMALL_KB} KB, {state})"
-    for v in ("passthrough", "fallback"):
+    for v in ("passthrough", "fallback", "no-open"):
         mp = small["dirs"][v]
         paths = listing(mp, limit=n)
         lst = write_list(f"list-profile-{v}", paths)
