@@ -7,7 +7,9 @@ extension Library {
     /// The redaction facts of an asset: computed at import or commit and stored; a plan stored by
     /// an older scanner version is recomputed from the original first (and stored again), since
     /// it may miss location data a newer scanner finds. Fails closed: anything unreadable refuses.
-    public func redaction(rowID: Int64) throws -> RedactionResult {
+    /// With `path`, the facts must be those of the original there (a mount's view may be a
+    /// moment behind a new version): otherwise it throws, and nothing is stored.
+    public func redaction(rowID: Int64, path expected: String? = nil) throws -> RedactionResult {
         let stored = try read { db -> (RedactionResult, Int, String)? in
             guard let row = try Row.fetchOne(db, sql: """
                 SELECT redaction, redaction_refusal, redaction_version, store_path, reference_path FROM assets WHERE rowid = ?
@@ -25,6 +27,9 @@ extension Library {
             }
         }
         guard let (result, version, path) = stored else { throw LibraryError.unknownAssets([String(rowID)]) }
+        if let expected, expected != path {
+            throw LibraryError.conflict("asset \(rowID) has a newer version than the one at \(expected)")
+        }
         if version >= MediaScanner.version { return result }
         return rescan(rowID: rowID, path: path)
     }

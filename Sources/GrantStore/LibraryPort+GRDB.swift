@@ -35,7 +35,9 @@ public final class LibraryStorePort: LibraryPort {
     public func lastChange() throws -> Int64 { try port { try library.lastChange() } }
     public func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer { try port { try library.changes(app, since: since) } }
     public func latestChangeToken(_ app: AppID) throws -> Int64 { try port { try library.latestChangeToken(app) } }
-    public func redaction(rowID: Int64) throws -> RedactionResult { try port { try library.redaction(rowID: rowID) } }
+    public func redaction(rowID: Int64, path: String) throws -> RedactionResult {
+        try port { try library.redaction(rowID: rowID, path: path) }
+    }
 
     public func recordRequest(_ app: AppID, kind: RequestKind, reason: String) throws {
         _ = try port { try library.recordRequest(app, kind: kind, reason: reason) }

@@ -35,8 +35,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer
     /// The newest entry of the app's history.
     func latestChangeToken(_ app: AppID) throws -> Int64
-    /// How to serve an asset with its location removed.
-    func redaction(rowID: Int64) throws -> RedactionResult
+    /// How to serve an asset with its location removed: the facts of the version whose original
+    /// is at `path`. Throws when the row's current version is another one (the view is behind
+    /// the library for a moment): its plan would be another file's.
+    func redaction(rowID: Int64, path: String) throws -> RedactionResult
 
     // MARK: what the app asks for and what it was refused
 

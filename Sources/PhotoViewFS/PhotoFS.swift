@@ -64,7 +64,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let requested = Atomic<Bool>(false)
     let refreshLock = NSLock()
     let invalidatorBox = Mutex<Invalidator?>(nil)
-    let redactionCache = Mutex<[Int64: RedactionResult]>([:])
+    /// Redactions by inode (OpenFiles.swift `redaction(for:)`); those of removed inodes go at refreshes.
+    let redactionCache = Mutex<[Inode: RedactionResult]>([:])
     let feed: Mutex<ChangeFeed>
     /// Bytes of the assets in the view, for statfs (computed per refresh, never per request).
     let viewBytes: Atomic<UInt64>

@@ -63,7 +63,8 @@ struct Run: PhotogateCommand {
             // The view: reuse a live mount of this app and access, else mount one for the run.
             var mountpoint: String
             var ours: String? = nil
-            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue }) {
+            // Not a no-open mount: it is read-only and has no change feed, which the app may need.
+            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opens != "kernel" }) {
                 mountpoint = existing.mountpoint
             } else {
                 var template = Array("/tmp/photogate-run.XXXXXX".utf8CString)

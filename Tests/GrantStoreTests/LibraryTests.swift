@@ -280,6 +280,17 @@ let camera = AppID("org.example.Camera")!
         }
     }
 
+    /// A mount asks for the plan of the version it shows (by its original's path): a view a moment
+    /// behind a new version must not get the new version's plan for the old file's bytes.
+    @Test func aRedactionIsOnlyGivenForTheVersionAsked() throws {
+        let t = try TempLibrary()
+        let a = try t.importJPEGs(["gps.jpg"], gps: true)[0]
+        let path = t.library.originalPath(a)
+        guard case .plan(let p) = try t.library.redaction(rowID: a.rowID, path: path) else { Issue.record("a GPS JPEG must have a plan"); return }
+        #expect(!p.isEmpty)
+        #expect(throws: LibraryError.self) { try t.library.redaction(rowID: a.rowID, path: path + ".older-version") }
+    }
+
     /// Plans stored by an older scanner version are recomputed before use, and stored again.
     @Test func redactionPlansOfAnOlderScannerAreRecomputed() throws {
         let t = try TempLibrary()

@@ -166,7 +166,7 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     func lastChange() throws -> Int64 { locked { seq } }
     func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer { .changes([], latest: since) }
     func latestChangeToken(_ app: AppID) throws -> Int64 { 0 }
-    func redaction(rowID: Int64) throws -> RedactionResult { .refuse(reason: "the fake library does not redact") }
+    func redaction(rowID: Int64, path: String) throws -> RedactionResult { .refuse(reason: "the fake library does not redact") }
 
     func recordRequest(_ app: AppID, kind: RequestKind, reason: String) throws { locked { requests.append((app, kind, reason)) } }
     func recordEditRequest(app: AppID, rowID: Int64) throws { locked { editRequests.append(rowID) } }

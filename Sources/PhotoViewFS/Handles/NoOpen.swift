@@ -7,8 +7,8 @@ import Glibc
 
 /// Reads in a no-open mount (`photogate mount --no-open`). The kernel opens files itself there,
 /// so a read comes without a handle, and everything the open would have decided is decided here,
-/// on every read the kernel sends: whether the inode is still in the view (revoked or replaced:
-/// EACCES, as for a handle opened before), the redaction plan, a referenced original that
+/// on every read the kernel sends: whether the inode is still the view's (revoked, replaced or an
+/// alias: EACCES, as for a handle opened before), the redaction plan, a referenced original that
 /// changed. Warm reads never get here: the kernel keeps each file's pages (FOPEN_KEEP_CACHE is
 /// its default without OPEN), and a revoke, a new version or a strip-location change drops them
 /// (Refresh.swift), so the next read asks again.
@@ -16,7 +16,14 @@ extension PhotoFS {
     func readWithoutHandle(_ inode: Inode, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         let node: AssetNode
         switch resolve(inode) {
-        case .asset(let n)?, .aliased(let n)?: node = n
+        case .asset(let n)?: node = n
+        // An old inode standing for a newer version (Aliases.swift): in a normal mount, a new open
+        // through a name the kernel has not looked up again yet. Here it is as likely a
+        // descriptor opened on the old version, and the kernel keeps the pages a read puts in
+        // its cache: they would outlive later revokes and strip-location changes of the row,
+        // which drop the row's current inode only. Refused, as a --no-passthrough mount refuses
+        // an old handle's reads; a new open looks the name up again and reaches the new inode.
+        case .aliased?: throw .accessDenied
         // Their content as it is now. Their attributes have no cache time and their mtime follows
         // their content (specialAttributes), so the kernel drops pages of an older content.
         case .controlFile(FixedInode.status)?: return .bytes(Self.slice(statusContent(), offset, size))

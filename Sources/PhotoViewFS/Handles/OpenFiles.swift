@@ -15,15 +15,19 @@ extension PhotoFS {
         return h
     }
 
+    /// The redaction of this node's version, cached by inode (a new version or strip state is a
+    /// new inode, so a plan fetched for an older one, even stored late, never serves a newer).
+    /// The library answers for the original at `n.path` only: while the view is a moment behind
+    /// a new version, the read or open is refused and nothing is cached.
     func redaction(for n: AssetNode) -> RedactionResult {
-        if let r = redactionCache.withLock({ $0[n.rowID] }) { return r }
+        if let r = redactionCache.withLock({ $0[n.ino] }) { return r }
         let r: RedactionResult
         do {
-            r = try library.redaction(rowID: n.rowID)
+            r = try library.redaction(rowID: n.rowID, path: n.path)
         } catch {
-            r = .refuse(reason: "redaction facts unavailable: \(error)")
+            return .refuse(reason: "redaction facts unavailable: \(error)")
         }
-        redactionCache.withLock { $0[n.rowID] = r }
+        redactionCache.withLock { $0[n.ino] = r }
         return r
     }
 
@@ -171,6 +175,9 @@ extension PhotoFS {
     }
 
     public func poll(_ inode: Inode, handle: UInt64, pollHandle: PollHandle?) throws(Errno) -> Int16 {
+        // No-open: no handle to poll (and no change feed); ENOSYS makes the kernel answer polls
+        // itself (readable), instead of POLLERR for every file.
+        if noOpen && handle == 0 { throw .noSys }
         guard let h = openHandle(handle) else { throw .badFile }
         return h.poll(self, handle: handle, pollHandle: pollHandle)
     }

@@ -67,6 +67,7 @@ extension PhotoFS {
 
     public func getattr(_ inode: Inode, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {
         noteAccess()
+        let handle = noOpen && handle == 0 ? nil : handle   // no-open: fstat's handle is 0, none
         do {
             return try attributes(of: inode)
         } catch {

@@ -105,11 +105,17 @@ extension PhotoFS {
     /// feeds `.photogate/changes`.
     private func settle(_ diff: ViewModel.Diff, oldPolicy: ViewPolicy, oldAlbums: [String: AlbumNode], oldShared: [String: AlbumNode],
                         new: ViewModel, oldIno: (Int64) -> Inode?, handled: Set<Int64>, handledAlbums: Set<String>) -> Set<Inode> {
-        if !diff.updated.isEmpty || !diff.inserted.isEmpty {
-            redactionCache.withLock { c in for n in diff.updated + diff.inserted { c[n.rowID] = nil } }
+        if !diff.updated.isEmpty || !diff.removed.isEmpty {
+            redactionCache.withLock { c in for n in diff.updated + diff.removed { c[n.ino] = nil } }
         }
         let drops = invalidate(diff, oldPolicy: oldPolicy, oldAlbums: oldAlbums, oldShared: oldShared, new: new, oldIno: oldIno,
                                handled: handled, handledAlbums: handledAlbums)
+        // A no-open mount's kernel keeps `.photogate/status` pages: read(2) finds them old by their
+        // mtime (specialAttributes), but mmap and sendfile do not ask. Dropped at every change.
+        if noOpen, let inv = invalidator {
+            inv.invalidateInode(FixedInode.status, offset: 0, length: 0)
+            inv.invalidateInode(FixedInode.refused, offset: 0, length: 0)
+        }
         pullFeed()
         return drops
     }
