@@ -64,10 +64,7 @@ struct Live {
     /// cached pages must not stay readable through a handle opened before (issue 14).
     @Test func pagesReadAheadAreDroppedAtARevoke() throws {
         let f = try MountFixture()
-        let src = f.dir + "/big"
-        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
-        try TestMedia.write(try TestMedia.jpeg(tag: "big") + [UInt8](repeating: 0x5a, count: 256 << 10), to: src + "/big.jpg")
-        try f.pg("import", src)
+        try f.importPadded("big.jpg")
         try f.pg("authorize", app, "--status", "limited")
         try f.pg("grant", app, "big.jpg")
         let mp = try f.mount(app, extra: ["--no-passthrough"])

@@ -64,6 +64,17 @@ final class MountFixture {
         return src
     }
 
+    /// Imports one JPEG padded past 256 KiB (more than a first read's readahead); returns the
+    /// original's path.
+    @discardableResult
+    func importPadded(_ name: String) throws -> String {
+        let src = dir + "/padded-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(try TestMedia.jpeg(tag: name) + [UInt8](repeating: 0x5a, count: 256 << 10), to: src + "/" + name)
+        try pg("import", src)
+        return src + "/" + name
+    }
+
     /// Mounts an app's view and returns the mount point.
     func mount(_ app: String, access: String = "read-write", extra: [String] = [], at path: String? = nil) throws -> String {
         let mp = path ?? dir + "/mnt-\(app)-\(access)-\(mounts.count)"

@@ -27,6 +27,14 @@ struct StripLocation {
         return left
     }
 
+    /// A JPEG whose EXIF block has a broken TIFF header: its location cannot be found with confidence.
+    static func unparseableJPEG() throws -> [UInt8] {
+        let base = try TestMedia.jpeg(tag: "broken")
+        let exif: [UInt8] = Array("Exif".utf8) + [0, 0] + Array("ZZ".utf8) + [0, 42, 0, 0, 0, 8] + [UInt8](repeating: 7, count: 24)
+        let len = exif.count + 2
+        return [0xFF, 0xD8, 0xFF, 0xE1, UInt8(len >> 8), UInt8(len & 0xff)] + exif + Array(base[2...])
+    }
+
     func makeFiles(_ dir: String) throws -> [String] {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var names: [String] = []
@@ -108,11 +116,7 @@ struct StripLocation {
 
     @Test func unparseableMetadataIsRefusedNotLeaked() throws {
         let f = try MountFixture()
-        // A JPEG whose EXIF block has a broken TIFF header: its location cannot be found with confidence.
-        let base = try TestMedia.jpeg(tag: "broken")
-        let exif: [UInt8] = Array("Exif".utf8) + [0, 0] + Array("ZZ".utf8) + [0, 42, 0, 0, 0, 8] + [UInt8](repeating: 7, count: 24)
-        let len = exif.count + 2
-        let broken = [0xFF, 0xD8, 0xFF, 0xE1, UInt8(len >> 8), UInt8(len & 0xff)] + exif + base[2...]
+        let broken = try Self.unparseableJPEG()
         let src = f.dir + "/src"
         try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
         try TestMedia.write(Array(broken), to: src + "/odd.jpg")

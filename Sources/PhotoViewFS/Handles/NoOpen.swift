@@ -34,13 +34,7 @@ extension PhotoFS {
         case nil: throw .accessDenied
         default: throw .isDirectory
         }
-        var plan: RedactionPlan? = nil
-        if node.strip {
-            switch redaction(for: node) {
-            case .plan(let p): plan = p.isEmpty ? nil : p
-            case .refuse(let why): throw refuseUnparsed(node, why)
-            }
-        }
+        let plan = try readPlan(for: node)
         let fd = try openOriginal(node)
         defer { FDBudget.mount.close(fd) }
         var buf = [UInt8](repeating: 0, count: size)

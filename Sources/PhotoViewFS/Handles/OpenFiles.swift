@@ -80,13 +80,7 @@ extension PhotoFS {
         if let (node, aliased) = asset {
             // Writing makes a new version, where the app may edit (originals are never modified).
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
-            var plan: RedactionPlan? = nil
-            if node.strip {
-                switch redaction(for: node) {
-                case .plan(let p): plan = p.isEmpty ? nil : p
-                case .refuse(let why): throw refuseUnparsed(node, why)
-                }
-            }
+            let plan = try readPlan(for: node)
             let fd = try openOriginal(node)
             let h = newHandle(AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
             // The app's own files in a read-write mount are read through the daemon: the app may
@@ -106,9 +100,16 @@ extension PhotoFS {
         return try openSession(inode, flags: flags, context: context)
     }
 
-    func refuseUnparsed(_ node: AssetNode, _ why: String) -> Errno {
-        log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
-        return .accessDenied
+    /// What a read of this node zeroes (nil: served as is). With strip-location on, a file whose
+    /// metadata cannot be parsed with confidence is refused (EACCES), never served as it is.
+    func readPlan(for node: AssetNode) throws(Errno) -> RedactionPlan? {
+        guard node.strip else { return nil }
+        switch redaction(for: node) {
+        case .plan(let p): return p.isEmpty ? nil : p
+        case .refuse(let why):
+            log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
+            throw .accessDenied
+        }
     }
 
     /// Opens an asset's original for reading, within the descriptors the daemon may spend on one
