@@ -38,6 +38,7 @@ struct Mount: PhotogateCommand {
             Examples:
               photogate mount org.example.Editor ~/mnt/editor
               photogate mount org.example.Camera /run/camera --access add-only
+              photogate mount org.example.Indexer /run/indexer --no-open
               mount -t fuse.photogate -o library=/srv/photos org.example.Editor /mnt/editor
             """)
 
