@@ -91,8 +91,7 @@ final class SnapshotHandle: OpenHandle {
     init(_ content: [UInt8]) { self.content = content }
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
-        let start = min(Int(offset), content.count)
-        return .bytes(Array(content[start..<min(start + size, content.count)]))
+        .bytes(PhotoFS.slice(content, offset, size))
     }
 }
 

@@ -24,15 +24,11 @@ extension PhotoFS {
     func specialAttributes(_ ino: Inode) -> Attributes {
         let content: [UInt8]? = ino == FixedInode.status ? statusContent() : ino == FixedInode.refused ? refusedContent() : nil
         let size = UInt64(content?.count ?? 0)
-        // The mtime follows the content (its FNV-1a hash as the nanoseconds): a kernel that keeps
+        // The mtime follows the content (a hash of it as the nanoseconds): a kernel that keeps
         // these files' pages (a no-open mount) drops them when it sees the mtime change, which it
         // asks for at every read (no attribute cache time, FUSE_AUTO_INVAL_DATA).
         var m = started
-        if let content {
-            var h: UInt64 = 0xcbf2_9ce4_8422_2325
-            for b in content { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-            m.nanoseconds = Int(h % 1_000_000_000)
-        }
+        if let content { m.nanoseconds = Int(SipHash24.hash(key: (0, 0), content) % 1_000_000_000) }
         // `.photogate/request` is the owner's alone to write (issue 14: with allow_other, the
         // kernel checks these bits for everyone else).
         let mode: UInt32 = ino == FixedInode.request ? 0o200 : 0o444
