@@ -8,7 +8,8 @@ struct AlbumCommand: ParsableCommand {
         subcommands: [Create.self, Add.self, Remove.self, Delete.self])
 
     struct Create: PhotogateCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a user album.",
+        static let configuration = CommandConfiguration(commandName: "create",
+                                                        abstract: "Create a user album.",
                                                         discussion: "Example: photogate album create Holidays")
         @Argument(help: "The album name.") var name: String
         @OptionGroup var lib: LibraryOption
@@ -21,7 +22,8 @@ struct AlbumCommand: ParsableCommand {
     }
 
     struct Add: PhotogateCommand {
-        static let configuration = CommandConfiguration(abstract: "Add assets (ids or display names; - reads stdin) to an album.",
+        static let configuration = CommandConfiguration(commandName: "add",
+                                                        abstract: "Add assets (ids or display names; - reads stdin) to an album.",
                                                         discussion: "Example: photogate album add Holidays IMG_0001.jpg 3f2a9c0d1e4b5a6c")
         @Argument(help: "The album name.") var name: String
         @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]
@@ -35,7 +37,8 @@ struct AlbumCommand: ParsableCommand {
     }
 
     struct Remove: PhotogateCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove assets from an album (they stay in the library).",
+        static let configuration = CommandConfiguration(commandName: "remove",
+                                                        abstract: "Remove assets from an album (they stay in the library).",
                                                         discussion: "Example: photogate album remove Holidays IMG_0001.jpg")
         @Argument(help: "The album name.") var name: String
         @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]
@@ -49,7 +52,8 @@ struct AlbumCommand: ParsableCommand {
     }
 
     struct Delete: PhotogateCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a user album (its assets stay in the library).",
+        static let configuration = CommandConfiguration(commandName: "delete",
+                                                        abstract: "Delete a user album (its assets stay in the library).",
                                                         discussion: "Example: photogate album delete Holidays")
         @Argument(help: "The album name.") var name: String
         @OptionGroup var lib: LibraryOption

@@ -2,7 +2,8 @@ import ArgumentParser
 import GrantStore
 
 struct Albums: PhotogateCommand {
-    static let configuration = CommandConfiguration(abstract: "List albums and shared albums.",
+    static let configuration = CommandConfiguration(commandName: "albums",
+                                                    abstract: "List albums and shared albums.",
                                                     discussion: "Example: photogate albums --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag

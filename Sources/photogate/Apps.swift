@@ -11,7 +11,8 @@ func statusJSON(_ a: AppRecord) -> [String: Any] {
 }
 
 struct Apps: PhotogateCommand {
-    static let configuration = CommandConfiguration(abstract: "List known apps and their authorization statuses.",
+    static let configuration = CommandConfiguration(commandName: "apps",
+                                                    abstract: "List known apps and their authorization statuses.",
                                                     discussion: "Example: photogate apps --json")
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag

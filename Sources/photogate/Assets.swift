@@ -5,6 +5,7 @@ import PhotoLibrary
 
 struct Assets: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "assets",
         abstract: "List assets; with --app, exactly what that app's mount shows.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate assets [<options>]",

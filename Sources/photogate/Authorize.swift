@@ -4,6 +4,7 @@ import PhotoLibrary
 
 struct Authorize: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "authorize",
         abstract: "Set an app's authorization status for one access level (answers its pending requests).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate authorize <app> --status <status> [<options>]",

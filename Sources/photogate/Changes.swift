@@ -4,6 +4,7 @@ import GrantStore
 
 struct Changes: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "changes",
         abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate changes <app> [--since <since>] [<options>]",

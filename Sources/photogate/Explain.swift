@@ -6,6 +6,7 @@ import Redaction
 
 struct Explain: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "explain",
         abstract: "Say what an app gets for an asset, and why: visible or not, redacted byte ranges, or refused.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate explain <app> <asset> [<options>]",

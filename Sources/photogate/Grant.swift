@@ -3,6 +3,7 @@ import GrantStore
 
 struct Grant: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "grant",
         abstract: "Add assets to an app's limited selection (or hand them over as picked).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate grant <app> [<assets> ...] [<options>]",

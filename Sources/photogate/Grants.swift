@@ -3,7 +3,8 @@ import GrantStore
 import PhotoLibrary
 
 struct Grants: PhotogateCommand {
-    static let configuration = CommandConfiguration(abstract: "List an app's selection and picked assets.",
+    static let configuration = CommandConfiguration(commandName: "grants",
+                                                    abstract: "List an app's selection and picked assets.",
                                                     discussion: """
                                                         Names are those the app sees (as in `photogate assets --app APP`); --json adds displayName.
                                                         Example: photogate grants org.example.Editor --json

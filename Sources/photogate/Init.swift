@@ -3,6 +3,7 @@ import GrantStore
 
 struct Init: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "init",
         abstract: "Create a library: a store folder for originals and the database.",
         discussion: "Example: photogate init ~/Pictures/photogate")
 

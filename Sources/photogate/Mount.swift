@@ -10,6 +10,7 @@ import Glibc
 
 struct Mount: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "mount",
         abstract: "Mount an app's view of the library (returns once the mount is ready).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate mount <app> <mountpoint> [<options>]",

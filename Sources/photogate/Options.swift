@@ -8,6 +8,7 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
 
 struct Options: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "options",
         abstract: "Show or set an app's options: strip-location, prevent-prompt and edit-any.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate options <app> [<options>]",

@@ -30,6 +30,7 @@ enum PickMedia: String, EnumerableFlag {
 
 struct Pick: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pick",
         abstract: "Choose what an app gets in a full-screen picker (a terminal UI; works in tmux and over SSH).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate pick [<app>] [<options>]",

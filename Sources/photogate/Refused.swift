@@ -4,6 +4,7 @@ import PhotoLibrary
 
 struct Refused: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "refused",
         abstract: "List files apps wrote that were refused at their close, and why.",
         discussion: """
             A file an app writes through its mount becomes an asset when its writer closes it; one that \

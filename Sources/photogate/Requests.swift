@@ -3,6 +3,7 @@ import GrantStore
 
 struct Requests: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "requests",
         abstract: "List pending authorization requests (prompts).",
         discussion: """
             A request is recorded when a not-determined app touches its mount, or when an app writes to \

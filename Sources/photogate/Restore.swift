@@ -3,6 +3,7 @@ import GrantStore
 
 struct Restore: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "restore",
         abstract: "Bring assets back from Recently Deleted.",
         discussion: "Example: photogate restore IMG_0001.jpg")
     @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]

@@ -4,6 +4,7 @@ import GrantStore
 
 struct Revert: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "revert",
         abstract: "Revert an asset to its original (PhotoKit's Revert to Original).",
         discussion: """
             The original becomes what every app reads again: same id, name, albums and grants; its hash, \

@@ -3,6 +3,7 @@ import GrantStore
 
 struct Revoke: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "revoke",
         abstract: "Remove assets from an app's selection (or from its picked assets).",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate revoke <app> [<assets> ...] [<options>]",

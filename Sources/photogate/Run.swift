@@ -12,6 +12,7 @@ import Glibc
 /// folder and nothing of the library behind it.
 struct Run: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "run",
         abstract: "Run a command in a sandbox (bubblewrap) whose pictures folder is the app's view.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate run <app> [<options>] -- [<command> ...]",

@@ -2,7 +2,8 @@ import ArgumentParser
 import GrantStore
 
 struct Status: PhotogateCommand {
-    static let configuration = CommandConfiguration(abstract: "Show an app's status for both access levels and its options.",
+    static let configuration = CommandConfiguration(commandName: "status",
+                                                    abstract: "Show an app's status for both access levels and its options.",
                                                     discussion: "Example: photogate status org.example.Editor --json")
     @Argument(help: "The app id.") var app: String
     @OptionGroup var lib: LibraryOption

@@ -3,6 +3,7 @@ import GrantStore
 
 struct Trash: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "trash",
         abstract: "List Recently Deleted: assets removed with rm through a mount.",
         discussion: "Example: photogate trash --json")
     @OptionGroup var lib: LibraryOption

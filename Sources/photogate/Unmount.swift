@@ -8,6 +8,7 @@ import Glibc
 
 struct Unmount: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unmount",
         abstract: "Unmount an app's view (waits for its daemon to finish).",
         discussion: "Example: photogate unmount ~/mnt/editor   (fusermount3 -u works too)")
 

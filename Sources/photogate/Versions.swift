@@ -5,6 +5,7 @@ import PhotoLibrary
 
 struct Versions: PhotogateCommand {
     static let configuration = CommandConfiguration(
+        commandName: "versions",
         abstract: "List the versions of an asset: the original and each edit an app saved.",
         discussion: """
             Version 0 is the original, which no edit ever modifies or deletes; 1, 2, 3... are the edits, \
