@@ -36,6 +36,39 @@ import Glibc
         #expect(try reopened.assets().count == count)
     }
 
+    /// Scripts grant in loops, one process per asset, often with no mount running (so no
+    /// connection keeps the log's index between them). Each process then rebuilt that index from
+    /// the whole log, and once the log passed SQLite's 4 MB, each commit's checkpoint copied all
+    /// of it into the database again. The log stays short instead: it is truncated when a
+    /// process lets go of it past `Library.largeLog`, so it never grows by more than one
+    /// process's writes beyond that.
+    @Test func grantsInALoopKeepTheLogShort() throws {
+        let dir = TestSupport.tempDir("wal")
+        defer { TestSupport.remove(dir) }
+        let paths = LibraryPaths(root: dir + "/library")
+        try TestMedia.write(TestMedia.jpeg(tag: "wal-loop"), to: dir + "/one.jpg")
+        let app = AppID("org.example.Loop")!
+        let count = 300
+        do {
+            let library = try Library.create(at: paths)
+            let original = try ReferencedOriginal(scanning: dir + "/one.jpg")
+            try library.insertReferenced([original], count: count) { i in BulkAsset(name: "L_\(i).jpg", original: 0) }
+            _ = try library.authorize(app, access: .readWrite, status: .limited)
+        }
+        var largest: Int64 = 0
+        for i in 0..<count {
+            do {
+                let library = try Library.open(at: paths)   // one CLI command
+                _ = try library.grant(app, ["L_\(i).jpg"])
+            }
+            largest = max(largest, walSize(paths))
+        }
+        // Short: under half of SQLite's own 4 MB checkpoint size, whatever the threshold is.
+        #expect(largest <= 2 << 20, "the log grew to \(largest) bytes over \(count) one-asset grants")
+        let reopened = try Library.open(at: paths)
+        #expect(try reopened.grants(app).count == count)
+    }
+
     /// A small write leaves the log as SQLite keeps it (no checkpoint, no truncation): the
     /// reason the log is kept at all.
     @Test func aSmallWriteLeavesTheLogAlone() throws {
