@@ -34,8 +34,8 @@ struct Photogate: ParsableCommand {
         // Everything photogate creates (library files, logs, what its daemons make) is owner-only.
         LibraryPrivacy.restrictUmask()
         let args = Array(CommandLine.arguments.dropFirst())
-        // The subcommands' names cost ~3 ms (String(describing:) of 27 types, each a scan of the
-        // runtime's conformance tables): asked only for a line that can be mount.fuse3's.
+        // Only a line that can be mount.fuse3's needs the subcommands' names (cheap now: every
+        // command names itself, so none is derived from its type's name).
         let helper = args.count >= 2 && args[1].hasPrefix("/")
             ? MountHelperArguments.rewrite(args, subcommands: configuration.subcommands.map { $0._commandName }) : nil
         main(helper ?? args)

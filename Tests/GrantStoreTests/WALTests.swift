@@ -56,13 +56,20 @@ import Glibc
             _ = try library.authorize(app, access: .readWrite, status: .limited)
         }
         var largest: Int64 = 0
+        var truncations = 0
+        var last = walSize(paths)
         for i in 0..<count {
             do {
                 let library = try Library.open(at: paths)   // one CLI command
                 _ = try library.grant(app, ["L_\(i).jpg"])
             }
-            largest = max(largest, walSize(paths))
+            let size = walSize(paths)
+            if size < last { truncations += 1 }
+            largest = max(largest, size)
+            last = size
         }
+        // The grants wrote more than the threshold in all, so the log was let go of along the way.
+        #expect(truncations > 0, "the log was never truncated (largest \(largest) bytes)")
         // Short: under half of SQLite's own 4 MB checkpoint size, whatever the threshold is.
         #expect(largest <= 2 << 20, "the log grew to \(largest) bytes over \(count) one-asset grants")
         let reopened = try Library.open(at: paths)

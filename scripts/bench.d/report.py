@@ -81,7 +81,10 @@ def write(src, out_json, meta):
     # noisy disk this says more than a ratio of two medians.
     for key in order:
         row = rows[key]
-        for a_name, b_name, label in (("passthrough", "native", "pt/native"), ("fallback", "bindfs", "fb/bindfs")):
+        pairs = [("passthrough", "native", "pt/native"), ("fallback", "bindfs", "fb/bindfs")]
+        if "bindfs" not in row["variants"]:   # rows without bindfs: the fallback against native
+            pairs.append(("fallback", "native", "fb/native"))
+        for a_name, b_name, label in pairs:
             a_rec, b_rec = row["variants"].get(a_name), row["variants"].get(b_name)
             if not (a_rec and b_rec and a_rec.get("paired") and b_rec.get("paired")):
                 continue

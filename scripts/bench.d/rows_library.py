@@ -86,7 +86,8 @@ def import_row():
 
 @row("redact", "writes-mount")
 def redact():
-    """Redacted against plain reads through the same mount."""
+    """Reads through each mount with strip-location off, then on, in rounds with native reads of
+    the same files (natively nothing is stripped)."""
     real = real_photos()
     lib = w("library-redact")
     pg("init", "--library", lib)
