@@ -145,7 +145,9 @@ def measure(workload, label, variant, cmd, prepare=None, warmup=0, runs=None, ra
 def interleaved(workload, label, cmd_for, variants=VARIANTS, prepare=None, warmup=1, runs=None, rate=None, unit="s"):
     """Measures the variants in rounds (each round runs every variant once, in a rotating order)
     rather than one after the other: on a busy machine a slow phase then lands on all variants
-    alike, so the ratios between them hold (report.py also compares them round by round)."""
+    alike, so the ratios between them hold (report.py also compares them round by round).
+    `prepare` runs untimed before each run: one callable for every variant, or a dict of one per
+    variant."""
     runs = runs or RUNS
     got = {v: [] for v in variants}
     failed = {}
@@ -159,7 +161,7 @@ def interleaved(workload, label, cmd_for, variants=VARIANTS, prepare=None, warmu
             if v in failed:
                 continue
             try:
-                t = timed(cmd_for(v), prepare)
+                t = timed(cmd_for(v), prepare.get(v) if isinstance(prepare, dict) else prepare)
                 got[v].append(rate / t if rate else t)
             except Failed as e:
                 failed[v] = f"failed (round {r + 1}): {e}"
@@ -259,19 +261,26 @@ def real_photos():
 
 
 @dataset
+def photos():
+    """The PHOTOS photos (2-4 MB; after a unique 64 KiB head they are sparse, so a pass reads from
+    memory, not the disk). The main, list and big libraries index them in place."""
+    os.makedirs(w("photos"), exist_ok=True)
+    sh(TOOL, "gen-photos", w("photos"), PHOTOS, 2000000, 4000000, TEMPLATE, 2, "sparse")
+    return w("photos")
+
+
+@dataset
 def main_library():
-    """The video and the PHOTOS photos (2-4 MB; after a unique 64 KiB head they are sparse, so a
-    pass reads from memory, not the disk: the per-file and per-byte costs of each path), in a
-    library; the photos indexed in place by debug-fill-catalog (hashing 20-40 GB would take
+    """The video and the PHOTOS photos (`photos`: sparse after their head, so a pass reads from
+    memory, not the disk: the per-file and per-byte costs of each path), in a library; the
+    photos indexed in place by debug-fill-catalog (hashing 20-40 GB would take
     minutes; import is measured by its own row)."""
     lib = w("library")
     pg("init", "--library", lib)
     os.makedirs(w("src"), exist_ok=True)
-    os.makedirs(w("photos"), exist_ok=True)
     sh(TOOL, "gen-video", w("src", "video.mp4"), VIDEO_MB << 20, 1)
-    sh(TOOL, "gen-photos", w("photos"), PHOTOS, 2000000, 4000000, TEMPLATE, 2, "sparse")
     pg("import", "--library", lib, w("src", "video.mp4"))
-    pg("debug-fill-catalog", "--library", lib, w("photos"))
+    pg("debug-fill-catalog", "--library", lib, photos())
     pg("authorize", "--library", lib, "org.bench.Viewer", "--access", "read-write", "--status", "authorized")
     return lib
 
@@ -326,14 +335,15 @@ def small_files():
 def list_library():
     """LIST assets, all reading one photo, for ls -l and find -newer (and the mount-time row)."""
     lib = w("library-list")
+    src = photos()   # first: a BENCH_ONLY of these rows alone made no photos, and failed
     pg("init", "--library", lib)
-    one = w("photos", "IMG_000000.jpg")
+    one = os.path.join(src, "IMG_000000.jpg")
     pg("debug-fill-catalog", "--library", lib, "--count", LIST, "--name-prefix", "A_", one)
     pg("authorize", "--library", lib, "org.bench.Viewer", "--access", "read-write", "--status", "authorized")
     # The native side: hard links to the photos (ext4 allows 65,000 links per file: spread them).
     os.makedirs(w("listdir"), exist_ok=True)
     for i in range(LIST):
-        os.link(w("photos", f"IMG_{i % PHOTOS:06d}.jpg"), w("listdir", f"A_{i:07d}.jpg"))
+        os.link(os.path.join(src, f"IMG_{i % PHOTOS:06d}.jpg"), w("listdir", f"A_{i:07d}.jpg"))
     return lib
 
 
@@ -341,9 +351,10 @@ def list_library():
 def big_library():
     """BIG assets reading the PHOTOS photos in turn: mount time, memory, grants at scale."""
     lib = w("library-big")
+    src = photos()
     pg("init", "--library", lib)
     t0 = time.perf_counter()
-    pg("debug-fill-catalog", "--library", lib, "--count", BIG, "--name-prefix", "B_", w("photos"))
+    pg("debug-fill-catalog", "--library", lib, "--count", BIG, "--name-prefix", "B_", src)
     log(f"debug-fill-catalog of {BIG} assets: {time.perf_counter() - t0:.1f} s")
     pg("authorize", "--library", lib, "org.bench.Viewer", "--access", "read-write", "--status", "authorized")
     pg("authorize", "--library", lib, "org.bench.Limited", "--access", "read-write", "--status", "limited")

@@ -15,8 +15,7 @@ from benchlib import (BIG, GRANT, LAT, LIST, NMOUNTS, PG, PHOTOS, REAL, RUNS, TO
 @row("ls-l", "metadata")
 def ls_l():
     dirs = list_mounts()
-    for v in VARIANTS:
-        measure("ls-l", f"ls -l of {LIST} entries, warm", v, ["ls", "-l", dirs[v]], warmup=1)
+    interleaved("ls-l", f"ls -l of {LIST} entries, warm", lambda v: ["ls", "-l", dirs[v]])
 
 
 @row("find-newer", "metadata")
@@ -27,8 +26,7 @@ def find_newer():
     open(ref, "w").close()
     t = 1500000000 + LIST // 2 * 60
     os.utime(ref, (t, t))
-    for v in VARIANTS:
-        measure("find-newer", f"find -newer over {LIST} entries, warm", v, ["find", dirs[v], "-newer", ref], warmup=1)
+    interleaved("find-newer", f"find -newer over {LIST} entries, warm", lambda v: ["find", dirs[v], "-newer", ref])
 
 
 @dataset
@@ -57,8 +55,8 @@ def cp_in():
             "passthrough": remounting(lib, "org.bench.Camera", capt),
             "fallback": remounting(lib, "org.bench.Camera", cafb, "--no-passthrough")}
     files = listing(real)
-    for v in VARIANTS:
-        measure("cp", f"cp {REAL} photos (2-4 MB) in", v, ["cp", "--sparse=never", *files, dst[v] + "/"], prepare=prep[v])
+    interleaved("cp", f"cp {REAL} photos (2-4 MB) in", lambda v: ["cp", "--sparse=never", *files, dst[v] + "/"],
+                prepare=prep, warmup=0)
     prep["passthrough"]()
     prep["fallback"]()
     pg_unmount(lib, capt)
