@@ -117,14 +117,14 @@ extension PhotoFS {
     /// An original indexed in place (import --reference) that changed since is refused: the
     /// catalog (and the redaction plan) describe only the bytes it had.
     func openOriginal(_ node: AssetNode) throws(Errno) -> Int32 {
-        let fd = try FDBudget.mount.opening { Glibc.open(node.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        let fd = try FDBudget.mount.opening { node.path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } }
         guard fd >= 0 else {
             let e = errno
             log("cannot open original of \(node.name): \(String(cString: strerror(e)))")
             if e == EMFILE || e == ENFILE { throw Errno(e) }
             throw .io
         }
-        if !node.path.hasPrefix(library.storeRoot + "/") {
+        if !node.path.hasPrefix(storeRootPrefix) {
             var st = stat()
             let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
             if changed {

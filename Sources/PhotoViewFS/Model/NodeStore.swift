@@ -19,6 +19,8 @@ final class NodeStore: @unchecked Sendable {
     private(set) var text: [UInt8]
     private(set) var ends: [UInt32]
     let storeRoot: String
+    /// `storeRoot` and a slash, as bytes: a stored path is joined to it in one allocation.
+    let rootPrefix: [UInt8]
     private(set) var byRow: IndexTable
     private(set) var byName: IndexTable
     private(set) var byIno: IndexTable
@@ -44,6 +46,7 @@ final class NodeStore: @unchecked Sendable {
          ends: [UInt32], storeRoot: String, byRow: IndexTable, byName: IndexTable, byIno: IndexTable) {
         self.rowIDs = rowIDs; self.inos = inos; self.sizes = sizes; self.mtimes = mtimes; self.ctimes = ctimes
         self.bits = bits; self.text = text; self.ends = ends; self.storeRoot = storeRoot
+        self.rootPrefix = Array(storeRoot.utf8) + [UInt8(ascii: "/")]
         self.byRow = byRow; self.byName = byName; self.byIno = byIno
     }
 
@@ -120,6 +123,21 @@ final class NodeStore: @unchecked Sendable {
         return text.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[r]), as: UTF8.self) }
     }
 
+    /// The absolute path of a node kept in the store: `storeRoot/` and its stored path, built in
+    /// one allocation (every open and lookup resolves a node; concatenating cost three).
+    func storePath(_ i: Int) -> String {
+        let r = NodeStore.bounds(ends, i, 2)
+        return text.withUnsafeBufferPointer { t in
+            rootPrefix.withUnsafeBufferPointer { root in
+                String(unsafeUninitializedCapacity: root.count + r.count) { out in
+                    _ = out.initialize(fromContentsOf: root)
+                    _ = out[root.count...].initialize(fromContentsOf: t[r])
+                    return root.count + r.count
+                }
+            }
+        }
+    }
+
     func bytesEqual(_ i: Int, _ field: Int, _ other: NodeStore, _ j: Int) -> Bool {
         let a = NodeStore.bounds(ends, i, field), b = NodeStore.bounds(other.ends, j, field)
         guard a.count == b.count else { return false }
@@ -130,9 +148,8 @@ final class NodeStore: @unchecked Sendable {
 
     func node(_ i: Int) -> AssetNode {
         let b = bits[i]
-        let p = string(i, 2)
         return AssetNode(rowID: rowIDs[i], assetID: string(i, 0), name: string(i, 1), ino: inos[i], size: sizes[i],
-                         mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storeRoot + "/" + p : p,
+                         mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storePath(i) : string(i, 2),
                          strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
                          selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0)
     }
