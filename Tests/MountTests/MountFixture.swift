@@ -23,9 +23,9 @@ final class MountFixture {
     private var mounts: [String] = []
     var env: [String: String] { ["PHOTOGATE_LIBRARY": library] }
 
-    init() throws {
+    init(libraryName: String = "library") throws {
         dir = TestSupport.tempDir("mnt")
-        library = dir + "/library"
+        library = dir + "/" + libraryName
         try pg("init")
     }
 

@@ -153,4 +153,29 @@ struct StripLocation {
         #expect(v.status != 0 && v.stdout.contains("reference-changed"), "\(v.stdout)")
         try f.unmount(mp)
     }
+
+    /// Whether an original was copied into the store is decided by the bytes of its path. A
+    /// library named "café" (é composed) and a folder beside it named "café" with e + U+0301
+    /// are two folders on disk, but the same string to Swift's `hasPrefix`: a referenced original
+    /// under the second one's store/ counted as copied in, and was served after it changed.
+    @Test func aReferenceUnderAnEquivalentlyNamedFolderIsStillChecked() throws {
+        let f = try MountFixture(libraryName: "caf\u{E9}")
+        let twin = f.dir + "/cafe\u{301}/store"
+        try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
+        var a = stat(), b = stat()
+        #expect(stat(f.library + "/store", &a) == 0 && stat(twin, &b) == 0 && a.st_ino != b.st_ino,
+                "the two folders were meant to be distinct on disk")
+        try TestMedia.write(try TestMedia.jpeg(tag: "twin"), to: twin + "/t.jpg")
+        try f.pg("import", "--reference", twin + "/t.jpg")
+        let app = "org.example.TwinReader"
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("options", app, "--strip-location", "on")
+        let mp = try f.mount(app)
+        #expect(readAll(mp + "/t.jpg") != nil)
+        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=43.3", "-GPSLatitudeRef=N", twin + "/t.jpg"])
+        #expect(e.status == 0)
+        #expect(try TestSupport.run("touch", ["-d", "+5 seconds", twin + "/t.jpg"]).status == 0)
+        #expect(openErrno(mp + "/t.jpg", O_RDONLY) == EACCES, "a changed referenced original was opened")
+        try f.unmount(mp)
+    }
 }

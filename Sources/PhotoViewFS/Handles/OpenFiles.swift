@@ -124,7 +124,10 @@ extension PhotoFS {
             if e == EMFILE || e == ENFILE { throw Errno(e) }
             throw .io
         }
-        if !node.path.hasPrefix(storeRootPrefix) {
+        // By bytes: String.hasPrefix compares by canonical equivalence, so a referenced original
+        // in a folder whose name only looks like the library's (é composed against e + U+0301:
+        // two folders on disk) counted as copied in, and skipped the check below.
+        if !node.path.utf8.starts(with: storeRootPrefix.utf8) {
             var st = stat()
             let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
             if changed {
