@@ -81,7 +81,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// warm open+read+close costs no round trip to the daemon. Reads then arrive without a handle,
     /// and the inode alone says what to serve: Handles/NoOpen.swift.
     public let noOpen: Bool
-    /// OPEN requests this mount answered (1 in a no-open mount: the first, answered ENOSYS).
+    /// OPEN requests a no-open mount answered (1: the first, answered ENOSYS; `.photogate/status`
+    /// shows it). Other mounts do not count.
     let opensAnswered = Atomic<Int>(0)
     let started = Timespec.now
     /// When a folder's listing last changed other than by this mount's own syscalls: the mtime of

@@ -18,7 +18,8 @@ struct Mounts: PhotogateCommand {
             (FUSE passthrough, which needs libfuse >= 3.17 and a daemon with CAP_SYS_ADMIN), \
             "daemon" when photogate serves reads. --json also gives the state, the reason of a dead \
             mount (problem) and the mount's readahead in KiB (readaheadKiB): a daemon run as root \
-            raises it to 512 for the reads it serves. Who opens files (opens): "daemon", or             "kernel" for a no-open mount (`photogate mount --no-open`).
+            raises it to 512 for the reads it serves. Who opens files (opens): "daemon", or \
+            "kernel" for a no-open mount (`photogate mount --no-open`).
 
             Example: photogate mounts --json
             """)

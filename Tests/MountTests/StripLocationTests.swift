@@ -137,21 +137,27 @@ struct StripLocation {
         let f = try MountFixture()
         let src = f.dir + "/ref"
         try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
-        try TestMedia.write(try TestMedia.jpeg(tag: "ref"), to: src + "/r.jpg")
-        try f.pg("import", "--reference", src)
-        let app = "org.example.RefReader"
-        try f.pg("authorize", app, "--status", "authorized")
-        try f.pg("options", app, "--strip-location", "on")
-        let mp = try f.mount(app)
-        #expect(readAll(mp + "/r.jpg") != nil)
-        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=43.3", "-GPSLatitudeRef=N", src + "/r.jpg"])
-        #expect(e.status == 0)
-        // A new file time, as any edit makes (a same-second edit would look unchanged by time).
-        #expect(try TestSupport.run("touch", ["-d", "+5 seconds", src + "/r.jpg"]).status == 0)
+        let mp = try Self.changeAfterImport(f, folder: src, name: "r.jpg", app: "org.example.RefReader")
         #expect(openErrno(mp + "/r.jpg", O_RDONLY) == EACCES)
         let v = try f.pgStatus("verify", "--json")
         #expect(v.status != 0 && v.stdout.contains("reference-changed"), "\(v.stdout)")
         try f.unmount(mp)
+    }
+
+    /// Imports a JPEG in `folder` by reference, mounts it for `app` with strip-location on, reads
+    /// it once, then adds GPS to the original with exiftool and moves its time on, as any edit
+    /// does (a same-second edit would look unchanged by time). Returns the mount point.
+    static func changeAfterImport(_ f: MountFixture, folder: String, name: String, app: String) throws -> String {
+        try TestMedia.write(try TestMedia.jpeg(tag: folder + name), to: folder + "/" + name)
+        try f.pg("import", "--reference", folder + "/" + name)
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("options", app, "--strip-location", "on")
+        let mp = try f.mount(app)
+        #expect(readAll(mp + "/" + name) != nil)
+        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=43.3", "-GPSLatitudeRef=N", folder + "/" + name])
+        #expect(e.status == 0)
+        #expect(try TestSupport.run("touch", ["-d", "+5 seconds", folder + "/" + name]).status == 0)
+        return mp
     }
 
     /// Whether an original was copied into the store is decided by the bytes of its path. A
@@ -165,16 +171,7 @@ struct StripLocation {
         var a = stat(), b = stat()
         #expect(stat(f.library + "/store", &a) == 0 && stat(twin, &b) == 0 && a.st_ino != b.st_ino,
                 "the two folders were meant to be distinct on disk")
-        try TestMedia.write(try TestMedia.jpeg(tag: "twin"), to: twin + "/t.jpg")
-        try f.pg("import", "--reference", twin + "/t.jpg")
-        let app = "org.example.TwinReader"
-        try f.pg("authorize", app, "--status", "authorized")
-        try f.pg("options", app, "--strip-location", "on")
-        let mp = try f.mount(app)
-        #expect(readAll(mp + "/t.jpg") != nil)
-        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=43.3", "-GPSLatitudeRef=N", twin + "/t.jpg"])
-        #expect(e.status == 0)
-        #expect(try TestSupport.run("touch", ["-d", "+5 seconds", twin + "/t.jpg"]).status == 0)
+        let mp = try Self.changeAfterImport(f, folder: twin, name: "t.jpg", app: "org.example.TwinReader")
         #expect(openErrno(mp + "/t.jpg", O_RDONLY) == EACCES, "a changed referenced original was opened")
         try f.unmount(mp)
     }

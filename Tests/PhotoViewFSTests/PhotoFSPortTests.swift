@@ -15,6 +15,14 @@ import Glibc
     let context = RequestContext(uid: getuid(), gid: getgid(), pid: getpid(), umask: 0o022)
 
     /// A library with two of the person's photos and one of another app's, and a mount of `app`.
+    /// Grants dog.jpg to the app; returns its row and the inode the view gives it.
+    func grantDog(_ lib: FakeLibrary, _ fs: PhotoFS) throws -> (row: Int64, ino: Inode) {
+        let dog = lib.asset(named: "dog.jpg")!.rowID
+        lib.select(Self.app, dog)
+        fs.refresh()
+        return (dog, try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context).attributes.ino)
+    }
+
     func make(_ status: AuthorizationStatus, access: AccessLevel = .readWrite) throws
         -> (FakeLibrary, PhotoFS, RecordingInvalidator) {
         let lib = try FakeLibrary()
@@ -76,10 +84,7 @@ import Glibc
 
     @Test func aRevokeHidesTheAssetTellsTheKernelAndRefusesOpenHandles() throws {
         let (lib, fs, rec) = try make(.limited)
-        let dog = lib.asset(named: "dog.jpg")!.rowID
-        lib.select(Self.app, dog)
-        fs.refresh()
-        let ino = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context).attributes.ino
+        let (dog, ino) = try grantDog(lib, fs)
         let h = try fs.open(ino, flags: O_RDONLY, context: context).handle
         defer { fs.release(ino, handle: h, flags: 0) }
         _ = try fs.read(ino, handle: h, offset: 0, size: 4)
@@ -152,10 +157,7 @@ import Glibc
     /// has, so that the kernel looks the name up again; lookups by name keep ENOENT.
     @Test func inodeHandlersAnswerStaleForAnInodeTheViewLost() throws {
         let (lib, fs, _) = try make(.limited)
-        let dog = lib.asset(named: "dog.jpg")!.rowID
-        lib.select(Self.app, dog)
-        fs.refresh()
-        let ino = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context).attributes.ino
+        let (dog, ino) = try grantDog(lib, fs)
         lib.deselect(Self.app, dog)
         fs.refresh()
         #expect(errno { _ = try fs.lookup(parent: FixedInode.root, name: "dog.jpg", context: context) } == .noEntry)

@@ -45,12 +45,19 @@ final class AssetHandle: OpenHandle {
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         guard fs.stillVisible(rowID: rowID, ino: ino) else { throw .accessDenied }
         guard let plan else { return .file(fd: fd, offset: offset, count: size) }
+        return .bytes(try AssetHandle.readBytes(fd, offset: offset, size: size, zeroing: plan))
+    }
+
+    /// Up to `size` bytes of an original from `offset`, with the plan's ranges zeroed: the one
+    /// place an asset's bytes are read into memory (redacted reads, and every read of a no-open
+    /// mount, whose descriptor is closed before the reply goes).
+    static func readBytes(_ fd: Int32, offset: Int64, size: Int, zeroing plan: RedactionPlan?) throws(Errno) -> [UInt8] {
         var buf = [UInt8](repeating: 0, count: size)
         let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
         if n < 0 { throw Errno(errno) }
         buf.removeLast(size - n)
-        buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) }
-        return .bytes(buf)
+        if let plan { buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) } }
+        return buf
     }
 
     func release(_ fs: PhotoFS, handle: UInt64) { FDBudget.mount.close(fd) }

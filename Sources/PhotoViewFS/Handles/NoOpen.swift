@@ -37,12 +37,7 @@ extension PhotoFS {
         let plan = try readPlan(for: node)
         let fd = try openOriginal(node)
         defer { FDBudget.mount.close(fd) }
-        var buf = [UInt8](repeating: 0, count: size)
-        let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
-        if n < 0 { throw Errno(errno) }
-        buf.removeLast(size - n)
-        if let plan { buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) } }
-        return .bytes(buf)
+        return .bytes(try AssetHandle.readBytes(fd, offset: offset, size: size, zeroing: plan))
     }
 
     static func slice(_ content: [UInt8], _ offset: Int64, _ size: Int) -> [UInt8] {

@@ -33,12 +33,14 @@ extension PhotoFS {
 
     public func open(_ inode: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         noteAccess()
-        if opensAnswered.add(1, ordering: .relaxed).oldValue == 0 && noOpen {
-            log("no-open mount: the kernel opens files from now on (OPEN answered ENOSYS)")
-        }
         // No-open: ENOSYS makes the kernel treat this open as done and send no OPEN again, for
         // any file of the mount. What each read may get is decided per read (readWithoutHandle).
-        if noOpen { throw .noSys }
+        if noOpen {
+            if opensAnswered.add(1, ordering: .relaxed).oldValue == 0 {
+                log("no-open mount: the kernel opens files from now on (OPEN answered ENOSYS)")
+            }
+            throw .noSys
+        }
         let accmode = flags & O_ACCMODE
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
         let resolved = resolve(inode)
