@@ -85,7 +85,7 @@ struct Run: PhotogateCommand {
             }
             defer {
                 if let dir = ours {
-                    let pid = MountRegistry.list(library).first { $0.mountpoint == mountpoint }?.pid
+                    let pid = MountRegistry.list(library).first { samePath($0.mountpoint, mountpoint) }?.pid
                     if (try? runTool("/bin/fusermount3", ["-u", mountpoint])) != 0 { _ = try? runTool("/bin/fusermount3", ["-u", "-z", mountpoint]) }
                     if let pid { for _ in 0..<200 where kill(pid, 0) == 0 { usleep(50_000) } }
                     rmdir(mountpoint); rmdir(dir)
@@ -94,8 +94,8 @@ struct Run: PhotogateCommand {
 
             // What must stay out of reach: the library and every photogate mount but this one.
             var hidden = [library.paths.root, library.paths.run]
-            hidden += MountRegistry.entries(library).map(\.record.mountpoint).filter { $0 != mountpoint }
-            hidden += photogateMountPoints().filter { $0 != mountpoint }
+            hidden += MountRegistry.entries(library).map(\.record.mountpoint).filter { !samePath($0, mountpoint) }
+            hidden += photogateMountPoints().filter { !samePath($0, mountpoint) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
             if shareNet { args.append("--share-net") }
@@ -124,15 +124,17 @@ struct Run: PhotogateCommand {
             }
             args += ["--bind", mountpoint, inside]
             // Binds are recursive: a hidden path under a bound folder gets an empty tmpfs on top.
-            var masks = Set<String>()
+            var masks = Set<[UInt8]>()
             for h in hidden {
-                for b in bound where h == b.src || h.hasPrefix(b.src.hasSuffix("/") ? b.src : b.src + "/") {
-                    masks.insert(b.dest + h.dropFirst(b.src.count))
+                for b in bound {
+                    if let rest = pathBytes(h, within: b.src) { masks.insert(joinedPath(b.dest, rest)) }
                 }
             }
             // Only the outermost: a mask inside another would show up there as an empty folder.
-            let outermost = masks.filter { m in !masks.contains { $0 != m && m.hasPrefix($0 + "/") } }
-            for m in outermost.sorted() { args += ["--tmpfs", m] }
+            let outermost = masks.filter { m in !masks.contains { $0 != m && pathBytes(m, within: $0) != nil } }
+            for m in outermost.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                args += ["--tmpfs", String(decoding: m, as: UTF8.self)]
+            }
             args += ["--chdir", home, "--"] + command
             status = try spawnAndWait(args)
         }
@@ -144,6 +146,38 @@ struct Run: PhotogateCommand {
         return expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
     }
 }
+
+/// The bytes of `path` after `folder` (empty when they are the same folder, else starting with
+/// "/") when `path` is `folder` or inside it, else nil. Byte for byte, as the kernel names files:
+/// String's comparison would call canonically equivalent names (`café` and `cafe` + U+0301, two
+/// folders on disk) the same, and folds a combining mark that follows a "/" into the "/", so a
+/// path inside a folder (`folder/` + U+0301 `lib`) would not have `folder/` as its prefix.
+func pathBytes<P: Collection, F: Collection>(_ path: P, within folder: F) -> [UInt8]?
+where P.Element == UInt8, F.Element == UInt8 {
+    var f = Array(folder)
+    while f.count > 1 && f.last == UInt8(ascii: "/") { f.removeLast() }
+    let p = Array(path)
+    guard p.starts(with: f) else { return nil }
+    let rest = p[f.count...]
+    if rest.isEmpty { return [] }
+    if f == [UInt8(ascii: "/")] { return p }
+    return rest.first == UInt8(ascii: "/") ? Array(rest) : nil
+}
+
+func pathBytes(_ path: String, within folder: String) -> [UInt8]? {
+    pathBytes(path.utf8, within: folder.utf8)
+}
+
+/// `folder` followed by `rest` (empty, or starting with "/"), with no doubled "/".
+func joinedPath(_ folder: String, _ rest: [UInt8]) -> [UInt8] {
+    var f = Array(folder.utf8)
+    while !f.isEmpty && f.last == UInt8(ascii: "/") { f.removeLast() }
+    if f.isEmpty && rest.isEmpty { return [UInt8(ascii: "/")] }
+    return f + rest
+}
+
+/// The same path, byte for byte (String's == also calls canonically equivalent names equal).
+func samePath(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
 /// The XDG pictures folder ($XDG_CONFIG_HOME/user-dirs.dirs), else ~/Pictures.
 func xdgPicturesDir(home: String) -> String {

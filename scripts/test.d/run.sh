@@ -62,4 +62,49 @@ mkdir -p "$tmp/boxed"
 is_mounted "$tmp/boxed" || fail "the existing mount was unmounted by run"
 "$pg" unmount "$tmp/boxed" >/dev/null
 "$pg" unmount "$tmp/other" >/dev/null
+
+# Paths are compared byte for byte, as the kernel names files. Swift's String calls `café` and
+# `cafe` + U+0301 (two folders on disk) equal, and folds a combining mark after "/" into the "/".
+acute=$(printf '\xcc\x81')                 # U+0301, combining acute accent
+nfc=$(printf 'caf\xc3\xa9')                 # café, precomposed: a different folder from $nfd
+nfd="cafe$acute"
+# 1. A library in a folder whose name starts with a combining mark, under a folder passed with
+#    --bind: "$tmp/marks/" + U+0301 "lib" does not start with "$tmp/marks/" to String.
+export PHOTOGATE_LIBRARY="$tmp/marks/${acute}lib"
+mkdir -p "$tmp/marks"
+"$pg" init >/dev/null
+"$pg" import "$tmp/src" >/dev/null
+"$pg" authorize org.example.Boxed --access read-write --status limited >/dev/null
+set +e
+"$pg" run org.example.Boxed --bind "$tmp/marks:/marks" -- sh -c '
+    [ -d /marks ] || exit 91
+    [ -z "$(ls -A "/marks/$1" 2>/dev/null)" ] || { ls -A "/marks/$1" >&2; exit 92; }
+    ! find / -xdev -name photogate.sqlite 2>/dev/null | grep -q . || exit 93
+    exit 0' sh "${acute}lib"
+status=$?
+set -e
+[[ $status == 0 ]] || fail "a library named with a leading combining mark under --bind: run exited $status (92/93: the library is visible inside)"
+# 2. Masks land only where the hidden path is: the library in "$tmp/eq/$nfc/lib", and the user's
+#    own "$tmp/eq/$nfd/lib" beside it, passed with --bind, must stay visible, not be covered as if
+#    it held the library.
+export PHOTOGATE_LIBRARY="$tmp/eq/$nfc/lib"
+mkdir -p "$tmp/eq/$nfc" "$tmp/eq/$nfd/lib"
+echo mine >"$tmp/eq/$nfd/lib/notes.txt"
+"$pg" init >/dev/null
+"$pg" import "$tmp/src" >/dev/null
+"$pg" authorize org.example.Boxed --access read-write --status limited >/dev/null
+# 3. ... and one mask is left out only when it is inside another by bytes: the library's folder
+#    passed as /x/$nfd (masked whole) must not stand in for the mask of /x/$nfc/lib.
+set +e
+"$pg" run org.example.Boxed --bind "$tmp/eq/$nfd:/nfd" --bind "$tmp/eq/$nfc:/x/$nfc" \
+    --bind "$PHOTOGATE_LIBRARY:/x/$nfd" -- sh -c '
+    [ "$(cat /nfd/lib/notes.txt 2>/dev/null)" = mine ] || exit 94
+    [ -z "$(ls -A "/x/$1/lib" 2>/dev/null)" ] || { ls -A "/x/$1/lib" >&2; exit 95; }
+    [ -z "$(ls -A "/x/$2" 2>/dev/null)" ] || exit 96
+    ! find / -xdev -name photogate.sqlite 2>/dev/null | grep -q . || exit 93
+    exit 0' sh "$nfc" "$nfd"
+status=$?
+set -e
+[[ $status == 0 ]] || fail "canonically equivalent folder names: run exited $status (94: the user's folder was masked; 93/95/96: the library is visible inside)"
+[[ $(cat "$tmp/eq/$nfd/lib/notes.txt") == mine ]] || fail "the user's file changed"
 say "ok"

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# photogate run: inside the bubblewrap sandbox the pictures folder is the app's view (lists and
+# reads what was granted, a file saved there becomes the app's asset), and the library (database,
+# store, run/) and another app's mount are unreachable by path, in /proc and in the mount
+# table, even under a folder passed with --bind. The exit status is the command's; a view
+# mounted for the run is unmounted after, one already mounted is reused and left.
+source "$(dirname "$0")/lib.sh"
+need_fuse
+command -v bwrap >/dev/null || skip "bwrap is missing (apt-get install bubblewrap)"
+bwrap --ro-bind / / --unshare-all true 2>/dev/null || skip "bwrap cannot make namespaces here"
+pg=$PHOTOGATE_BIN
+data="$tmp/data"                       # holds the library: passed with --bind, must stay masked
+export PHOTOGATE_LIBRARY="$data/library"
+mkdir -p "$tmp/src" "$tmp/in" "$tmp/other" "$data/work"
+cp "$corpus/exif.jpg" "$tmp/src/granted.jpg"
+cp "$corpus/xmp.jpg" "$tmp/src/hidden.jpg"
+cp "$corpus/le-thumb.jpg" "$tmp/in/new.jpg"
+cp "$corpus/exif.jpg" "$tmp/in/granted.jpg"
+"$pg" init >/dev/null
+"$pg" import "$tmp/src" >/dev/null
+"$pg" authorize org.example.Boxed --access read-write --status limited >/dev/null
+"$pg" grant org.example.Boxed granted.jpg >/dev/null
+"$pg" authorize org.example.Other --access read-write --status authorized >/dev/null
+on_exit "force_unmount '$tmp/other'"
+"$pg" mount org.example.Other "$tmp/other" >/dev/null
+other_pid=$(awk -F'[:,]' '/"pid"/ {gsub(/ /, "", $2); print $2; exit}' <<<"$("$pg" mounts --json)")
+db="$PHOTOGATE_LIBRARY/photogate.sqlite"
+[[ -f $db ]] || fail "no database at $db"
+
+cat >"$tmp/in/inside.sh" <<INSIDE
+set -u
+fail() { echo "inside: \$*" >&2; exit 90; }
+pics="\$HOME/Pictures"
+[ "\$(ls "\$pics")" = granted.jpg ] || fail "the view lists: \$(ls "\$pics")"
+cmp /in/granted.jpg "\$pics/granted.jpg" || fail "granted.jpg reads differently"
+cp /in/new.jpg "\$pics/new.jpg" || fail "saving into the view"
+for p in "$PHOTOGATE_LIBRARY" "$db" "$PHOTOGATE_LIBRARY/store" "$PHOTOGATE_LIBRARY/run" "$tmp/other" "$tmp/src"; do
+    [ ! -e "\$p" ] || fail "reachable: \$p"
+done
+[ -d /data/work ] || fail "the folder passed with --bind is missing"
+[ -z "\$(ls -A /data/library 2>/dev/null)" ] || fail "the library is visible under the --bind folder: \$(ls -A /data/library)"
+[ ! -e /proc/$other_pid ] || fail "another app's daemon is visible in /proc"
+! grep -q "org.example.Other" /proc/self/mountinfo || fail "another app's mount is in the mount table"
+! grep -rqs "org.example.Other" /proc/*/mountinfo || fail "another app's mount is in some mount table"
+find / -xdev -name photogate.sqlite 2>/dev/null | grep -q . && fail "a database is reachable"
+exit 7
+INSIDE
+set +e
+"$pg" run org.example.Boxed --ro-bind "$tmp/in:/in" --bind "$data:/data" -- sh /in/inside.sh
+status=$?
+set -e
+[[ $status == 7 ]] || fail "photogate run exited $status, expected the command's 7"
+has new.jpg "$("$pg" assets --app org.example.Boxed)" || fail "the file saved inside is not the app's asset"
+has '"owner" : "org.example.Boxed"' "$("$pg" assets --json)" || fail "new.jpg is not owned by the app"
+[[ -z $(grep org.example.Boxed <<<"$("$pg" mounts)") ]] || fail "the view mounted for the run is still mounted"
+
+# Reused when already mounted, and left mounted.
+on_exit "force_unmount '$tmp/boxed'"
+mkdir -p "$tmp/boxed"
+"$pg" mount org.example.Boxed "$tmp/boxed" >/dev/null
+"$pg" run org.example.Boxed --pictures /view -- sh -c '[ -e /view/granted.jpg ]' || fail "run with an existing mount"
+is_mounted "$tmp/boxed" || fail "the existing mount was unmounted by run"
+"$pg" unmount "$tmp/boxed" >/dev/null
+"$pg" unmount "$tmp/other" >/dev/null
+
+# Paths are compared byte for byte, as the kernel names files. Swift's String calls `café` and
+# `cafe` + U+0301 (two folders on disk) equal, and folds a combining mark after "/" into the "/".
+acute=$(printf '\xcc\x81')                 # U+0301, combining acute accent
+nfc=$(printf 'caf\xc3\xa9')                 # café, precomposed: a different folder from $nfd
+nfd="cafe$acute"
+# 2. Masks land only where the hidden path is: the library in "$tmp/nfc/$nfc/lib", and the user's
+#    own "$tmp/nfd/$nfd/lib" passed with --bind must stay visible, not be covered as if it held it.
+export PHOTOGATE_LIBRARY="$tmp/nfc/$nfc/lib"
+mkdir -p "$tmp/nfc/$nfc" "$tmp/nfd/$nfd/lib"
+echo mine >"$tmp/nfd/$nfd/lib/notes.txt"
+"$pg" init >/dev/null
+"$pg" import "$tmp/src" >/dev/null
+"$pg" authorize org.example.Boxed --access read-write --status limited >/dev/null
+# 3. ... and one mask is left out only when it is inside another by bytes: the library's folder
+#    passed as /x/$nfd (masked whole) must not stand in for the mask of /x/$nfc/lib.
+set +e
+"$pg" run org.example.Boxed --bind "$tmp/nfd/$nfd:/nfd" --bind "$tmp/nfc/$nfc:/x/$nfc" \
+    --bind "$PHOTOGATE_LIBRARY:/x/$nfd" -- sh -c '
+    [ "$(cat /nfd/lib/notes.txt 2>/dev/null)" = mine ] || exit 94
+    [ -z "$(ls -A "/x/$1/lib" 2>/dev/null)" ] || { ls -A "/x/$1/lib" >&2; exit 95; }
+    [ -z "$(ls -A "/x/$2" 2>/dev/null)" ] || exit 96
+    ! find / -xdev -name photogate.sqlite 2>/dev/null | grep -q . || exit 93
+    exit 0' sh "$nfc" "$nfd"
+status=$?
+set -e
+[[ $status == 0 ]] || fail "canonically equivalent folder names: run exited $status (94: the user's folder was masked; 93/95/96: the library is visible inside)"
+[[ $(cat "$tmp/nfd/$nfd/lib/notes.txt") == mine ]] || fail "the user's file changed"
+say "ok"
