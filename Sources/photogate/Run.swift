@@ -21,9 +21,12 @@ struct Run: PhotogateCommand {
             with that access is already mounted. Inside: the system read-only (/usr, /etc), a \
             private /tmp, /proc and /dev; the home is empty except the pictures folder (the view: \
             ~/Pictures, the XDG pictures folder, or --pictures); no network unless --share-net. \
-            The library (its store, database and run/ folder) and the other apps' mounts are not \
-            reachable by any path, even under a folder passed with --bind. The exit status is the \
-            command's (128+N if it died of signal N); 72 if the view could not be mounted.
+            The command gets no capabilities, no inherited descriptor but 0-2 and no PHOTOGATE_* \
+            variable. The library (its store, database and run/ folder) and the other apps' mounts \
+            are not reachable by any path: a folder passed with --bind that holds the library gets \
+            it covered by an empty folder; one inside the library, or holding another app's \
+            mounted view, is refused (64). The exit status is the command's (128+N if it died of \
+            signal N); 72 if the view could not be mounted.
 
             Needs bwrap (Debian's bubblewrap) on the PATH.
 
@@ -92,13 +95,30 @@ struct Run: PhotogateCommand {
                 }
             }
 
-            // What must stay out of reach: the library and every photogate mount but this one.
-            var hidden = [library.paths.root, library.paths.run]
-            hidden += MountRegistry.entries(library).map(\.record.mountpoint).filter { !samePath($0, mountpoint) }
-            hidden += photogateMountPoints().filter { !samePath($0, mountpoint) }
+            // What must stay out of reach: the library, the host's /proc (through it, /proc/PID/root
+            // reaches every file), and every photogate mount but this view (and its aliases).
+            let mounts = MountTable.entries()
+            let ownDevices = Set(mounts.filter { samePath($0.mountPoint, mountpoint) }.map(\.device))
+            var hidden = [SandboxHiding.Hidden(path: library.paths.root, what: "the photo library", maskable: true),
+                          SandboxHiding.Hidden(path: library.paths.run, what: "the photo library", maskable: true),
+                          SandboxHiding.Hidden(path: "/proc", what: "the host's /proc", maskable: true)]
+            let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPoint)
+            hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", maskable: false) }
+            // Registered mount points no longer mounted (a daemon that died): an empty folder now,
+            // masked all the same.
+            hidden += MountRegistry.entries(library).map(\.record.mountpoint)
+                .filter { p in !samePath(p, mountpoint) && !views.contains { samePath($0, p) } }
+                .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", maskable: true) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
             if shareNet { args.append("--share-net") }
+            // As root, bubblewrap keeps the capabilities: with them the command could unmount a
+            // mask or make a device node and mount the host's disk.
+            if getuid() == 0 || geteuid() == 0 { args += ["--cap-drop", "ALL"] }
+            // The library's location and photogate's settings are not the command's business.
+            for name in ProcessInfo.processInfo.environment.keys.sorted() where name.hasPrefix("PHOTOGATE_") {
+                args += ["--unsetenv", name]
+            }
             var bound: [(src: String, dest: String)] = []
             for d in ["/usr", "/etc", "/opt"] where isDirectory(d) {
                 args += ["--ro-bind", d, d]
@@ -123,18 +143,15 @@ struct Run: PhotogateCommand {
                 }
             }
             args += ["--bind", mountpoint, inside]
-            // Binds are recursive: a hidden path under a bound folder gets an empty tmpfs on top.
-            var masks = Set<[UInt8]>()
-            for h in hidden {
-                for b in bound {
-                    if let rest = pathBytes(h, within: b.src) { masks.insert(joinedPath(b.dest, rest)) }
-                }
+            // Binds are recursive: a hidden place under a bound folder gets an empty tmpfs on top, or
+            // refuses the run (RunSandbox.swift).
+            let masks: [String]
+            do {
+                masks = try SandboxHiding(hidden: hidden, mounts: mounts).masks(for: bound)
+            } catch {
+                throw CommandFailure("cannot pass that folder in: \(error.description)", .usage)
             }
-            // Only the outermost: a mask inside another would show up there as an empty folder.
-            let outermost = masks.filter { m in !masks.contains { $0 != m && pathBytes(m, within: $0) != nil } }
-            for m in outermost.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-                args += ["--tmpfs", String(decoding: m, as: UTF8.self)]
-            }
+            for m in masks { args += ["--tmpfs", m] }
             args += ["--chdir", home, "--"] + command
             status = try spawnAndWait(args)
         }
@@ -146,38 +163,6 @@ struct Run: PhotogateCommand {
         return expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
     }
 }
-
-/// The bytes of `path` after `folder` (empty when they are the same folder, else starting with
-/// "/") when `path` is `folder` or inside it, else nil. Byte for byte, as the kernel names files:
-/// String's comparison would call canonically equivalent names (`café` and `cafe` + U+0301, two
-/// folders on disk) the same, and folds a combining mark that follows a "/" into the "/", so a
-/// path inside a folder (`folder/` + U+0301 `lib`) would not have `folder/` as its prefix.
-func pathBytes<P: Collection, F: Collection>(_ path: P, within folder: F) -> [UInt8]?
-where P.Element == UInt8, F.Element == UInt8 {
-    var f = Array(folder)
-    while f.count > 1 && f.last == UInt8(ascii: "/") { f.removeLast() }
-    let p = Array(path)
-    guard p.starts(with: f) else { return nil }
-    let rest = p[f.count...]
-    if rest.isEmpty { return [] }
-    if f == [UInt8(ascii: "/")] { return p }
-    return rest.first == UInt8(ascii: "/") ? Array(rest) : nil
-}
-
-func pathBytes(_ path: String, within folder: String) -> [UInt8]? {
-    pathBytes(path.utf8, within: folder.utf8)
-}
-
-/// `folder` followed by `rest` (empty, or starting with "/"), with no doubled "/".
-func joinedPath(_ folder: String, _ rest: [UInt8]) -> [UInt8] {
-    var f = Array(folder.utf8)
-    while !f.isEmpty && f.last == UInt8(ascii: "/") { f.removeLast() }
-    if f.isEmpty && rest.isEmpty { return [UInt8(ascii: "/")] }
-    return f + rest
-}
-
-/// The same path, byte for byte (String's == also calls canonically equivalent names equal).
-func samePath(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
 /// The XDG pictures folder ($XDG_CONFIG_HOME/user-dirs.dirs), else ~/Pictures.
 func xdgPicturesDir(home: String) -> String {
@@ -236,7 +221,13 @@ func spawnAndWait(_ argv: [String]) throws -> Int32 {
     var pid: pid_t = 0
     let old = forwarded.map { signal($0, SIG_IGN) }
     defer { for (sig, h) in zip(forwarded, old) { signal(sig, h) } }
-    let rc = posix_spawn(&pid, argv[0], nil, &attr, cargs, environ)
+    // Only stdin, stdout and stderr reach the child: Foundation's Process and the caller leave
+    // descriptors open (a connected socket among them), which would give the sandbox a way out.
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    pg_spawn_closefrom(&actions, 3)
+    let rc = posix_spawn(&pid, argv[0], &actions, &attr, cargs, environ)
     guard rc == 0 else { throw CommandFailure("cannot run \(argv[0]): \(String(cString: strerror(rc)))", .failure) }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}

@@ -63,6 +63,63 @@ is_mounted "$tmp/boxed" || fail "the existing mount was unmounted by run"
 "$pg" unmount "$tmp/boxed" >/dev/null
 "$pg" unmount "$tmp/other" >/dev/null
 
+# Nothing but stdin, stdout and stderr comes in (photogate's own descriptors and the caller's: a
+# socket among them would reach the host's network), no capabilities even as root (with them the
+# command could unmount a mask), no PHOTOGATE_* variable (the library's location).
+set +e
+"$pg" run org.example.Boxed -- sh -c '
+    fds=$(ls /proc/self/fd | sort -n | tr "\n" " ")
+    [ "$fds" = "0 1 2 3 " ] || { echo "inherited descriptors: $fds" >&2; exit 81; }
+    grep -q "^CapEff:[[:space:]]*0000000000000000$" /proc/self/status || { grep Cap /proc/self/status >&2; exit 82; }
+    env | grep -q "^PHOTOGATE_LIBRARY=" && exit 83
+    [ "$PHOTOGATE_APP" = org.example.Boxed ] || exit 84
+    exit 0' 9</dev/null
+status=$?
+set -e
+[[ $status == 0 ]] || fail "the sandbox's start: exit $status (81: descriptors, 82: capabilities, 83: environment, 84: PHOTOGATE_APP)"
+
+# Hidden places are found by where they are, not how the bound folder is spelled: "//", ".",
+# "..", a symlink, /proc/self/root, a bind mount of the folder elsewhere; /proc under a bound
+# folder is masked too (/proc/PID/root reaches everything).
+ln -s "$data" "$tmp/datalink"
+mkdir -p "$tmp/alias"
+on_exit "umount -l '$tmp/alias'"
+mount --bind "$data" "$tmp/alias"
+set +e
+"$pg" run org.example.Boxed --bind "$tmp//data:/d1" --bind "$data/.:/d2" --bind "$data/work/..:/d3" \
+    --bind "$tmp/datalink:/d4" --bind "/proc/self/root$data:/d5" --bind "$tmp/alias:/d6" --ro-bind "/:/host" -- sh -c '
+    for d in /d1 /d2 /d3 /d4 /d5 /d6; do
+        [ -d $d/work ] || exit 85
+        [ -z "$(ls -A $d/library 2>/dev/null)" ] || { echo "$d/library: $(ls -A $d/library)" >&2; exit 86; }
+    done
+    [ -z "$(ls -A /host/proc 2>/dev/null)" ] || exit 87
+    ! find / -xdev -name photogate.sqlite 2>/dev/null | grep -q . || exit 93
+    [ -z "$(ls -A "/host$1" 2>/dev/null)" ] || exit 88
+    exit 0' sh "$PHOTOGATE_LIBRARY"
+status=$?
+set -e
+umount -l "$tmp/alias"
+[[ $status == 0 ]] || fail "other spellings of a bound folder: exit $status (86, 88, 93: the library is visible inside; 87: the host's /proc)"
+
+# A bound folder inside the library, or holding another app's view, is refused before the command
+# runs (a mask of a view would leave it, with its app id, in the sandbox's mount table).
+set +e
+out=$("$pg" run org.example.Boxed --ro-bind "$PHOTOGATE_LIBRARY/store:/s" -- sh -c 'exit 0' 2>&1)
+status=$?
+set -e
+[[ $status == 64 ]] || fail "a folder inside the library was passed in: exit $status, expected 64 ($out)"
+has "inside the photo library" "$out" || fail "no reason given: $out"
+mkdir -p "$data/work/ov"
+on_exit "force_unmount '$data/work/ov'"
+"$pg" mount org.example.Other "$data/work/ov" >/dev/null
+set +e
+out=$("$pg" run org.example.Boxed --bind "$data:/data" -- sh -c 'exit 0' 2>&1)
+status=$?
+set -e
+"$pg" unmount "$data/work/ov" >/dev/null
+[[ $status == 64 ]] || fail "a folder holding another app's view was passed in: exit $status, expected 64 ($out)"
+has "another photogate view" "$out" || fail "no reason given: $out"
+
 # Paths are compared byte for byte, as the kernel names files. Swift's String calls `café` and
 # `cafe` + U+0301 (two folders on disk) equal, and folds a combining mark after "/" into the "/".
 acute=$(printf '\xcc\x81')                 # U+0301, combining acute accent

@@ -24,11 +24,14 @@ public enum MountTable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// One line of /proc/self/mountinfo: the mount point (unescaped), its device and its type.
+    /// One line of /proc/self/mountinfo: the mount point (unescaped), its device, its type, and
+    /// its root: the folder of that filesystem shown at the mount point ("/" unless a bind mount
+    /// of a folder inside it).
     public struct Entry: Sendable {
         public let mountPoint: String
         public let device: String
         public let type: String
+        public let root: String
     }
 
     /// Every mount in this mount namespace.
@@ -40,7 +43,8 @@ public enum MountTable {
             guard parts.count >= 2 else { continue }
             let fields = parts[0].split(separator: " ")
             guard fields.count > 4, let type = parts[1].split(separator: " ").first else { continue }
-            out.append(Entry(mountPoint: unescape(String(fields[4])), device: String(fields[2]), type: String(type)))
+            out.append(Entry(mountPoint: unescape(String(fields[4])), device: String(fields[2]), type: String(type),
+                             root: unescape(String(fields[3]))))
         }
         return out
     }
