@@ -88,7 +88,7 @@ struct Run: PhotogateCommand {
             }
             defer {
                 if let dir = ours {
-                    let pid = MountRegistry.list(library).first { samePath($0.mountpoint, mountpoint) }?.pid
+                    let pid = MountRegistry.list(library).first { MountTable.samePath($0.mountpoint, mountpoint) }?.pid
                     if (try? runTool("/bin/fusermount3", ["-u", mountpoint])) != 0 { _ = try? runTool("/bin/fusermount3", ["-u", "-z", mountpoint]) }
                     if let pid { for _ in 0..<200 where kill(pid, 0) == 0 { usleep(50_000) } }
                     rmdir(mountpoint); rmdir(dir)
@@ -98,7 +98,7 @@ struct Run: PhotogateCommand {
             // What must stay out of reach: the library, the host's /proc (through it, /proc/PID/root
             // reaches every file), and every photogate mount but this view (and its aliases).
             let mounts = MountTable.entries()
-            let ownDevices = Set(mounts.filter { samePath($0.mountPoint, mountpoint) }.map(\.device))
+            let ownDevices = Set(mounts.filter { MountTable.samePath($0.mountPoint, mountpoint) }.map(\.device))
             var hidden = [SandboxHiding.Hidden(path: library.paths.root, what: "the photo library", maskable: true),
                           SandboxHiding.Hidden(path: library.paths.run, what: "the photo library", maskable: true),
                           SandboxHiding.Hidden(path: "/proc", what: "the host's /proc", maskable: true)]
@@ -107,7 +107,7 @@ struct Run: PhotogateCommand {
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
             // masked all the same.
             hidden += MountRegistry.entries(library).map(\.record.mountpoint)
-                .filter { p in !samePath(p, mountpoint) && !views.contains { samePath($0, p) } }
+                .filter { p in !MountTable.samePath(p, mountpoint) && !views.contains { MountTable.samePath($0, p) } }
                 .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", maskable: true) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]

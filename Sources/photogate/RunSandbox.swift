@@ -118,6 +118,3 @@ func joinedPath(_ folder: [UInt8], _ rest: [UInt8]) -> [UInt8] {
     if f.isEmpty && rest.isEmpty { return [UInt8(ascii: "/")] }
     return f + rest
 }
-
-/// The same path, byte for byte (String's == also calls canonically equivalent names equal).
-func samePath(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }

@@ -23,7 +23,7 @@ struct Unmount: PhotogateCommand {
                 throw CommandFailure("nothing is mounted at \(abs)", .notFound)
             }
             let target = isMounted(resolved) ? resolved : abs
-            let record = (try? lib.open()).map { MountRegistry.list($0) }?.first { $0.mountpoint == target }
+            let record = (try? lib.open()).map { MountRegistry.list($0) }?.first { MountTable.samePath($0.mountpoint, target) }
             if try runTool("/bin/fusermount3", ["-u", target]) != 0 {
                 if getuid() == 0 && umount2(target, 0) == 0 {
                     // unmounted by the kernel directly

@@ -79,7 +79,7 @@ final class MountFixture {
     func mount(_ app: String, access: String = "read-write", extra: [String] = [], at path: String? = nil) throws -> String {
         let mp = path ?? dir + "/mnt-\(app)-\(access)-\(mounts.count)"
         try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        if !mounts.contains(mp) { mounts.append(mp) }
+        if !mounts.contains(where: { $0.utf8.elementsEqual(mp.utf8) }) { mounts.append(mp) }
         let o = try TestSupport.run(TestSupport.photogateBinary, ["mount", app, mp, "--access", access] + extra, environment: env)
         if o.status != 0 { throw FixtureError("mount: \(o.status) \(o.stderr)") }
         #expect(isMounted(mp))
@@ -104,7 +104,8 @@ struct FixtureError: Error, CustomStringConvertible {
 
 func isMounted(_ path: String) -> Bool {
     guard let text = TestSupport.readWhole("/proc/mounts") else { return false }
-    return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
+    // Byte for byte: String's == would take `cafe` + U+0301 for `café`, another folder.
+    return text.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first?.utf8.elementsEqual(path.utf8) ?? false }
 }
 
 func listing(_ dir: String) -> [String] {

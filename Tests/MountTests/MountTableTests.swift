@@ -41,4 +41,32 @@ struct MountTable {
         let listed = TestSupport.readWhole(fill + ".mounts") ?? ""
         #expect(listed.contains("crowded-view"), "photogate mounts did not list the view: \(listed)")
     }
+    /// Mount points are told apart by their bytes, as the kernel names them: `café` precomposed
+    /// and `cafe` + U+0301 are two folders. With String's ==, a view mounted at one made
+    /// `photogate mount` call the other busy (exit 72), and `mounts` could list either as the other.
+    @Test func mountPointsAreToldApartByTheirBytes() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Accents", "--status", "authorized")
+        let decomposed = f.dir + "/cafe\u{301}", precomposed = f.dir + "/caf\u{e9}"
+        #expect(!decomposed.utf8.elementsEqual(precomposed.utf8) && decomposed == precomposed)
+        func mountedByBytes(_ p: String) -> Bool {
+            (TestSupport.readWhole("/proc/mounts") ?? "").split(separator: "\n").contains {
+                $0.split(separator: " ").dropFirst().first.map { $0.utf8.elementsEqual(p.utf8) } ?? false
+            }
+        }
+        defer { for p in [decomposed, precomposed] where mountedByBytes(p) { FUSECleanup.abortAndDetach(p) } }
+        #expect(mkdir(decomposed, 0o755) == 0 && mkdir(precomposed, 0o755) == 0)
+        let first = try f.pgStatus("mount", "org.example.Accents", decomposed)
+        #expect(first.status == 0, "\(first.stderr)")
+        let second = try f.pgStatus("mount", "org.example.Accents", precomposed)
+        #expect(second.status == 0, "the other folder was called busy: \(second.stderr)")
+        #expect(mountedByBytes(decomposed) && mountedByBytes(precomposed))
+        let live = try f.pg("mounts", "--json").stdout
+        #expect(live.components(separatedBy: "\"live\"").count - 1 == 2, "mounts --json: \(live)")
+        try f.pg("unmount", precomposed)
+        #expect(!mountedByBytes(precomposed) && mountedByBytes(decomposed), "unmount reached the wrong folder")
+        try f.pg("unmount", decomposed)
+        #expect(!mountedByBytes(decomposed))
+    }
 }

@@ -62,10 +62,10 @@ public enum MountRegistry {
             let alive = daemonAlive(r)
             // The same mount: same mount point and, when recorded, the same device (a newer
             // mount at that point is someone else's).
-            var isMounted = mounted.contains { $0.path == r.mountpoint && (r.device == nil || $0.device == r.device) }
+            var isMounted = mounted.contains { MountTable.samePath($0.path, r.mountpoint) && (r.device == nil || $0.device == r.device) }
             // Device numbers of FUSE connections are reused: a newer live mount at the same
             // point makes this dead one gone for good (it was detached to make room).
-            if !alive && records.contains(where: { $0.1.pid != r.pid && $0.1.mountpoint == r.mountpoint && daemonAlive($0.1) }) {
+            if !alive && records.contains(where: { $0.1.pid != r.pid && MountTable.samePath($0.1.mountpoint, r.mountpoint) && daemonAlive($0.1) }) {
                 isMounted = false
             }
             switch (alive, isMounted) {

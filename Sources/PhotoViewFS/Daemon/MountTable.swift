@@ -53,7 +53,11 @@ public enum MountTable {
     public static func photogateMounts() -> [Entry] { entries().filter { $0.type == "fuse.photogate" } }
 
     /// True if `path` is a mount point (of any file system) in this namespace.
-    public static func isMountPoint(_ path: String) -> Bool { entries().contains { $0.mountPoint == path } }
+    public static func isMountPoint(_ path: String) -> Bool { entries().contains { samePath($0.mountPoint, path) } }
+
+    /// The same path, byte for byte, as the kernel names files. String's == calls canonically
+    /// equivalent names equal (`café` precomposed and `cafe` + U+0301), which are two folders.
+    public static func samePath(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
     /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
     public static func unescape(_ s: String) -> String {
