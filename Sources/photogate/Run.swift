@@ -99,9 +99,16 @@ struct Run: PhotogateCommand {
             // reaches every file), and every photogate mount but this view (and its aliases).
             let mounts = MountTable.entries()
             let ownDevices = Set(mounts.filter { MountTable.samePath($0.mountPoint, mountpoint) }.map(\.device))
-            var hidden = [SandboxHiding.Hidden(path: library.paths.root, what: "the photo library", maskable: true),
-                          SandboxHiding.Hidden(path: library.paths.run, what: "the photo library", maskable: true),
-                          SandboxHiding.Hidden(path: "/proc", what: "the host's /proc", maskable: true)]
+            // The library's parts too: a store moved to another disk and left as a symlink is not
+            // under the library's folder.
+            let paths = library.paths
+            var hidden = [paths.root, paths.database, paths.store, paths.tmp, paths.run].map {
+                SandboxHiding.Hidden(path: $0, what: "the photo library", maskable: true)
+            }
+            // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
+            hidden += (["/proc"] + mounts.filter { $0.type == "proc" }.map(\.mountPoint)).map {
+                SandboxHiding.Hidden(path: $0, what: "the host's /proc", maskable: true)
+            }
             let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPoint)
             hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", maskable: false) }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
@@ -119,17 +126,33 @@ struct Run: PhotogateCommand {
             for name in ProcessInfo.processInfo.environment.keys.sorted() where name.hasPrefix("PHOTOGATE_") {
                 args += ["--unsetenv", name]
             }
-            var bound: [(src: String, dest: String)] = []
+            // Every folder bound in is opened here and checked for what it is (RunSandbox.swift);
+            // the user's are handed to bubblewrap as descriptors 3, 4, ... (--bind-fd, which it
+            // closes once bound: an open directory left in the sandbox would reach past every mask).
+            var bound: [(src: SandboxHiding.Source, dest: String)] = []
+            var handed: [Int32] = []
+            defer { for b in bound { close(b.src.fd) } }
+            func bind(_ flag: String, _ src: String, _ dest: String, byDescriptor: Bool) throws {
+                let source: SandboxHiding.Source
+                do { source = try SandboxHiding.open(src) } catch {
+                    throw CommandFailure("cannot pass \(src) in: \(error.description)", .usage)
+                }
+                bound.append((source, dest))
+                if byDescriptor {
+                    args += [flag + "-fd", "\(3 + handed.count)", dest]
+                    handed.append(source.fd)
+                } else {
+                    args += [flag, src, dest]
+                }
+            }
             for d in ["/usr", "/etc", "/opt"] where isDirectory(d) {
-                args += ["--ro-bind", d, d]
-                bound.append((d, d))
+                try bind("--ro-bind", d, d, byDescriptor: false)
             }
             for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
                 if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: d) {
                     args += ["--symlink", target, d]
                 } else if isDirectory(d) {
-                    args += ["--ro-bind", d, d]
-                    bound.append((d, d))
+                    try bind("--ro-bind", d, d, byDescriptor: false)
                 }
             }
             args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/var/tmp",
@@ -138,22 +161,26 @@ struct Run: PhotogateCommand {
                 for spec in list {
                     let parts = spec.split(separator: ":", maxSplits: 1).map(String.init)
                     let src = absolute(parts[0]), dest = parts.count > 1 ? absolute(parts[1]) : src
-                    args += [flag, src, dest]
-                    bound.append((src, dest))
+                    // A mask there would be made inside the view, as a folder of the app's.
+                    if pathBytes(dest.utf8, within: inside.utf8) != nil || pathBytes(inside.utf8, within: dest.utf8) != nil {
+                        throw CommandFailure("cannot pass \(src) in at \(dest): it overlaps the pictures folder \(inside), which is the view", .usage)
+                    }
+                    guard handed.count < 64 else { throw CommandFailure("too many folders passed in (at most 64)", .usage) }
+                    try bind(flag, src, dest, byDescriptor: true)
                 }
             }
             args += ["--bind", mountpoint, inside]
             // Binds are recursive: a hidden place under a bound folder gets an empty tmpfs on top, or
             // refuses the run (RunSandbox.swift).
-            let masks: [String]
+            let masks: [[UInt8]]
             do {
                 masks = try SandboxHiding(hidden: hidden, mounts: mounts).masks(for: bound)
             } catch {
                 throw CommandFailure("cannot pass that folder in: \(error.description)", .usage)
             }
-            for m in masks { args += ["--tmpfs", m] }
-            args += ["--chdir", home, "--"] + command
-            status = try spawnAndWait(args)
+            let argv = args.map { Array($0.utf8) } + masks.flatMap { [Array("--tmpfs".utf8), $0] }
+                + (["--chdir", home, "--"] + command).map { Array($0.utf8) }
+            status = try spawnAndWait(argv, handing: handed)
         }
         if status != 0 { throw ExitCode(status) }
     }
@@ -202,8 +229,9 @@ func runCapturing(_ path: String, _ args: [String]) throws -> (Int32, String) {
 
 /// Runs argv[0] with our stdin/stdout/stderr and default signal dispositions, while this process
 /// ignores SIGINT/SIGTERM/SIGHUP/SIGQUIT (so it can unmount after); returns the exit status, or
-/// 128+N when the child died of signal N.
-func spawnAndWait(_ argv: [String]) throws -> Int32 {
+/// 128+N when the child died of signal N. `handing[i]` becomes the child's descriptor 3 + i; no
+/// other descriptor reaches it.
+func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = []) throws -> Int32 {
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
@@ -216,8 +244,14 @@ func spawnAndWait(_ argv: [String]) throws -> Int32 {
     posix_spawnattr_setsigdefault(&attr, &defaults)
     posix_spawnattr_setsigmask(&attr, &empty)
     posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
-    let cargs = argv.map { strdup($0) } + [nil]
-    defer { cargs.forEach { free($0) } }
+    // Arguments as bytes: a path in them need not be UTF-8.
+    let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { a in
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: a.count + 1)
+        a.withUnsafeBytes { b in if let base = b.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: b.count) } }
+        p[a.count] = 0
+        return p
+    } + [nil]
+    defer { cargs.forEach { $0?.deallocate() } }
     var pid: pid_t = 0
     let old = forwarded.map { signal($0, SIG_IGN) }
     defer { for (sig, h) in zip(forwarded, old) { signal(sig, h) } }
@@ -226,9 +260,14 @@ func spawnAndWait(_ argv: [String]) throws -> Int32 {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    pg_spawn_closefrom(&actions, 3)
-    let rc = posix_spawn(&pid, argv[0], &actions, &attr, cargs, environ)
-    guard rc == 0 else { throw CommandFailure("cannot run \(argv[0]): \(String(cString: strerror(rc)))", .failure) }
+    // Moved out of the way first (>= 100), so that placing one at 3 + i cannot overwrite another.
+    let high = handing.map { fcntl($0, F_DUPFD_CLOEXEC, 100) }
+    defer { for fd in high where fd >= 0 { close(fd) } }
+    if high.contains(where: { $0 < 0 }) { throw CommandFailure("cannot pass the folders in: \(String(cString: strerror(errno)))", .failure) }
+    for (i, fd) in high.enumerated() { posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + i)) }
+    pg_spawn_closefrom(&actions, Int32(3 + handing.count))
+    let rc = posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, environ)
+    guard rc == 0 else { throw CommandFailure("cannot run \(String(decoding: argv[0], as: UTF8.self)): \(String(cString: strerror(rc)))", .failure) }
     var status: Int32 = 0
     while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
     let exited = status & 0x7f == 0

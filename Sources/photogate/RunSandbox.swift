@@ -1,3 +1,4 @@
+import Foundation
 import PhotoViewFS
 #if canImport(Glibc)
 import Glibc
@@ -6,16 +7,18 @@ import Glibc
 /// What `photogate run` keeps out of the sandbox, and how, for the folders the user passes in with
 /// --bind and --ro-bind (bubblewrap binds them recursively, with every mount below them).
 ///
-/// A hidden path is matched by where it really is, not by how it is spelled: every path is
-/// resolved (`realpath`: symlinks, ".", "..", "//", relative paths, /proc/self/root), and the
-/// mount table adds every other place the same folder shows up (a bind mount of it, of a folder
-/// above it, or of a folder inside it). Then, for each bound folder:
-/// - a place of the photo library (or of /proc) inside it gets an empty tmpfs on top;
+/// A hidden path is matched by where it really is, not by how it is spelled. Each bound folder is
+/// opened once and bound by that descriptor; its place is the kernel's path of the descriptor.
+/// Each hidden path's places are where it resolves, on the mount the kernel says it is on, plus
+/// every other place the mount table shows the same folder or a part of it (bind mounts of it, of
+/// a folder above or inside it, and mounts inside it). Then, for each bound folder:
+/// - a place of the photo library (or of a proc mount) inside it gets an empty tmpfs on top;
 /// - a place of another app's view inside it refuses the run: a mask would leave that mount in
 ///   the sandbox's mount table, with its app id;
 /// - a bound folder inside any hidden place refuses the run (it would bypass the mask).
-/// Paths are compared byte for byte, as the kernel names files (String's comparison calls
-/// canonically equivalent names equal, and folds a combining mark after "/" into the "/").
+/// Paths are compared as bytes, as the kernel names files (String's comparison calls canonically
+/// equivalent names equal, folds a combining mark after "/" into the "/", and cannot hold a name
+/// that is not UTF-8).
 struct SandboxHiding {
     struct Hidden {
         let path: String
@@ -29,70 +32,113 @@ struct SandboxHiding {
         let description: String
     }
 
+    /// A folder to bind, opened once (O_PATH, following symlinks as bubblewrap would): the checks
+    /// run on what the descriptor is, and bubblewrap binds that descriptor (--bind-fd), so a
+    /// symlink swapped after the check, or a path that reads differently in bubblewrap's process
+    /// (/dev/fd/N), cannot put something else in its place.
+    struct Source {
+        let spelled: String
+        let fd: Int32
+        /// Where it is in this mount namespace (the kernel's path of the descriptor).
+        let real: [UInt8]
+    }
+
     let hidden: [Hidden]
     let mounts: [MountTable.Entry]
 
-    /// The tmpfs masks (sandbox paths) for `bound` (host source, sandbox destination) folders, the
-    /// outermost only (a mask inside another would show up there as an empty folder).
-    func masks(for bound: [(src: String, dest: String)]) throws(Refusal) -> [String] {
+    static func open(_ path: String) throws(Refusal) -> Source {
+        let fd = Glibc.open(path, oPath | O_CLOEXEC)
+        guard fd >= 0 else { throw Refusal(description: "\(path): \(String(cString: strerror(errno)))") }
+        guard let real = realPath(fd: fd) else {
+            Glibc.close(fd)
+            throw Refusal(description: "\(path): cannot tell where it is")
+        }
+        return Source(spelled: path, fd: fd, real: real)
+    }
+
+    /// The tmpfs masks (sandbox paths, as bytes: a name need not be UTF-8) for `bound` folders,
+    /// the outermost only (a mask inside another would show up there as an empty folder).
+    func masks(for bound: [(src: Source, dest: String)]) throws(Refusal) -> [[UInt8]] {
         let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts)) }
         var masks = Set<[UInt8]>()
         for b in bound {
-            // bubblewrap opens the source following symlinks; one that does not resolve fails there.
-            guard let src = Self.realPathBytes(b.src) else { continue }
             for (h, at) in places {
                 for p in at {
-                    if let rest = pathBytes(p, within: src) {
+                    if let rest = pathBytes(p, within: b.src.real) {
                         guard h.maskable else {
-                            throw Refusal(description: "\(b.src) holds \(h.what) at \(String(decoding: p, as: UTF8.self)); "
+                            throw Refusal(description: "\(b.src.spelled) holds \(h.what) at \(String(decoding: p, as: UTF8.self)); "
                                 + "it cannot be hidden inside the sandbox without showing in its mount table: "
                                 + "unmount it, or pass a folder beside it")
                         }
                         masks.insert(joinedPath(Array(b.dest.utf8), rest))
-                    } else if pathBytes(src, within: p) != nil {
-                        throw Refusal(description: "\(b.src) is inside \(h.what) (\(String(decoding: p, as: UTF8.self))), "
+                    } else if pathBytes(b.src.real, within: p) != nil {
+                        throw Refusal(description: "\(b.src.spelled) is inside \(h.what) (\(String(decoding: p, as: UTF8.self))), "
                             + "which the sandbox must not reach")
                     }
                 }
             }
         }
         let outermost = masks.filter { m in !masks.contains { $0 != m && pathBytes(m, within: $0) != nil } }
-        return outermost.sorted { $0.lexicographicallyPrecedes($1) }.map { String(decoding: $0, as: UTF8.self) }
+        return outermost.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
-    /// Every place in this mount namespace where `path`, or a part of it, can be reached: its real
-    /// path; the same folder under every mount of its filesystem whose root holds it (bind mounts
-    /// of it or of a folder above it); and the mount points of mounts of its filesystem whose root
-    /// is inside it (bind mounts of a folder inside it).
+    /// Every place in this mount namespace where `path`, or a part of it, can be reached: where it
+    /// is (resolved, and on the mount it really is on, from the kernel: overmounts and symlinks
+    /// included); the same folder under every mount of its filesystem whose root holds it (bind
+    /// mounts of it or of a folder above it); the mount points of mounts of its filesystem whose
+    /// root is inside it (bind mounts of a folder inside it); and the same for every mount inside it
+    /// (a disk or tmpfs mounted on a part of it).
     static func places(of path: String, mounts: [MountTable.Entry]) -> [[UInt8]] {
-        let real = realPathBytes(path) ?? Array(path.utf8)
-        // The mount it is on: the deepest mount point holding it, the last listed if stacked.
-        var home: MountTable.Entry?
-        var depth = -1
-        for m in mounts {
-            let mp = Array(m.mountPoint.utf8)
-            if pathBytes(real, within: mp) != nil && mp.count >= depth { home = m; depth = mp.count }
-        }
+        let fd = Glibc.open(path, oPath | O_CLOEXEC)
+        guard fd >= 0 else { return [Array(path.utf8)] }
+        defer { Glibc.close(fd) }
+        guard let real = realPath(fd: fd) else { return [Array(path.utf8)] }
         var out: Set<[UInt8]> = [real]
-        guard let home, let below = pathBytes(real, within: Array(home.mountPoint.utf8)) else { return Array(out) }
-        let inside = joinedPath(Array(home.root.utf8), below)
-        for m in mounts where m.device == home.device {
-            let root = Array(m.root.utf8)
-            if let rest = pathBytes(inside, within: root) {
-                out.insert(joinedPath(Array(m.mountPoint.utf8), rest))
-            } else if pathBytes(root, within: inside) != nil {
-                out.insert(Array(m.mountPoint.utf8))
-            }
+        guard let id = mountID(fd: fd), let home = mounts.first(where: { $0.id == id }),
+              let below = pathBytes(real, within: home.mountPointBytes) else { return [real] }
+        aliases(device: home.device, of: joinedPath(home.rootBytes, below), mounts: mounts, into: &out)
+        for m in mounts where m.id != home.id && pathBytes(m.mountPointBytes, within: real) != nil {
+            out.insert(m.mountPointBytes)
+            aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
         }
         return Array(out)
     }
 
-    static func realPathBytes(_ path: String) -> [UInt8]? {
-        guard let r = realpath(path, nil) else { return nil }
-        defer { free(r) }
-        return Array(UnsafeRawBufferPointer(start: r, count: strlen(r)))
+    /// Where the folder `inside` of the filesystem `device` shows, or a part of it.
+    static func aliases(device: String, of inside: [UInt8], mounts: [MountTable.Entry], into out: inout Set<[UInt8]>) {
+        for m in mounts where m.device == device {
+            if let rest = pathBytes(inside, within: m.rootBytes) {
+                out.insert(joinedPath(m.mountPointBytes, rest))
+            } else if pathBytes(m.rootBytes, within: inside) != nil {
+                out.insert(m.mountPointBytes)
+            }
+        }
+    }
+
+    /// The kernel's path of an open descriptor (/proc/self/fd/N).
+    static func realPath(fd: Int32) -> [UInt8]? {
+        var buf = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = buf.withUnsafeMutableBufferPointer { b in
+            readlink("/proc/self/fd/\(fd)", UnsafeMutableRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), b.count)
+        }
+        guard n > 0, n < buf.count, buf[0] == UInt8(ascii: "/") else { return nil }
+        return Array(buf[0..<n])
+    }
+
+    /// The id of the mount a descriptor is on (`mnt_id` in /proc/self/fdinfo/N), as mountinfo
+    /// numbers them.
+    static func mountID(fd: Int32) -> Int? {
+        guard let text = MountTable.readWhole("/proc/self/fdinfo/\(fd)") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("mnt_id:") {
+            return Int(line.dropFirst("mnt_id:".count).trimmingCharacters(in: .whitespaces))
+        }
+        return nil
     }
 }
+
+/// O_PATH (Linux; Glibc hides it behind _GNU_SOURCE): a descriptor that names a file without
+/// opening it for reading, for any file the caller can look up.
+private let oPath: Int32 = 0o10000000
 
 /// The bytes of `path` after `folder` (empty when they are the same folder, else starting with
 /// "/") when `path` is `folder` or inside it, else nil. Byte for byte, as the kernel names files:

@@ -95,11 +95,60 @@ set +e
     [ -z "$(ls -A /host/proc 2>/dev/null)" ] || exit 87
     ! find / -xdev -name photogate.sqlite 2>/dev/null | grep -q . || exit 93
     [ -z "$(ls -A "/host$1" 2>/dev/null)" ] || exit 88
+    # The folders came in by descriptor (--bind-fd): none is left open in the sandbox.
+    [ "$(ls /proc/self/fd | sort -n | tr "\n" " ")" = "0 1 2 3 " ] || { ls -l /proc/self/fd >&2; exit 89; }
     exit 0' sh "$PHOTOGATE_LIBRARY"
 status=$?
 set -e
 umount -l "$tmp/alias"
-[[ $status == 0 ]] || fail "other spellings of a bound folder: exit $status (86, 88, 93: the library is visible inside; 87: the host's /proc)"
+[[ $status == 0 ]] || fail "other spellings of a bound folder: exit $status (86, 88, 93: the library is visible inside; 87: the host's /proc; 89: a bound folder's descriptor is open inside)"
+
+# Where a place really is comes from the kernel, not from reading paths as text: a part of the
+# library on a mount of its own, shown elsewhere by a bind mount; aliases under mount points whose
+# names are not UTF-8 (\xff) or end in U+0600 (which joins the next character as a String); a
+# second proc mount; a store moved to another disk behind a symlink; /dev/fd/3, which is
+# photogate's descriptor 3 here and would be another in bubblewrap.
+mkdir -p "$PHOTOGATE_LIBRARY/extra" "$tmp/pub/alias" "$tmp/pub/al$(printf '\xff')" "$tmp/pub/q$(printf '\xd8\x80')" "$tmp/chroot/proc"
+on_exit "umount -l '$PHOTOGATE_LIBRARY/extra'"
+mount -t tmpfs -o size=64k pgextra "$PHOTOGATE_LIBRARY/extra"
+echo private >"$PHOTOGATE_LIBRARY/extra/marker"
+for m in "$tmp/pub/alias" "$tmp/pub/al$(printf '\xff')" "$tmp/pub/q$(printf '\xd8\x80')" "$tmp/chroot/proc"; do
+    on_exit "umount -l '$m'"
+done
+mount --bind "$PHOTOGATE_LIBRARY/extra" "$tmp/pub/alias"
+mount --bind "$data" "$tmp/pub/al$(printf '\xff')"
+mount --bind "$data" "$tmp/pub/q$(printf '\xd8\x80')"
+mount -t proc proc "$tmp/chroot/proc"
+moved="$tmp/moved-library"
+( export PHOTOGATE_LIBRARY="$moved"
+  "$pg" init >/dev/null
+  "$pg" import "$tmp/src" >/dev/null
+  "$pg" authorize org.example.Boxed --access read-write --status limited >/dev/null )
+mkdir -p "$tmp/disk"
+mv "$moved/store" "$tmp/disk/store"
+ln -s "$tmp/disk/store" "$moved/store"
+set +e
+"$pg" run org.example.Boxed --ro-bind "$tmp/pub:/pub" --ro-bind "$tmp/chroot:/c" --ro-bind /dev/fd/3:/hp -- sh -c '
+    [ -z "$(ls -A /pub/alias 2>/dev/null)" ] || { echo "alias: $(ls -A /pub/alias)" >&2; exit 71; }
+    for d in /pub/*/; do [ -z "$(ls -A "$d/library" 2>/dev/null)" ] || { echo "$d: $(ls -A "$d/library")" >&2; exit 72; }; done
+    [ -z "$(ls -A /c/proc 2>/dev/null)" ] || exit 73
+    [ -c /hp ] || { ls -ld /hp >&2; exit 74; }
+    exit 0' 3</dev/null
+status=$?
+[[ $status == 0 ]] || fail "places found by the kernel: exit $status (71: a part of the library on its own mount, 72: an alias under an odd name, 73: a second proc mount, 74: /dev/fd/3 read as bubblewrap's)"
+PHOTOGATE_LIBRARY="$moved" "$pg" run org.example.Boxed --ro-bind "$tmp/disk:/disk" -- sh -c '
+    [ -d /disk ] && [ -z "$(ls -A /disk/store 2>/dev/null)" ] || exit 75'
+status=$?
+[[ $status == 0 ]] || fail "a store moved behind a symlink: exit $status (75: visible under the folder passed in)"
+# A folder put at or around the pictures folder is refused: a mask there would be made in the view.
+out=$("$pg" run org.example.Boxed --ro-bind "$data:$HOME/Pictures/x" -- sh -c 'exit 0' 2>&1)
+status=$?
+set -e
+[[ $status == 64 ]] || fail "a folder passed in under the pictures folder: exit $status, expected 64 ($out)"
+has "overlaps the pictures folder" "$out" || fail "no reason given: $out"
+for m in "$tmp/pub/alias" "$tmp/pub/al$(printf '\xff')" "$tmp/pub/q$(printf '\xd8\x80')" "$tmp/chroot/proc" "$PHOTOGATE_LIBRARY/extra"; do
+    umount -l "$m"
+done
 
 # A bound folder inside the library, or holding another app's view, is refused before the command
 # runs (a mask of a view would leave it, with its app id, in the sandbox's mount table).

@@ -54,6 +54,17 @@ wait_until 10 bash -c "grep -q '\"state\" : \"dead\"' <<<\"\$(runuser -u '$user'
     || fail "the killed daemon is not listed dead: $(as_user mounts --json)"
 as_user mount org.example.Mine "$home/view" >/dev/null || fail "mount over the stale mount point as $user"
 runuser -u "$user" -- cmp "$home/src/a.jpg" "$home/view/a.jpg" || fail "reading after the remount"
+# photogate run as the user (bubblewrap without privileges): folders are handed in by
+# descriptor, the library inside the bound home is masked, nothing else comes in.
+if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; then
+    as_user run org.example.Mine --ro-bind "$home:/h" -- sh -c '
+        cmp /h/src/a.jpg "$HOME/Pictures/a.jpg" || exit 81
+        [ -d /h/src ] && [ -z "$(ls -A /h/library 2>/dev/null)" ] || exit 82
+        [ "$(ls /proc/self/fd | sort -n | tr "\n" " ")" = "0 1 2 3 " ] || { ls -l /proc/self/fd >&2; exit 83; }
+        exit 0' 9</dev/null || fail "photogate run as $user: exit $?"
+else
+    say "photogate run as $user not checked: bwrap cannot make namespaces for that user here"
+fi
 as_user unmount "$home/view" >/dev/null || fail "unmount as $user"
 is_mounted "$home/view" && fail "still mounted after unmount"
 [[ -z $(as_user mounts --json | grep org.example.Mine) ]] || fail "still listed after unmount"

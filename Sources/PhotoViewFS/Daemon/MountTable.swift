@@ -10,6 +10,11 @@ import Glibc
 public enum MountTable {
     /// The whole content of a file, read until EOF (nil when it cannot be opened or read).
     public static func readWhole(_ path: String) -> String? {
+        readWholeBytes(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The whole content of a file as bytes, read until EOF (nil when it cannot be opened or read).
+    public static func readWholeBytes(_ path: String) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -21,30 +26,38 @@ public enum MountTable {
             if n == 0 { break }
             bytes.append(contentsOf: chunk[0..<n])
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
-    /// One line of /proc/self/mountinfo: the mount point (unescaped), its device, its type, and
-    /// its root: the folder of that filesystem shown at the mount point ("/" unless a bind mount
-    /// of a folder inside it).
+    /// One line of /proc/self/mountinfo: the mount's id, its mount point, its device ("major:minor"),
+    /// its type, and its root: the folder of that filesystem shown at the mount point ("/" unless a
+    /// bind mount of a folder inside it). Names are kept as the kernel's bytes (a mount point need
+    /// not be UTF-8); the String forms are for display and for paths photogate made itself.
     public struct Entry: Sendable {
-        public let mountPoint: String
+        public let id: Int
+        public let mountPointBytes: [UInt8]
         public let device: String
         public let type: String
-        public let root: String
+        public let rootBytes: [UInt8]
+        public var mountPoint: String { String(decoding: mountPointBytes, as: UTF8.self) }
+        public var root: String { String(decoding: rootBytes, as: UTF8.self) }
     }
 
-    /// Every mount in this mount namespace.
+    /// Every mount in this mount namespace. Parsed as bytes: split as a String, a line ending in
+    /// "\r" joined the next one, and a name ending in U+0600 swallowed the space after it (both
+    /// form one Character), which hid the mount listed next.
     public static func entries() -> [Entry] {
-        guard let text = readWhole("/proc/self/mountinfo") else { return [] }
+        guard let bytes = readWholeBytes("/proc/self/mountinfo") else { return [] }
         var out: [Entry] = []
-        for line in text.split(separator: "\n") {
-            let parts = line.components(separatedBy: " - ")
-            guard parts.count >= 2 else { continue }
-            let fields = parts[0].split(separator: " ")
-            guard fields.count > 4, let type = parts[1].split(separator: " ").first else { continue }
-            out.append(Entry(mountPoint: unescape(String(fields[4])), device: String(fields[2]), type: String(type),
-                             root: unescape(String(fields[3]))))
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            // id parent major:minor root mountpoint options [optional fields...] - type source superoptions
+            let fields = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+            guard fields.count > 7,
+                  let dash = fields[6...].firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }),
+                  dash + 1 < fields.count,
+                  let id = Int(String(decoding: fields[0], as: UTF8.self)) else { continue }
+            out.append(Entry(id: id, mountPointBytes: unescape(fields[4]), device: String(decoding: fields[2], as: UTF8.self),
+                             type: String(decoding: fields[dash + 1], as: UTF8.self), rootBytes: unescape(fields[3])))
         }
         return out
     }
@@ -53,22 +66,25 @@ public enum MountTable {
     public static func photogateMounts() -> [Entry] { entries().filter { $0.type == "fuse.photogate" } }
 
     /// True if `path` is a mount point (of any file system) in this namespace.
-    public static func isMountPoint(_ path: String) -> Bool { entries().contains { samePath($0.mountPoint, path) } }
+    public static func isMountPoint(_ path: String) -> Bool { entries().contains { $0.mountPointBytes.elementsEqual(path.utf8) } }
 
     /// The same path, byte for byte, as the kernel names files. String's == calls canonically
     /// equivalent names equal (`café` precomposed and `cafe` + U+0301), which are two folders.
     public static func samePath(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
     /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
-    public static func unescape(_ s: String) -> String {
-        guard s.contains("\\") else { return s }
-        var out = [UInt8](), b = Array(s.utf8), i = 0
+    public static func unescape<C: Collection>(_ b: C) -> [UInt8] where C.Element == UInt8 {
+        let b = Array(b)
+        guard b.contains(UInt8(ascii: "\\")) else { return b }
+        var out = [UInt8](), i = 0
         while i < b.count {
             if b[i] == UInt8(ascii: "\\"), i + 3 < b.count,
                let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
                 out.append(v); i += 4
             } else { out.append(b[i]); i += 1 }
         }
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
+
+    public static func unescape(_ s: String) -> String { String(decoding: unescape(Array(s.utf8)), as: UTF8.self) }
 }
