@@ -118,6 +118,13 @@ struct Run: PhotogateCommand {
                 .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", maskable: true) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+            // Host mounts propagate into bubblewrap's binds (systemd makes "/" shared): a view
+            // mounted under a bound folder after the start would come in unmasked. As root, start
+            // bubblewrap in a mount namespace of its own with nothing shared, where nothing arrives.
+            let unshare = "/usr/bin/unshare"
+            if getuid() == 0 && geteuid() == 0 && Glibc.access(unshare, X_OK) == 0 {
+                args = [unshare, "--mount", "--propagation", "private", "--"] + args
+            }
             if shareNet { args.append("--share-net") }
             // As root, bubblewrap keeps the capabilities: with them the command could unmount a
             // mask or make a device node and mount the host's disk.

@@ -150,6 +150,29 @@ for m in "$tmp/pub/alias" "$tmp/pub/al$(printf '\xff')" "$tmp/pub/q$(printf '\xd
     umount -l "$m"
 done
 
+# As root, mounts made on the host after the command started do not reach it, even where the
+# host's mounts are shared (systemd's default; here in a mount namespace of the test's own).
+mkdir -p "$tmp/prop/later" "$tmp/sig"
+cat >"$tmp/prop.sh" <<'PROP'
+set -u
+mount --make-rshared /
+"$PG" run org.example.Boxed --ro-bind "$T/prop:/p" --bind "$T/sig:/sig" -- sh -c '
+    touch /sig/ready
+    while [ ! -e /sig/go ]; do sleep 0.02; done
+    [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
+    exit 0' &
+runpid=$!
+until [ -e "$T/sig/ready" ] || ! kill -0 $runpid 2>/dev/null; do sleep 0.02; done
+mount --bind "$D" "$T/prop/later" || exit 77
+touch "$T/sig/go"
+wait $runpid
+PROP
+set +e
+PG="$pg" T="$tmp" D="$data" unshare -m --propagation shared bash "$tmp/prop.sh"
+status=$?
+set -e
+[[ $status == 0 ]] || fail "a mount made after the start: exit $status (76: it reached the sandbox)"
+
 # A bound folder inside the library, or holding another app's view, is refused before the command
 # runs (a mask of a view would leave it, with its app id, in the sandbox's mount table).
 set +e
