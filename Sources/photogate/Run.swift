@@ -98,23 +98,24 @@ struct Run: PhotogateCommand {
             // What must stay out of reach: the library, the host's /proc (through it, /proc/PID/root
             // reaches every file), and every photogate mount but this view (and its aliases).
             let mounts = MountTable.entries()
-            let ownDevices = Set(mounts.filter { MountTable.samePath($0.mountPoint, mountpoint) }.map(\.device))
+            let ownDevices = Set(mounts.filter { $0.mountPointBytes.elementsEqual(mountpoint.utf8) }.map(\.device))
             // The library's parts too: a store moved to another disk and left as a symlink is not
             // under the library's folder.
             let paths = library.paths
             var hidden = [paths.root, paths.database, paths.store, paths.tmp, paths.run].map {
-                SandboxHiding.Hidden(path: $0, what: "the photo library", maskable: true)
+                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", maskable: true)
             }
             // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
-            hidden += (["/proc"] + mounts.filter { $0.type == "proc" }.map(\.mountPoint)).map {
+            // Mount points as the kernel's bytes: a name need not be UTF-8.
+            hidden += ([Array("/proc".utf8)] + mounts.filter { $0.type == "proc" }.map(\.mountPointBytes)).map {
                 SandboxHiding.Hidden(path: $0, what: "the host's /proc", maskable: true)
             }
-            let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPoint)
+            let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPointBytes)
             hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", maskable: false) }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
             // masked all the same.
-            hidden += MountRegistry.entries(library).map(\.record.mountpoint)
-                .filter { p in !MountTable.samePath(p, mountpoint) && !views.contains { MountTable.samePath($0, p) } }
+            hidden += MountRegistry.entries(library).map { Array($0.record.mountpoint.utf8) }
+                .filter { p in !p.elementsEqual(mountpoint.utf8) && !views.contains(p) }
                 .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", maskable: true) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
@@ -166,11 +167,16 @@ struct Run: PhotogateCommand {
                      "--tmpfs", "/home", "--dir", home, "--setenv", "HOME", home, "--setenv", "PHOTOGATE_APP", id.rawValue]
             for (flag, list) in [("--bind", binds), ("--ro-bind", roBinds)] {
                 for spec in list {
-                    let parts = spec.split(separator: ":", maxSplits: 1).map(String.init)
-                    let src = absolute(parts[0]), dest = parts.count > 1 ? absolute(parts[1]) : src
-                    // A mask there would be made inside the view, as a folder of the app's.
-                    if pathBytes(dest.utf8, within: inside.utf8) != nil || pathBytes(inside.utf8, within: dest.utf8) != nil {
-                        throw CommandFailure("cannot pass \(src) in at \(dest): it overlaps the pictures folder \(inside), which is the view", .usage)
+                    let parts = spec.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                    guard let first = parts.first, !first.isEmpty, parts.count == 1 || !parts[1].isEmpty else {
+                        throw CommandFailure("\(flag) \"\(spec)\": give SRC or SRC:DEST", .usage)
+                    }
+                    let src = absolute(first)
+                    let dest = String(decoding: lexicallyNormal(Array(absolute(parts.count > 1 ? parts[1] : first).utf8)), as: UTF8.self)
+                    // The view is bound over the pictures folder after these: a folder put inside it
+                    // would be covered, and its masks made in the view, as folders of the app's.
+                    if pathBytes(Array(dest.utf8), within: lexicallyNormal(Array(inside.utf8))) != nil {
+                        throw CommandFailure("cannot pass \(src) in at \(dest): that is inside the pictures folder \(inside), which is the view", .usage)
                     }
                     guard handed.count < 64 else { throw CommandFailure("too many folders passed in (at most 64)", .usage) }
                     try bind(flag, src, dest, byDescriptor: true)
@@ -179,13 +185,20 @@ struct Run: PhotogateCommand {
             args += ["--bind", mountpoint, inside]
             // Binds are recursive: a hidden place under a bound folder gets an empty tmpfs on top, or
             // refuses the run (RunSandbox.swift).
-            let masks: [[UInt8]]
+            let masks: [SandboxHiding.Mask]
             do {
                 masks = try SandboxHiding(hidden: hidden, mounts: mounts).masks(for: bound)
             } catch {
                 throw CommandFailure("cannot pass that folder in: \(error.description)", .usage)
             }
-            let argv = args.map { Array($0.utf8) } + masks.flatMap { [Array("--tmpfs".utf8), $0] }
+            // Masks that would land in the view (a bound folder holding the pictures folder and the
+            // library beneath it) would be made there, as folders of the app's.
+            let view = lexicallyNormal(Array(inside.utf8))
+            if let m = masks.first(where: { pathBytes($0.path, within: view) != nil }) {
+                throw CommandFailure("cannot pass that folder in: the library would show at \(String(decoding: m.path, as: UTF8.self)), inside the pictures folder \(inside), which is the view", .usage)
+            }
+            let argv = args.map { Array($0.utf8) }
+                + masks.flatMap { m in m.isFolder ? [Array("--tmpfs".utf8), m.path] : [Array("--ro-bind".utf8), Array("/dev/null".utf8), m.path] }
                 + (["--chdir", home, "--"] + command).map { Array($0.utf8) }
             status = try spawnAndWait(argv, handing: handed)
         }

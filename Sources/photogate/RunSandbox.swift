@@ -21,7 +21,7 @@ import Glibc
 /// that is not UTF-8).
 struct SandboxHiding {
     struct Hidden {
-        let path: String
+        let path: [UInt8]
         /// What it is, for the error message ("the photo library", ...).
         let what: String
         /// Masked with a tmpfs when inside a bound folder; else that bind is refused.
@@ -43,6 +43,12 @@ struct SandboxHiding {
         let real: [UInt8]
     }
 
+    /// A sandbox path to cover: a folder with an empty tmpfs, a file with /dev/null.
+    struct Mask: Hashable {
+        let path: [UInt8]
+        let isFolder: Bool
+    }
+
     let hidden: [Hidden]
     let mounts: [MountTable.Entry]
 
@@ -58,28 +64,28 @@ struct SandboxHiding {
 
     /// The tmpfs masks (sandbox paths, as bytes: a name need not be UTF-8) for `bound` folders,
     /// the outermost only (a mask inside another would show up there as an empty folder).
-    func masks(for bound: [(src: Source, dest: String)]) throws(Refusal) -> [[UInt8]] {
+    func masks(for bound: [(src: Source, dest: String)]) throws(Refusal) -> [Mask] {
         let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts)) }
-        var masks = Set<[UInt8]>()
+        var masks: [[UInt8]: Bool] = [:]
         for b in bound {
             for (h, at) in places {
                 for p in at {
-                    if let rest = pathBytes(p, within: b.src.real) {
+                    if let rest = pathBytes(p.path, within: b.src.real) {
                         guard h.maskable else {
-                            throw Refusal(description: "\(b.src.spelled) holds \(h.what) at \(String(decoding: p, as: UTF8.self)); "
+                            throw Refusal(description: "\(b.src.spelled) holds \(h.what) at \(String(decoding: p.path, as: UTF8.self)); "
                                 + "it cannot be hidden inside the sandbox without showing in its mount table: "
                                 + "unmount it, or pass a folder beside it")
                         }
-                        masks.insert(joinedPath(Array(b.dest.utf8), rest))
-                    } else if pathBytes(b.src.real, within: p) != nil {
-                        throw Refusal(description: "\(b.src.spelled) is inside \(h.what) (\(String(decoding: p, as: UTF8.self))), "
+                        masks[joinedPath(Array(b.dest.utf8), rest)] = p.isFolder
+                    } else if pathBytes(b.src.real, within: p.path) != nil {
+                        throw Refusal(description: "\(b.src.spelled) is inside \(h.what) (\(String(decoding: p.path, as: UTF8.self))), "
                             + "which the sandbox must not reach")
                     }
                 }
             }
         }
-        let outermost = masks.filter { m in !masks.contains { $0 != m && pathBytes(m, within: $0) != nil } }
-        return outermost.sorted { $0.lexicographicallyPrecedes($1) }
+        let outermost = masks.filter { m in !masks.keys.contains { $0 != m.key && pathBytes(m.key, within: $0) != nil } }
+        return outermost.map { Mask(path: $0.key, isFolder: $0.value) }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
     }
 
     /// Every place in this mount namespace where `path`, or a part of it, can be reached: where it
@@ -88,20 +94,40 @@ struct SandboxHiding {
     /// mounts of it or of a folder above it); the mount points of mounts of its filesystem whose
     /// root is inside it (bind mounts of a folder inside it); and the same for every mount inside it
     /// (a disk or tmpfs mounted on a part of it).
-    static func places(of path: String, mounts: [MountTable.Entry]) -> [[UInt8]] {
-        let fd = Glibc.open(path, oPath | O_CLOEXEC)
-        guard fd >= 0 else { return [Array(path.utf8)] }
-        defer { Glibc.close(fd) }
-        guard let real = realPath(fd: fd) else { return [Array(path.utf8)] }
-        var out: Set<[UInt8]> = [real]
-        guard let id = mountID(fd: fd), let home = mounts.first(where: { $0.id == id }),
-              let below = pathBytes(real, within: home.mountPointBytes) else { return [real] }
-        aliases(device: home.device, of: joinedPath(home.rootBytes, below), mounts: mounts, into: &out)
-        for m in mounts where m.id != home.id && pathBytes(m.mountPointBytes, within: real) != nil {
-            out.insert(m.mountPointBytes)
-            aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
+    /// A place and whether it is a folder (else a file). Places that are neither (a device node
+    /// bound over a file of /proc, as containers do) are left out: there is nothing to hide there.
+    struct Place { let path: [UInt8]; let isFolder: Bool }
+
+    static func places(of path: [UInt8], mounts: [MountTable.Entry]) -> [Place] {
+        let fd = (path + [0]).withUnsafeBufferPointer { b in
+            Glibc.open(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), oPath | O_CLOEXEC)
         }
-        return Array(out)
+        // Not there: nothing to hide. There but closed to us (another user's view): as spelled.
+        guard fd >= 0 else { return errno == ENOENT ? [] : [Place(path: path, isFolder: true)] }
+        defer { Glibc.close(fd) }
+        guard let real = realPath(fd: fd) else { return [Place(path: path, isFolder: true)] }
+        var out: Set<[UInt8]> = [real]
+        if let id = mountID(fd: fd), let home = mounts.first(where: { $0.id == id }),
+           let below = pathBytes(real, within: home.mountPointBytes) {
+            aliases(device: home.device, of: joinedPath(home.rootBytes, below), mounts: mounts, into: &out)
+            for m in mounts where m.id != home.id && pathBytes(m.mountPointBytes, within: real) != nil {
+                out.insert(m.mountPointBytes)
+                aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
+            }
+        }
+        return out.compactMap { p in
+            var st = stat()
+            let found = (p + [0]).withUnsafeBufferPointer { b in
+                stat(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), &st) == 0
+            }
+            // One we cannot stat (closed to us): hidden as a folder all the same.
+            guard found else { return Place(path: p, isFolder: true) }
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR: return Place(path: p, isFolder: true)
+            case S_IFREG: return Place(path: p, isFolder: false)
+            default: return nil
+            }
+        }
     }
 
     /// Where the folder `inside` of the filesystem `device` shows, or a part of it.
@@ -155,6 +181,18 @@ where P.Element == UInt8, F.Element == UInt8 {
     if rest.isEmpty { return [] }
     if f == [UInt8(ascii: "/")] { return p }
     return rest.first == UInt8(ascii: "/") ? Array(rest) : nil
+}
+
+/// An absolute path with ".", ".." and repeated "/" taken out, by its text (for sandbox paths,
+/// which cannot be resolved from here).
+func lexicallyNormal(_ path: [UInt8]) -> [UInt8] {
+    var parts: [ArraySlice<UInt8>] = []
+    for c in path.split(separator: UInt8(ascii: "/")) {
+        if c.elementsEqual([UInt8(ascii: ".")]) { continue }
+        if c.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) { _ = parts.popLast(); continue }
+        parts.append(c)
+    }
+    return parts.isEmpty ? [UInt8(ascii: "/")] : parts.flatMap { [UInt8(ascii: "/")] + $0 }
 }
 
 /// `folder` followed by `rest` (empty, or starting with "/"), with no doubled "/".
