@@ -230,9 +230,6 @@ func isDirectory(_ path: String) -> Bool {
     return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
 }
 
-/// Mount points of every fuse.photogate mount in this namespace.
-func photogateMountPoints() -> [String] { MountTable.photogateMounts().map(\.mountPoint) }
-
 /// Runs a program and returns its status and stderr.
 func runCapturing(_ path: String, _ args: [String]) throws -> (Int32, String) {
     let p = Process()
