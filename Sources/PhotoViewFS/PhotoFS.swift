@@ -73,9 +73,6 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     public let gid: UInt32
     let log: @Sendable (String) -> Void
     public let passthrough: Bool
-    /// The store's folder and a slash: originals under it were copied in; others are referenced
-    /// in place (and checked for changes at each open).
-    let storeRootPrefix: String
     /// A no-open mount (`photogate mount --no-open`): read-only, and the kernel opens files without
     /// asking (OPEN and FLUSH are answered ENOSYS once, and the kernel stops sending them), so a
     /// warm open+read+close costs no round trip to the daemon. Reads then arrive without a handle,
@@ -107,7 +104,6 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         self.log = log
         self.noOpen = noOpen
         self.passthrough = passthrough && !noOpen
-        storeRootPrefix = library.storeRoot + "/"
         try library.registerApp(app)
         writer = try library.appFileWriter(purpose: "mount")
         let initial = try ViewModel(snapshot: library.view(for: app, access: access, lean: true), storeRoot: library.storeRoot)

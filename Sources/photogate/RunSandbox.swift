@@ -88,20 +88,18 @@ struct SandboxHiding {
         return outermost.map { Mask(path: $0.key, isFolder: $0.value) }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
     }
 
+    /// A place and whether it is a folder (else a file).
+    struct Place { let path: [UInt8]; let isFolder: Bool }
+
     /// Every place in this mount namespace where `path`, or a part of it, can be reached: where it
     /// is (resolved, and on the mount it really is on, from the kernel: overmounts and symlinks
     /// included); the same folder under every mount of its filesystem whose root holds it (bind
     /// mounts of it or of a folder above it); the mount points of mounts of its filesystem whose
     /// root is inside it (bind mounts of a folder inside it); and the same for every mount inside it
-    /// (a disk or tmpfs mounted on a part of it).
-    /// A place and whether it is a folder (else a file). Places that are neither (a device node
-    /// bound over a file of /proc, as containers do) are left out: there is nothing to hide there.
-    struct Place { let path: [UInt8]; let isFolder: Bool }
-
+    /// (a disk or tmpfs mounted on a part of it). Places that are neither folders nor files (a
+    /// device node bound over a file of /proc, as containers do) are left out: nothing to hide.
     static func places(of path: [UInt8], mounts: [MountTable.Entry]) -> [Place] {
-        let fd = (path + [0]).withUnsafeBufferPointer { b in
-            Glibc.open(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), oPath | O_CLOEXEC)
-        }
+        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
         // Not there: nothing to hide. There but closed to us (another user's view): as spelled.
         guard fd >= 0 else { return errno == ENOENT ? [] : [Place(path: path, isFolder: true)] }
         defer { Glibc.close(fd) }
@@ -117,9 +115,7 @@ struct SandboxHiding {
         }
         return out.compactMap { p in
             var st = stat()
-            let found = (p + [0]).withUnsafeBufferPointer { b in
-                stat(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), &st) == 0
-            }
+            let found = withCPath(p) { stat($0, &st) == 0 }
             // One we cannot stat (closed to us): hidden as a folder all the same.
             guard found else { return Place(path: p, isFolder: true) }
             switch st.st_mode & S_IFMT {
@@ -160,6 +156,11 @@ struct SandboxHiding {
         }
         return nil
     }
+}
+
+/// A path of bytes (not necessarily UTF-8) as the C string a system call takes.
+private func withCPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
+    (path + [0]).withUnsafeBufferPointer { b in body(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self)) }
 }
 
 /// O_PATH (Linux; Glibc hides it behind _GNU_SOURCE): a descriptor that names a file without

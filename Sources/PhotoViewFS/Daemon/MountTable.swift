@@ -40,7 +40,6 @@ public enum MountTable {
         public let type: String
         public let rootBytes: [UInt8]
         public var mountPoint: String { String(decoding: mountPointBytes, as: UTF8.self) }
-        public var root: String { String(decoding: rootBytes, as: UTF8.self) }
     }
 
     /// Every mount in this mount namespace. Parsed as bytes: split as a String, a line ending in
@@ -85,6 +84,4 @@ public enum MountTable {
         }
         return out
     }
-
-    public static func unescape(_ s: String) -> String { String(decoding: unescape(Array(s.utf8)), as: UTF8.self) }
 }

@@ -126,10 +126,10 @@ extension PhotoFS {
             if e == EMFILE || e == ENFILE { throw Errno(e) }
             throw .io
         }
-        // By bytes: String.hasPrefix compares by canonical equivalence, so a referenced original
-        // in a folder whose name only looks like the library's (é composed against e + U+0301:
-        // two folders on disk) counted as copied in, and skipped the check below.
-        if !node.path.utf8.starts(with: storeRootPrefix.utf8) {
+        // Told by the catalog, not by the path: a prefix test on the path took a referenced original
+        // in a folder whose name only looks like the store's (é composed against e + U+0301: two
+        // folders on disk) for a copied one, and skipped the check below.
+        if !node.inStore {
             var st = stat()
             let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
             if changed {

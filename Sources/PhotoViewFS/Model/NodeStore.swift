@@ -150,7 +150,7 @@ final class NodeStore: @unchecked Sendable {
         let b = bits[i]
         return AssetNode(rowID: rowIDs[i], assetID: string(i, 0), name: string(i, 1), ino: inos[i], size: sizes[i],
                          mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storePath(i) : string(i, 2),
-                         strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
+                         inStore: b & NodeStore.inStore != 0, strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
                          selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0)
     }
 

@@ -69,7 +69,7 @@ extension ViewModel {
             let stored = inStore ? r.text(.storePath, i)! : r.text(.referencePath, i)!
             let node = AssetNode(rowID: rowID, assetID: id, name: name, ino: ino, size: r.byteSizes[i],
                                  mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
-                                 path: inStore ? st.storeRoot + "/" + stored : stored, strip: strip, owned: owned,
+                                 path: inStore ? st.storeRoot + "/" + stored : stored, inStore: inStore, strip: strip, owned: owned,
                                  shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked))
             news[rowID] = New(node: node, bits: NodeStore.bits(f), stored: stored)
         }

@@ -23,6 +23,9 @@ struct AssetNode: Sendable, Equatable {
     let mtime: Int
     let ctime: Int
     let path: String
+    /// Its original was copied into the store (else it is referenced in place, imported with
+    /// `--reference`, and checked for changes at each open). From the catalog, not from the path.
+    let inStore: Bool
     let strip: Bool
     let owned: Bool
     let shared: Bool
