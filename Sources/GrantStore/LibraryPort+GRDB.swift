@@ -83,8 +83,8 @@ public final class LibraryStorePort: LibraryPort {
         try port { try library.copyFile(at: try library.currentPath(rowID: rowID), to: fd) }
     }
 
-    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool) {
-        try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd) }
+    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: String?) throws -> (asset: Asset, changed: Bool) {
+        try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash) }
     }
 
     public func appFileWriter(purpose: String) throws -> any AppFileWriter {
@@ -119,10 +119,19 @@ extension StoreWriter: AppFileWriter {
     public func newTempPath() -> String { tmpDir + "/\(StoreWriter.randomID()).part" }
 
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                              reuse: ReuseRule) throws -> AppFileCommit {
-        try port { try commitAppFile(tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album, reuseSameContent: reuse) }
+                              reuse: ReuseRule, contentHash: String?) throws -> AppFileCommit {
+        try port {
+            try commitAppFile(tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album, reuseSameContent: reuse,
+                              knownHash: contentHash)
+        }
     }
+
+    public func newContentHasher() -> any ContentHasher { SHA256() }
     // markReady, markVersionReady and clearReady are StoreWriter's own.
+}
+
+extension SHA256: ContentHasher {
+    public func hashSoFar() -> String { "sha256:" + hexString(copy().finalize()) }
 }
 
 extension ViewRows {

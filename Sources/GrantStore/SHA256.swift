@@ -37,6 +37,14 @@ public final class SHA256 {
         return out
     }
 
+    /// An independent copy of the state so far (to take a digest and keep feeding this one).
+    public func copy() -> SHA256 {
+        precondition(!finished, "SHA256: copy after finalize")
+        let c = SHA256()
+        guard EVP_MD_CTX_copy_ex(c.ctx, ctx) == 1 else { fatalError("SHA256: EVP_MD_CTX_copy_ex failed") }
+        return c
+    }
+
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
         let s = SHA256()
         s.update(bytes)

@@ -237,18 +237,20 @@ public final class StoreWriter: @unchecked Sendable {
     /// Makes the data durable before the catalog row commits. When the app already owns an asset
     /// with the same content (and, for `.sameName`, under the same name), that asset is the answer
     /// and the temp file is deleted: copying the same files again makes no duplicates.
+    /// `knownHash`: the file's content hash, computed while it was written (nil: hashed here).
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                              album: String? = nil, reuseSameContent: ReuseRule = .sameName) throws -> AppFileCommit {
+                              album: String? = nil, reuseSameContent: ReuseRule = .sameName,
+                              knownHash: String? = nil) throws -> AppFileCommit {
         guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
         return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
-                                      album: album, reuse: reuseSameContent)
+                                      album: album, reuse: reuseSameContent, knownHash: knownHash)
     }
 
     static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                       album: String?, reuse: ReuseRule = .sameName) throws -> AppFileCommit {
+                       album: String?, reuse: ReuseRule = .sameName, knownHash: String? = nil) throws -> AppFileCommit {
         // The data is durable already (fsynced by the caller, or by markReady before a crash).
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
-        let hash = try StoreWriter.hash(fd: fd, size: size)
+        let hash = try knownHash ?? StoreWriter.hash(fd: fd, size: size)
         let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
         let (asset, reused) = try library.write { db -> (Asset, Bool) in

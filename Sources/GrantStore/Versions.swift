@@ -164,10 +164,12 @@ extension Library {
     /// `changed` is false and the temp is removed (unless it is the current version's own file,
     /// committed by an earlier call whose rename failed: then it moves into the store). No stored
     /// file is ever modified or deleted. On a throw the temp stays the caller's.
-    /// Permission is the caller's to check (`editDecision`) when the file is opened.
-    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool) {
+    /// Permission is the caller's to check (`editDecision`) when the file is opened. `knownHash`:
+    /// the file's content hash, computed while it was written (nil: hashed here).
+    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
+                              knownHash: String? = nil) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
-        let hash = try StoreWriter.hash(fd: fd, size: size)
+        let hash = try knownHash ?? StoreWriter.hash(fd: fd, size: size)
         var temp = tempPath
         let base = (tempPath as NSString).lastPathComponent
         var fileID = String(base.prefix { $0 != "." })

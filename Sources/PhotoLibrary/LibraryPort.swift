@@ -70,8 +70,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// Copies the asset's current version into `fd` from its start; returns the size.
     func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64
     /// A complete temp file becomes the asset's new current version (`PortError.refused` when it
-    /// is not media; nothing changes then and the temp stays the caller's).
-    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool)
+    /// is not media; nothing changes then and the temp stays the caller's). `contentHash`, when
+    /// given, is the file's hash as the library writes it (`AppFileWriter.newContentHasher`),
+    /// computed by the caller while the file was written; nil: the library hashes the file.
+    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: String?) throws -> (asset: Asset, changed: Bool)
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
 }
@@ -83,13 +85,24 @@ public protocol AppFileWriter: Sendable {
     /// A fresh, unused path in the temp folder (for a link of a stored file).
     func newTempPath() -> String
     /// A complete, fsynced temp file becomes an asset of `app` (`PortError.refused` with the
-    /// reason when it is not complete media; `PortError.noSpace`).
+    /// reason when it is not complete media; `PortError.noSpace`). `contentHash`: as for
+    /// `LibraryPort.commitVersion`.
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                       reuse: ReuseRule) throws -> AppFileCommit
+                       reuse: ReuseRule, contentHash: String?) throws -> AppFileCommit
+    /// The library's content hash, to be fed a file's bytes in order while it is written.
+    func newContentHasher() -> any ContentHasher
     /// Marks a durable temp file complete, so that recovery commits it after a crash.
     func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws
     func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws
     func clearReady(tempPath: String)
+}
+
+/// The library's content hash of a file ("sha256:<hex>"), fed its bytes in order: a mount hashes
+/// what an app writes as it arrives, so that the close does not read the whole file again.
+public protocol ContentHasher: AnyObject {
+    func update(_ bytes: UnsafeRawBufferPointer)
+    /// The hash of the bytes fed so far, as the catalog records it; feeding may go on after.
+    func hashSoFar() -> String
 }
 
 /// The outcomes of a library call that a mount answers differently; anything else is a failure.

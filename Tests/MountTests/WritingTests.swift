@@ -44,6 +44,31 @@ struct Writing {
         #expect(!assets.contains { ($0["name"] as? String ?? "").hasPrefix(".rsync.jpg") })
         // The bytes read back are the bytes written.
         #expect(readAll(mp + "/cp.jpg") == readAll(src + "/cp.jpg"))
+        // Each is cataloged with the hash of its stored bytes (hashed behind the writes; ffmpeg
+        // goes back to its header to write the media data's size).
+        #expect(try storeMismatches(f.library) == [])
+        try f.unmount(mp)
+    }
+
+    /// A file refused at one close (not complete media yet) and then mended through a descriptor
+    /// still open is cataloged with the hash of its final bytes, though the bytes it wrote over
+    /// had been hashed at the refused close.
+    @Test func aFileMendedAfterARefusedCloseIsCatalogedWithItsFinalBytes() throws {
+        let f = try MountFixture()
+        let mp = try authorizedMount(f)
+        let jpeg = try TestMedia.jpeg(tag: "mended")
+        var broken = jpeg
+        broken[0] = 0
+        broken[1] = 0   // no JPEG start: not media
+        let fd = open(mp + "/mended.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        try #require(fd >= 0)
+        let kept = dup(fd)
+        #expect(broken.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == broken.count)
+        #expect(errnoOf { close(fd) } == EINVAL)
+        #expect(Array(jpeg[0..<2]).withUnsafeBytes { pwrite(kept, $0.baseAddress, 2, 0) } == 2)
+        #expect(close(kept) == 0)
+        #expect(try f.assetsJSON().count == 1)
+        #expect(try storeMismatches(f.library) == [])
         try f.unmount(mp)
     }
 

@@ -31,6 +31,8 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     private(set) var editRequests: [Int64] = []
     private(set) var refusalList: [Refusal] = []
     private(set) var commits: [(name: String, bytes: [UInt8])] = []
+    /// The content hash each commit of an app file was given (nil: none; the library hashes).
+    var commitHashes: [(name: String, hash: String?)] = []
 
     init() throws {
         let base = ProcessInfo.processInfo.environment["PHOTOGATE_TEST_TMP"] ?? NSTemporaryDirectory()
@@ -43,7 +45,7 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     deinit { try? FileManager.default.removeItem(atPath: root) }
 
-    private func locked<T>(_ body: () throws -> T) rethrows -> T {
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body()
@@ -240,7 +242,7 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 { try copyOriginal(rowID: rowID, to: fd) }
 
-    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32) throws -> (asset: Asset, changed: Bool) {
+    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: String?) throws -> (asset: Asset, changed: Bool) {
         throw PortError.denied("the fake library keeps no versions")
     }
 
@@ -281,13 +283,36 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
     }
 
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                       reuse: ReuseRule) throws -> AppFileCommit {
-        try library.commit(tempPath: tempPath, app: app, name: name, album: album)
+                       reuse: ReuseRule, contentHash: String?) throws -> AppFileCommit {
+        let c = try library.commit(tempPath: tempPath, app: app, name: name, album: album)
+        library.locked { library.commitHashes.append((name, contentHash)) }
+        return c
     }
+
+    func newContentHasher() -> any ContentHasher { BytesHasher() }
 
     func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {}
     func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {}
     func clearReady(tempPath: String) {}
+}
+
+/// A cheap stand-in for the library's hash (FNV-1a, 64 bits, and the length): a function of the
+/// bytes fed, in order, which is all a running hash's tests need to compare.
+final class BytesHasher: ContentHasher {
+    private var state: UInt64 = 0xcbf29ce484222325
+    private var count = 0
+    func update(_ b: UnsafeRawBufferPointer) {
+        var h = state
+        for byte in b { h = (h ^ UInt64(byte)) &* 0x100000001b3 }
+        state = h
+        count += b.count
+    }
+    func hashSoFar() -> String { "fnv:\(String(state, radix: 16)):\(count)" }
+    static func hash(_ bytes: [UInt8]) -> String {
+        let h = BytesHasher()
+        bytes.withUnsafeBytes { h.update($0) }
+        return h.hashSoFar()
+    }
 }
 
 /// Records what a mount tells the kernel.

@@ -84,7 +84,8 @@ extension PhotoFS {
         let result: AppFileCommit
         do {
             result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,
-                                             album: f.album, reuse: access == .addOnly ? .anyName : .sameName)
+                                             album: f.album, reuse: access == .addOnly ? .anyName : .sameName,
+                                             contentHash: f.hash?.digest())
         } catch {
             switch error as? PortError {
             case .refused(let why)?:
@@ -123,6 +124,8 @@ extension PhotoFS {
         } else {
             log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
         }
+        f.hash?.finish()
+        f.hash = nil
         Glibc.close(f.fd)
         f.fd = -1
         f.dirty = false

@@ -76,6 +76,7 @@ extension PhotoFS {
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, fd: temp.fd, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
         f.size = size
+        f.hash = RunningHash(fd: temp.fd, size: size, hasher: writer.newContentHasher())
         f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
@@ -86,6 +87,7 @@ extension PhotoFS {
         }
         if let other = raced {
             // Another open started an edit meanwhile: join it, drop this copy.
+            f.hash?.finish()
             Glibc.close(temp.fd)
             Glibc.unlink(temp.path)
             other.run { other.handles[h] = false; other.openers[h] = opener }
@@ -105,7 +107,7 @@ extension PhotoFS {
         }
         let result: (asset: Asset, changed: Bool)
         do {
-            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd)
+            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.hash?.digest())
         } catch {
             switch error as? PortError {
             case .refused(let why)?:
@@ -134,6 +136,8 @@ extension PhotoFS {
         }
         log(result.changed ? "saved a new version of \(result.asset.displayName) from \(appID)"
                            : "\(f.name) saved by \(appID) unchanged")
+        f.hash?.finish()
+        f.hash = nil
         Glibc.close(f.fd)
         f.fd = -1
         f.dirty = false
@@ -160,7 +164,7 @@ extension PhotoFS {
         guard fd >= 0 else { Glibc.unlink(link); throw .io }
         defer { Glibc.close(fd) }
         do {
-            let r = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd)
+            let r = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil)
             try library.dissolveOwnAsset(rowID: sourceRow, app: appID)
             log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
         } catch {

@@ -60,6 +60,8 @@ final class SessionFile: @unchecked Sendable {
     /// writable through descriptors still open elsewhere (a child that inherited one and exited
     /// sends that close too), until its last release discards it or a later close commits it.
     var hidden = false
+    /// The content hash of the temp file, computed behind the writes (nil: hashed at the commit).
+    var hash: RunningHash?
 
     init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
         self.id = id

@@ -30,7 +30,8 @@ extension PhotoFS {
             guard f.isWriting, f.fd >= 0 else { throw .noEntry }
             if let size = changes.size {
                 if size > f.counted { try admitGrowth(f, to: size) }
-                if ftruncate(f.fd, off_t(size)) != 0 { throw Errno(errno) }
+                if ftruncate(f.fd, off_t(size)) != 0 { f.hash?.invalidate(); throw Errno(errno) }
+                f.hash?.noteTruncate(to: size)
                 f.size = size
                 f.dirty = true
                 if let handle { f.handles[handle] = false }

@@ -20,6 +20,7 @@ extension PhotoFS {
         let key = model.withLock { $0.app.inodeKey }
         let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
         let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, fd: temp.fd, name: name, album: album, folder: folder)
+        f.hash = RunningHash(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
         files.withLock { $0[ino] = f }
         if let folder {
             setFolderChild(folder, name, .session(ino))
@@ -97,6 +98,8 @@ extension PhotoFS {
         f.id = temp.id
         f.tempPath = temp.path
         f.fd = temp.fd
+        f.hash?.finish()
+        f.hash = RunningHash(fd: temp.fd, size: size, hasher: writer.newContentHasher())
         f.state = .writing
         f.dirty = rowID != nil
         f.ready = false
@@ -136,11 +139,13 @@ extension PhotoFS {
                     if e == EINTR { continue }
                     f.failedWrite = e
                     f.dirty = true
+                    f.hash?.invalidate()
                     throw Errno(e)   // ENOSPC reaches the writer
                 }
                 done += n
             }
             f.dirty = true
+            f.hash?.noteWrite(offset: UInt64(offset), count: done)
             f.size = max(f.size, UInt64(offset) + UInt64(done))
             f.mtime = .now
             return done
