@@ -22,6 +22,10 @@ int pg_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
+int pg_start_writeback_range(int fd, long long offset, long long length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
 #include <sys/xattr.h>
 
 int pg_fsetxattr(int fd, const char *name, const void *value, unsigned long size) {

@@ -12,6 +12,8 @@ int pg_syncfs(int fd);
 /// sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE): starts writing fd's dirty pages back, without
 /// waiting, so a later syncfs or fsync has less to wait for.
 int pg_start_writeback(int fd);
+/// The same for the bytes [offset, offset + length) only.
+int pg_start_writeback_range(int fd, long long offset, long long length);
 
 /// malloc_trim(0) (malloc.h): gives the heap's free pages back to the kernel; 1 if it released any.
 int pg_malloc_trim(void);

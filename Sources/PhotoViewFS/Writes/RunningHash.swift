@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import PhotoLibrary
 import Threads
@@ -130,6 +131,9 @@ final class RunningHash: @unchecked Sendable {
         }
         hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<want]))
         hashed = end
+        // The commit fsyncs the file: start writing these bytes to the disk now, while the app
+        // writes the rest, so that its close waits for the tail only.
+        _ = pg_start_writeback_range(fd, Int64(start), Int64(want))
         return true
     }
 }
