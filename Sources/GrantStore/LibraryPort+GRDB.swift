@@ -127,7 +127,7 @@ extension StoreWriter: AppFileWriter {
     }
 
     public func newContentHasher() -> any ContentHasher { SHA256() }
-    // markReady, markVersionReady and clearReady are StoreWriter's own.
+    // markReady, markVersionReady, clearReady and shutDown are StoreWriter's own.
 }
 
 extension SHA256: ContentHasher {

@@ -26,7 +26,7 @@ public struct NewAssetFacts: Sendable {
 public final class StoreWriter: @unchecked Sendable {
     public let library: Library
     public let tmpDir: String
-    private let lockFD: Int32
+    private var lockFD: Int32
 
     public init(library: Library, purpose: String) throws {
         self.library = library
@@ -46,6 +46,7 @@ public final class StoreWriter: @unchecked Sendable {
     }
 
     deinit {
+        guard lockFD >= 0 else { return }   // shut down: recovery took the folder
         // Nothing left in a live process's folder is committed: remove it all.
         if let names = try? FileManager.default.contentsOfDirectory(atPath: tmpDir) {
             for n in names where n != ".lock" { unlink(tmpDir + "/" + n) }
@@ -53,6 +54,18 @@ public final class StoreWriter: @unchecked Sendable {
         unlink(tmpDir + "/.lock")
         rmdir(tmpDir)
         Glibc.close(lockFD)
+    }
+
+    /// The process is done writing (a mount's daemon, at its unmount). Its temp folder goes the
+    /// way of a dead process's (`recover`) now rather than at the next start, where until then
+    /// `photogate verify` reported it: files whose row committed roll forward, marked files (their
+    /// close had succeeded; the database was unavailable) are committed, or kept for a later
+    /// recovery if it still is, and the rest, incomplete, are deleted.
+    public func shutDown() {
+        guard lockFD >= 0 else { return }
+        Glibc.close(lockFD)   // lets go of the lock
+        lockFD = -1
+        StoreWriter.recover(library)
     }
 
     public static func randomID() -> String {
@@ -69,7 +82,10 @@ public final class StoreWriter: @unchecked Sendable {
     ///
     /// A temp file has one of three fates: its catalog row was committed (rename it into the
     /// store); it has a `.ready` marker, written when the app's close(2) succeeded (commit it now,
-    /// as the app's asset); or neither (an incomplete write: delete it).
+    /// as the app's asset); or neither (an incomplete write: delete it). A file whose fate cannot
+    /// be settled now, because the database cannot be read or refuses the commit for another
+    /// reason than the file itself (busy, failing, full), stays with its folder for a later
+    /// recovery: a file whose close returned 0 is never deleted for want of the database.
     @discardableResult
     public static func recover(_ library: Library) -> Int {
         let fm = FileManager.default
@@ -83,55 +99,74 @@ public final class StoreWriter: @unchecked Sendable {
             }
             defer { if fd >= 0 { Glibc.close(fd) } }
             let names = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
+            var later = false
             for name in names where name != ".lock" && !name.hasSuffix(".ready") {
                 let path = dir + "/" + name
-                let id = String(name.prefix { $0 != "." })
-                if id.count == 16, let a = try? library.read({ db in
-                    try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE id = ?", arguments: [id]).map(Library.asset)
-                }), let rel = a.storePath {
-                    let dest = library.paths.store + "/" + rel
-                    if Glibc.access(dest, F_OK) != 0 {
-                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
-                                             attributes: [.posixPermissions: 0o700])
-                        if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
-                    }
-                } else if id.count == 16, let rel = (try? library.read({ db in
-                    try String.fetchOne(db, sql: "SELECT store_path FROM versions WHERE file_id = ?", arguments: [id])
-                })) ?? nil {
-                    // A committed version of an asset (an edit): roll it forward like a new asset.
-                    let dest = library.paths.store + "/" + rel
-                    if Glibc.access(dest, F_OK) != 0 {
-                        try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
-                        if rename(path, dest) == 0 { fsyncDirectory(of: dest); kept += 1; continue }
-                    }
-                } else if let marker = ReadyMarker.find(temp: path) {
-                    let tfd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-                    if tfd >= 0 {
-                        defer { Glibc.close(tfd) }
-                        if let edited = marker.edit {
-                            // An edit whose close succeeded: it becomes the asset's new version.
-                            if let rowID = (try? library.resolve([edited]).first?.rowID) ?? nil,
-                               (try? library.commitVersion(rowID: rowID, app: marker.app, tempPath: path, fd: tfd)) != nil {
-                                kept += 1
-                                unlink(path + ".ready")
-                                continue
-                            }
-                        } else if (try? commit(library: library, tempPath: path, fd: tfd, id: id, app: marker.app,
-                                        name: marker.name, album: marker.album)) != nil {
-                            kept += 1
-                            unlink(path + ".ready")
-                            continue
-                        }
-                    }
+                switch recoverFile(library, path: path, id: String(name.prefix { $0 != "." })) {
+                case .kept: kept += 1
+                case .discard: unlink(path)
+                case .later: later = true
                 }
-                unlink(path)
             }
+            if later { continue }
             for name in names where name.hasSuffix(".ready") { unlink(dir + "/" + name) }
             unlink(dir + "/.lock")
             rmdir(dir)
         }
         return kept
+    }
+
+    private enum Recovered { case kept, discard, later }
+
+    /// One file of a dead process's temp folder (see `recover`).
+    private static func recoverFile(_ library: Library, path: String, id: String) -> Recovered {
+        let fm = FileManager.default
+        func moveIntoStore(_ rel: String) -> Recovered {
+            let dest = library.paths.store + "/" + rel
+            // Already there (a rename that did happen): this is a leftover link or copy.
+            guard Glibc.access(dest, F_OK) != 0 else { return .discard }
+            try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                                    attributes: [.posixPermissions: 0o700])
+            guard rename(path, dest) == 0 else { return .later }
+            fsyncDirectory(of: dest)
+            return .kept
+        }
+        if id.count == 16 {
+            let committed: (asset: String?, version: String?)
+            do {
+                committed = try library.read { db in
+                    (try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE id = ?", arguments: [id]),
+                     try String.fetchOne(db, sql: "SELECT store_path FROM versions WHERE file_id = ?", arguments: [id]))
+                }
+            } catch {
+                return .later
+            }
+            if let rel = committed.asset { return moveIntoStore(rel) }
+            // A committed version of an asset (an edit): rolled forward like a new asset.
+            if let rel = committed.version { return moveIntoStore(rel) }
+        }
+        guard let marker = ReadyMarker.find(temp: path) else { return .discard }   // incomplete
+        let tfd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard tfd >= 0 else { return .later }
+        defer { Glibc.close(tfd) }
+        do {
+            if let edited = marker.edit {
+                // An edit whose close succeeded: it becomes the asset's new version.
+                guard let rowID = try library.resolve([edited]).first?.rowID else { return .discard }
+                _ = try library.commitVersion(rowID: rowID, app: marker.app, tempPath: path, fd: tfd)
+            } else {
+                _ = try commit(library: library, tempPath: path, fd: tfd, id: id, app: marker.app,
+                               name: marker.name, album: marker.album)
+            }
+        } catch {
+            switch error as? LibraryError {
+            // The file itself is refused (not media), or the asset it edits is gone: nothing to keep.
+            case .badInput?, .unknownAssets?: return .discard
+            default: return .later
+            }
+        }
+        unlink(path + ".ready")
+        return .kept
     }
 
     /// A new temp file in this process's folder, for an asset id chosen now.

@@ -95,6 +95,9 @@ public protocol AppFileWriter: Sendable {
     func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws
     func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws
     func clearReady(tempPath: String)
+    /// No more writes (the mount is gone): this process's temp folder is settled now, as a dead
+    /// process's would be at the next start.
+    func shutDown()
 }
 
 /// The library's content hash of a file ("sha256:<hex>"), fed its bytes in order: a mount hashes

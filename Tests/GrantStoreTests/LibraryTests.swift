@@ -341,6 +341,39 @@ let camera = AppID("org.example.Camera")!
         for a in owned { #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + a.storePath!)) }
         #expect(!FileManager.default.fileExists(atPath: dead))
     }
+
+    /// A file whose close succeeded is not deleted because the database refused its commit at
+    /// recovery for a reason of its own (here a failing trigger stands for a busy or broken
+    /// database): it stays, with its folder, and a later recovery commits it. A file that is
+    /// not media is still dropped.
+    @Test func aReadyFileTheDatabaseCannotTakeYetWaitsForALaterRecovery() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "part")
+        let bytes = try TestMedia.jpeg(tag: "later")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        try writer.markReady(tempPath: temp, fd: fd, app: camera, name: "later.jpg", album: nil)
+        close(fd)
+        let (_, junk, jfd) = try writer.makeTemp(extension: "part")
+        _ = Array("not a photo".utf8).withUnsafeBytes { pwrite(jfd, $0.baseAddress, $0.count, 0) }
+        try ReadyMarker(app: camera, name: "junk.jpg", album: nil).write(junk + ".ready")
+        close(jfd)
+        let dead = t.library.paths.tmp + "/mount-999998-dead"
+        #expect(rename(writer.tmpDir, dead) == 0)
+        try "".write(toFile: dead + "/.lock", atomically: true, encoding: .utf8)
+        try t.library.write { db in
+            try db.execute(sql: "CREATE TRIGGER failing BEFORE INSERT ON assets BEGIN SELECT RAISE(ABORT, 'disk failing'); END")
+        }
+        #expect(StoreWriter.recover(t.library) == 0)
+        let moved = dead + "/" + (temp as NSString).lastPathComponent
+        #expect(FileManager.default.fileExists(atPath: moved), "a file whose close succeeded was deleted")
+        #expect(!FileManager.default.fileExists(atPath: dead + "/" + (junk as NSString).lastPathComponent), "not media: dropped")
+        #expect(try t.library.assets().filter { $0.owner == camera }.isEmpty)
+        try t.library.write { db in try db.execute(sql: "DROP TRIGGER failing") }
+        #expect(StoreWriter.recover(t.library) == 1)
+        #expect(try t.library.assets().filter { $0.owner == camera }.map(\.id) == [id])
+        #expect(!FileManager.default.fileExists(atPath: dead))
+    }
 }
 
 /// The importer's worker pool: results in order, never more than a window ahead, and stopped for good.

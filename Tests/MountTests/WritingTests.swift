@@ -72,6 +72,20 @@ struct Writing {
         try f.unmount(mp)
     }
 
+    /// At its unmount the daemon settles its temp folder: nothing is left for `photogate verify`
+    /// to report, or for the next start to recover.
+    @Test func anUnmountLeavesNoTempFolderBehind() throws {
+        let f = try MountFixture()
+        let mp = try authorizedMount(f)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "settled"), to: mp + "/settled.jpg") == 0)
+        let tmp = f.library + "/tmp"
+        #expect(!((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).isEmpty, "the live daemon's folder")
+        try f.unmount(mp)
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []) == [])
+        try verifyClean(f)
+        #expect(try f.assetsJSON().count == 1)
+    }
+
     @Test func nonMediaIsRefusedAtCloseAndLeavesNothing() throws {
         let f = try MountFixture()
         let mp = try authorizedMount(f)

@@ -294,6 +294,7 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
     func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {}
     func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {}
     func clearReady(tempPath: String) {}
+    func shutDown() {}
 }
 
 /// A cheap stand-in for the library's hash (FNV-1a, 64 bits, and the length): a function of the

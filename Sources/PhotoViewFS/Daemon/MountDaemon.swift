@@ -130,6 +130,9 @@ public enum MountDaemon {
             }
         }
         watcher.stop()
+        // No more writes can arrive: the temp folder is settled now (files whose close returned
+        // 0 but could not be committed then are committed), not left for the next start.
+        fs.writer.shutDown()
         MountRegistry.remove(pid: getpid(), library: library)
         log("unmounted \(settings.mountpoint)")
         let s = status.withLock { $0 }
