@@ -83,7 +83,8 @@ public final class LibraryStorePort: LibraryPort {
         try port { try library.copyFile(at: try library.currentPath(rowID: rowID), to: fd) }
     }
 
-    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: String?) throws -> (asset: Asset, changed: Bool) {
+    public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
+                              contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool) {
         try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash) }
     }
 
@@ -119,7 +120,7 @@ extension StoreWriter: AppFileWriter {
     public func newTempPath() -> String { tmpDir + "/\(StoreWriter.randomID()).part" }
 
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                              reuse: ReuseRule, contentHash: String?) throws -> AppFileCommit {
+                              reuse: ReuseRule, contentHash: (() -> String?)?) throws -> AppFileCommit {
         try port {
             try commitAppFile(tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album, reuseSameContent: reuse,
                               knownHash: contentHash)

@@ -45,27 +45,19 @@ public final class StoreWriter: @unchecked Sendable {
         lockFD = fd
     }
 
-    deinit {
-        guard lockFD >= 0 else { return }   // shut down: recovery took the folder
-        // Nothing left in a live process's folder is committed: remove it all.
-        if let names = try? FileManager.default.contentsOfDirectory(atPath: tmpDir) {
-            for n in names where n != ".lock" { unlink(tmpDir + "/" + n) }
-        }
-        unlink(tmpDir + "/.lock")
-        rmdir(tmpDir)
-        Glibc.close(lockFD)
-    }
+    deinit { shutDown() }
 
-    /// The process is done writing (a mount's daemon, at its unmount). Its temp folder goes the
-    /// way of a dead process's (`recover`) now rather than at the next start, where until then
-    /// `photogate verify` reported it: files whose row committed roll forward, marked files (their
-    /// close had succeeded; the database was unavailable) are committed, or kept for a later
-    /// recovery if it still is, and the rest, incomplete, are deleted.
+    /// The process is done writing (a mount's daemon at its unmount; any writer when it goes).
+    /// Its temp folder goes the way of a dead process's (`recover`) now rather than at the next
+    /// start, where until then `photogate verify` reported it: files whose row committed roll
+    /// forward, marked files (their close had succeeded; the database was unavailable) are
+    /// committed, or kept for a later recovery if it still is, and the rest, incomplete, are
+    /// deleted. Other processes' folders are left to the next start.
     public func shutDown() {
         guard lockFD >= 0 else { return }
         Glibc.close(lockFD)   // lets go of the lock
         lockFD = -1
-        StoreWriter.recover(library)
+        StoreWriter.recover(library, only: (tmpDir as NSString).lastPathComponent)
     }
 
     public static func randomID() -> String {
@@ -87,15 +79,17 @@ public final class StoreWriter: @unchecked Sendable {
     /// reason than the file itself (busy, failing, full), stays with its folder for a later
     /// recovery: a file whose close returned 0 is never deleted for want of the database.
     @discardableResult
-    public static func recover(_ library: Library) -> Int {
+    public static func recover(_ library: Library, only folder: String? = nil) -> Int {
         let fm = FileManager.default
-        guard let dirs = try? fm.contentsOfDirectory(atPath: library.paths.tmp) else { return 0 }
+        guard let dirs = folder.map({ [$0] }) ?? (try? fm.contentsOfDirectory(atPath: library.paths.tmp)) else { return 0 }
         var kept = 0
         for d in dirs {
             let dir = library.paths.tmp + "/" + d
             let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
             if fd >= 0 {
                 if flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); continue }   // alive
+            } else if errno != ENOENT {
+                continue   // a lock that cannot be opened now (out of descriptors) may be held
             }
             defer { if fd >= 0 { Glibc.close(fd) } }
             let names = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
@@ -145,7 +139,12 @@ public final class StoreWriter: @unchecked Sendable {
             // A committed version of an asset (an edit): rolled forward like a new asset.
             if let rel = committed.version { return moveIntoStore(rel) }
         }
-        guard let marker = ReadyMarker.find(temp: path) else { return .discard }   // incomplete
+        let marker: ReadyMarker
+        switch ReadyMarker.probe(temp: path) {
+        case .marked(let m): marker = m
+        case .unmarked: return .discard   // incomplete
+        case .unknown: return .later      // a marker that cannot be read now is not no marker
+        }
         let tfd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         guard tfd >= 0 else { return .later }
         defer { Glibc.close(tfd) }
@@ -272,20 +271,21 @@ public final class StoreWriter: @unchecked Sendable {
     /// Makes the data durable before the catalog row commits. When the app already owns an asset
     /// with the same content (and, for `.sameName`, under the same name), that asset is the answer
     /// and the temp file is deleted: copying the same files again makes no duplicates.
-    /// `knownHash`: the file's content hash, computed while it was written (nil: hashed here).
+    /// `knownHash`: asked once the file is found to be media, the file's content hash computed
+    /// while it was written, or nil (no closure, or nil from it: hashed here).
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
                               album: String? = nil, reuseSameContent: ReuseRule = .sameName,
-                              knownHash: String? = nil) throws -> AppFileCommit {
+                              knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
         guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
         return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
                                       album: album, reuse: reuseSameContent, knownHash: knownHash)
     }
 
     static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                       album: String?, reuse: ReuseRule = .sameName, knownHash: String? = nil) throws -> AppFileCommit {
+                       album: String?, reuse: ReuseRule = .sameName, knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
         // The data is durable already (fsynced by the caller, or by markReady before a crash).
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
-        let hash = try knownHash ?? StoreWriter.hash(fd: fd, size: size)
+        let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
         let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
         let (asset, reused) = try library.write { db -> (Asset, Bool) in
@@ -318,11 +318,21 @@ public final class StoreWriter: @unchecked Sendable {
         // so a power cut can never leave a file in the store that the catalog lost. The rename
         // needs no sync of its own: if it is lost, recovery finds the row and renames again.
         library.syncLog()
+        StoreWriter.moveIntoStore(library, tempPath: tempPath, rel: rel)
+        return AppFileCommit(asset: asset, reused: false)
+    }
+
+    /// Moves a temp file whose row is committed into the store. The row names it from now on, so
+    /// a failure here (no room for a new folder, an I/O error) is not the caller's to undo: the
+    /// file stays in the temp folder under its id, where recovery (at the process's end, or the
+    /// next start) moves it; deleting it, as a failed commit's caller does, would leave a row
+    /// without its file.
+    static func moveIntoStore(_ library: Library, tempPath: String, rel: String) {
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
-        guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
-        return AppFileCommit(asset: asset, reused: false)
+        // Owner-only, as the library on disk is private to its owner.
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { return }
+        _ = rename(tempPath, dest)
     }
 
     /// Marks a validated, fsynced temp file as complete: if this process dies before committing
@@ -389,10 +399,28 @@ struct ReadyMarker: Codable {
 
     /// The marker of a temp file: its extended attribute, else its sidecar file.
     static func find(temp path: String) -> ReadyMarker? {
+        if case .marked(let m) = probe(temp: path) { return m }
+        return nil
+    }
+
+    enum Probe { case marked(ReadyMarker), unmarked, unknown }
+
+    /// Whether a temp file is marked: `unknown` when a marker may be there but cannot be read now
+    /// (an error other than "none"), so that recovery never takes it for an incomplete file.
+    static func probe(temp path: String) -> Probe {
         var buf = [UInt8](repeating: 0, count: 4096)
         let n = buf.withUnsafeMutableBytes { pg_getxattr(path, xattr, $0.baseAddress, UInt($0.count)) }
-        if n > 0, let m = try? JSONDecoder().decode(ReadyMarker.self, from: Data(buf[0..<n])) { return m }
-        return read(path + ".ready")
+        if n > 0 {
+            guard let m = try? JSONDecoder().decode(ReadyMarker.self, from: Data(buf[0..<n])) else { return .unknown }
+            return .marked(m)
+        }
+        if n < 0 && errno != ENODATA && errno != ENOTSUP && errno != EOPNOTSUPP { return .unknown }
+        let sidecar = path + ".ready"
+        let fd = Glibc.open(sidecar, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return errno == ENOENT ? .unmarked : .unknown }
+        Glibc.close(fd)
+        guard let m = read(sidecar) else { return .unknown }
+        return .marked(m)
     }
 }
 

@@ -165,11 +165,12 @@ extension Library {
     /// committed by an earlier call whose rename failed: then it moves into the store). No stored
     /// file is ever modified or deleted. On a throw the temp stays the caller's.
     /// Permission is the caller's to check (`editDecision`) when the file is opened. `knownHash`:
-    /// the file's content hash, computed while it was written (nil: hashed here).
+    /// asked after the scan, the file's content hash computed while it was written, or nil
+    /// (hashed here).
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                              knownHash: String? = nil) throws -> (asset: Asset, changed: Bool) {
+                              knownHash: (() -> String?)? = nil) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
-        let hash = try knownHash ?? StoreWriter.hash(fd: fd, size: size)
+        let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
         var temp = tempPath
         let base = (tempPath as NSString).lastPathComponent
         var fileID = String(base.prefix { $0 != "." })
@@ -213,11 +214,7 @@ extension Library {
         // As for new files: the row is durable before the file moves; a lost rename is redone by
         // recovery, which finds the version by its file id.
         syncLog()
-        let dest = paths.store + "/" + rel
-        let dir = (dest as NSString).deletingLastPathComponent
-        // Owner-only, as the library on disk is private to its owner.
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
-        guard rename(temp, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
+        StoreWriter.moveIntoStore(self, tempPath: temp, rel: rel)
         return (asset, true)
     }
 

@@ -71,9 +71,11 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64
     /// A complete temp file becomes the asset's new current version (`PortError.refused` when it
     /// is not media; nothing changes then and the temp stays the caller's). `contentHash`, when
-    /// given, is the file's hash as the library writes it (`AppFileWriter.newContentHasher`),
-    /// computed by the caller while the file was written; nil: the library hashes the file.
-    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: String?) throws -> (asset: Asset, changed: Bool)
+    /// given, is asked once the file is found to be media: the file's hash as the library writes
+    /// it (`AppFileWriter.newContentHasher`), computed by the caller while the file was written,
+    /// or nil, and then (as without it) the library hashes the file.
+    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
+                       contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool)
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
 }
@@ -88,7 +90,7 @@ public protocol AppFileWriter: Sendable {
     /// reason when it is not complete media; `PortError.noSpace`). `contentHash`: as for
     /// `LibraryPort.commitVersion`.
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                       reuse: ReuseRule, contentHash: String?) throws -> AppFileCommit
+                       reuse: ReuseRule, contentHash: (() -> String?)?) throws -> AppFileCommit
     /// The library's content hash, to be fed a file's bytes in order while it is written.
     func newContentHasher() -> any ContentHasher
     /// Marks a durable temp file complete, so that recovery commits it after a crash.

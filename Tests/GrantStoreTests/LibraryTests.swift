@@ -374,6 +374,79 @@ let camera = AppID("org.example.Camera")!
         #expect(try t.library.assets().filter { $0.owner == camera }.map(\.id) == [id])
         #expect(!FileManager.default.fileExists(atPath: dead))
     }
+
+    /// A marker that is there but cannot be read now (here a sidecar that cannot be opened), and
+    /// a folder whose lock cannot be opened, are not taken for "no marker" and "nobody holds
+    /// it": nothing in them is deleted.
+    @Test func recoveryDeletesNothingItCannotReadTheStateOf() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (_, temp, fd) = try writer.makeTemp(extension: "part")
+        _ = try TestMedia.jpeg(tag: "unreadable").withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        close(fd)
+        try FileManager.default.createDirectory(atPath: temp + ".ready", withIntermediateDirectories: false)
+        let dead = t.library.paths.tmp + "/mount-999997-dead"
+        #expect(rename(writer.tmpDir, dead) == 0)
+        try "".write(toFile: dead + "/.lock", atomically: true, encoding: .utf8)
+        #expect(StoreWriter.recover(t.library) == 0)
+        let moved = dead + "/" + (temp as NSString).lastPathComponent
+        #expect(FileManager.default.fileExists(atPath: moved), "a file whose marker could not be read was deleted")
+
+        let locked = t.library.paths.tmp + "/mount-999996-locked"
+        try FileManager.default.createDirectory(atPath: locked + "/.lock", withIntermediateDirectories: true)
+        try Data("half a photo".utf8).write(to: URL(fileURLWithPath: locked + "/0123456789abcdef.part"))
+        StoreWriter.recover(t.library)
+        #expect(FileManager.default.fileExists(atPath: locked + "/0123456789abcdef.part"), "a folder whose lock could not be opened was emptied")
+    }
+
+    /// Once an app file's row is committed, a failure to move it into the store (here its store
+    /// folder's name is taken by a file) does not undo the commit: the close succeeds, the file
+    /// waits in the temp folder, and a later recovery moves it. Before, the commit threw and the
+    /// mount deleted the temp: a row without its file.
+    @Test func aCommittedFileThatCannotReachTheStoreWaitsForRecovery() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "part")
+        defer { close(fd) }
+        _ = try TestMedia.jpeg(tag: "blocked").withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let shard = t.library.paths.store + "/" + id.prefix(2)
+        try? FileManager.default.removeItem(atPath: shard)
+        try Data().write(to: URL(fileURLWithPath: shard))
+        let asset = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "blocked.jpg").asset
+        #expect(asset.id == id)
+        #expect(FileManager.default.fileExists(atPath: temp), "the committed file must wait in the temp folder")
+        writer.shutDown()
+        #expect(FileManager.default.fileExists(atPath: temp), "recovery cannot move it yet: still there")
+        try FileManager.default.removeItem(atPath: shard)
+        StoreWriter.recover(t.library)
+        #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + asset.storePath!))
+        let report = try Verifier(library: t.library).run()
+        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+    }
+
+    /// The hash computed while the file was written is asked only once the file is found to be
+    /// media: a file refused as not media is never hashed (a hostile app could otherwise have
+    /// each close hash gigabytes of a file that is then refused).
+    @Test func theRunningHashIsAskedOnlyForMedia() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        var asked = 0
+        let (jid, junk, jfd) = try writer.makeTemp(extension: "part")
+        defer { close(jfd) }
+        _ = Array("not a photo".utf8).withUnsafeBytes { pwrite(jfd, $0.baseAddress, $0.count, 0) }
+        #expect(throws: LibraryError.self) {
+            try writer.commitAppFile(tempPath: junk, fd: jfd, id: jid, app: camera, name: "junk.jpg", knownHash: { asked += 1; return nil })
+        }
+        #expect(asked == 0)
+        let (id, temp, fd) = try writer.makeTemp(extension: "part")
+        defer { close(fd) }
+        let bytes = try TestMedia.jpeg(tag: "asked")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let want = "sha256:" + hexString(SHA256.hash(bytes))
+        let a = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "asked.jpg", knownHash: { asked += 1; return want }).asset
+        #expect(asked == 1)
+        #expect(a.contentHash == want)
+    }
 }
 
 /// The importer's worker pool: results in order, never more than a window ahead, and stopped for good.

@@ -1,4 +1,5 @@
 import Foundation
+@testable import GrantStore
 import Testing
 import TestSupport
 #if canImport(Glibc)
@@ -84,6 +85,31 @@ struct Writing {
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []) == [])
         try verifyClean(f)
         #expect(try f.assetsJSON().count == 1)
+    }
+
+    /// A file whose close succeeded while the database refused its commit (kept durable and
+    /// marked; its last release tried again, in vain) is committed at the unmount, once the
+    /// database takes it, rather than left for the next start.
+    @Test func aFileTheDatabaseRefusedIsCommittedAtTheUnmount() throws {
+        let f = try MountFixture()
+        let mp = try authorizedMount(f)
+        let lib = try Library.open(at: LibraryPaths(root: f.library))
+        try lib.write { db in
+            try db.execute(sql: "CREATE TRIGGER failing BEFORE INSERT ON assets BEGIN SELECT RAISE(ABORT, 'disk failing'); END")
+        }
+        #expect(cpWrite(try TestMedia.jpeg(tag: "late"), to: mp + "/late.jpg") == 0)
+        let log = f.library + "/run/logs/\(app).read-write.log"
+        func attempts() -> Int {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").components(separatedBy: "late.jpg is kept to be committed later").count - 1
+        }
+        // At the close, and again at the last release.
+        #expect(eventually { attempts() == 2 }, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        try lib.write { db in try db.execute(sql: "DROP TRIGGER failing") }
+        #expect(try f.assetsJSON().isEmpty)
+        try f.unmount(mp)
+        #expect(try f.assetsJSON().compactMap { $0["name"] as? String } == ["late.jpg"])
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: f.library + "/tmp")) ?? []) == [])
+        try verifyClean(f)
     }
 
     @Test func nonMediaIsRefusedAtCloseAndLeavesNothing() throws {

@@ -242,7 +242,7 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 { try copyOriginal(rowID: rowID, to: fd) }
 
-    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: String?) throws -> (asset: Asset, changed: Bool) {
+    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool) {
         throw PortError.denied("the fake library keeps no versions")
     }
 
@@ -283,9 +283,10 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
     }
 
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                       reuse: ReuseRule, contentHash: String?) throws -> AppFileCommit {
+                       reuse: ReuseRule, contentHash: (() -> String?)?) throws -> AppFileCommit {
+        let hash = contentHash.flatMap { $0() }
         let c = try library.commit(tempPath: tempPath, app: app, name: name, album: album)
-        library.locked { library.commitHashes.append((name, contentHash)) }
+        library.locked { library.commitHashes.append((name, hash)) }
         return c
     }
 

@@ -85,7 +85,7 @@ extension PhotoFS {
         do {
             result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,
                                              album: f.album, reuse: access == .addOnly ? .anyName : .sameName,
-                                             contentHash: f.hash?.digest())
+                                             contentHash: f.hash.map { h in { h.digest() } })
         } catch {
             switch error as? PortError {
             case .refused(let why)?:

@@ -107,7 +107,7 @@ extension PhotoFS {
         }
         let result: (asset: Asset, changed: Bool)
         do {
-            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.hash?.digest())
+            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.hash.map { h in { h.digest() } })
         } catch {
             switch error as? PortError {
             case .refused(let why)?:

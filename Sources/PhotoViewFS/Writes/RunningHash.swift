@@ -51,6 +51,10 @@ final class RunningHash: @unchecked Sendable {
 
     deinit { if fd >= 0 { Glibc.close(fd) } }
 
+    /// How much is hashed, and how much is hashed or being read to be hashed (for tests).
+    var hashedBytes: UInt64 { hashing.withLock { hashed } }
+    var claimedBytes: UInt64 { state.withLock { frontier } }
+
     /// After `count` bytes were written at `offset` (the write has completed).
     func noteWrite(offset: UInt64, count: Int) {
         let wake: Bool = state.withLock {
@@ -64,10 +68,12 @@ final class RunningHash: @unchecked Sendable {
         if wake { HashWorker.shared.enqueue(self) }
     }
 
-    /// After the file was truncated (or grown with zeros) to `size`.
+    /// After the file was truncated to `size`. Cut below what is hashed, or grown (zeros the app
+    /// did not write: one call would otherwise have this thread hash gigabytes of them), the
+    /// running hash is dropped.
     func noteTruncate(to size: UInt64) {
         state.withLock {
-            if size < frontier { valid = false } else { extent = size }
+            if size < frontier || size > extent { valid = false } else { extent = size }
         }
     }
 
@@ -75,8 +81,9 @@ final class RunningHash: @unchecked Sendable {
     func invalidate() { state.withLock { valid = false } }
 
     /// The file's content hash, when every byte of it went through the running hash in order;
-    /// nil otherwise (the caller hashes the file). For the session's commit: no write runs
-    /// meanwhile. The part not hashed yet is hashed here, on the caller's thread.
+    /// nil otherwise (the caller hashes the file). For the session's commit, once the file is
+    /// found to be media (the library calls it after its scan): no write runs meanwhile. The
+    /// part not hashed yet is hashed here, on the caller's thread.
     func digest() -> String? {
         hashing.lock()
         defer { hashing.unlock() }
@@ -96,9 +103,10 @@ final class RunningHash: @unchecked Sendable {
 
     /// The session is over (committed, discarded, or given another temp file): no more hashing.
     func finish() {
+        // First, so that the background thread stops at its next chunk rather than catching up.
+        state.withLock { valid = false }
         hashing.lock()
         defer { hashing.unlock() }
-        state.withLock { valid = false }
         if fd >= 0 { Glibc.close(fd) }
         fd = -1
     }
@@ -148,14 +156,23 @@ final class HashWorker: @unchecked Sendable {
     private var started = false
 
     func enqueue(_ hash: RunningHash) {
-        condition.lock()
-        defer { condition.unlock() }
-        queue.append(hash)
-        if !started {
-            started = true
-            NativeThread.detached(name: "photogate-hash") { [self] in loop() }
+        let start: Bool = condition.withLock {
+            queue.append(hash)
+            defer { started = true }
+            condition.signal()
+            return !started
         }
-        condition.signal()
+        guard start else { return }
+        if let thread = NativeThread.spawn(name: "photogate-hash", { [self] in loop() }) {
+            thread.detach()
+        } else {
+            // No thread to be had (a process or memory limit): each commit hashes its file itself,
+            // as the queued ones will; a later write tries again.
+            condition.withLock {
+                started = false
+                queue.removeAll()
+            }
+        }
     }
 
     private func loop() {
