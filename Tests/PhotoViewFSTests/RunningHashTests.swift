@@ -9,19 +9,19 @@ import Glibc
 /// final bytes, or nothing (the commit then hashes the file); never the hash of other bytes.
 @Suite struct RunningHashTests {
     /// A temp file and a running hash of it, written through `write`/`truncate` as the mount does.
-    final class Subject {
+    final class Subject: @unchecked Sendable {
         let path: String
         let fd: Int32
         let hash: RunningHash
 
-        init(initial: [UInt8] = []) throws {
+        init(initial: [UInt8] = [], worker: HashWorker = .shared) throws {
             let base = ProcessInfo.processInfo.environment["PHOTOGATE_TEST_TMP"] ?? NSTemporaryDirectory()
             path = base + "/running-hash-\(UUID().uuidString.prefix(8))"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw POSIXError(.EIO) }
             if !initial.isEmpty { _ = initial.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } }
             self.fd = fd
-            hash = RunningHash(fd: fd, size: UInt64(initial.count), hasher: BytesHasher())
+            hash = RunningHash(fd: fd, size: UInt64(initial.count), hasher: BytesHasher(), worker: worker)
         }
 
         deinit {
@@ -175,6 +175,21 @@ import Glibc
         #expect(s.hash.claimedBytes > 0)
         s.hash.finish()
         #expect(s.hash.hashedBytes < UInt64(size), "finish waited for the whole file to be hashed")
+    }
+
+    /// No thread to be had (a process limit): the first write neither hangs nor runs the thread's
+    /// loop in its place (which took the worker's lock it already held: every write of the mount
+    /// hung), and the commit hashes the file itself.
+    @Test func withoutAThreadTheCommitHashesTheFileItself() throws {
+        let worker = HashWorker(spawn: { _ in false })
+        let s = try Subject(worker: worker)
+        let data = Self.noise(300_000, seed: 14)
+        let wrote = DispatchSemaphore(value: 0)
+        let writer = Thread { s.write(data, at: 0); wrote.signal() }
+        writer.start()
+        try #require(wrote.wait(timeout: .now() + 60) == .success, "the write hung")
+        #expect(worker.waiting == 0)
+        #expect(s.hash.digest() == BytesHasher.hash(data))
     }
 
     /// After `finish` (the session committed or was dropped) there is no hash and no descriptor.

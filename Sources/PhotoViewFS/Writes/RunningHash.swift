@@ -14,8 +14,9 @@ import Glibc
 /// The hash is of the temp file's bytes, read back from it (from the page cache) in order, up to
 /// `extent`: the end of the bytes written front to back so far. A write or truncate that could
 /// change a byte already hashed (or being hashed) makes the running hash invalid, and the commit
-/// then hashes the whole file as before; so do a gap and a failed write. What `cp`, `rsync`, `tar`
-/// and an editor's save (O_TRUNC, then front to back) write is hashed here.
+/// then hashes the whole file as before; so do a gap, a truncate that grows the file and a failed
+/// write. What `cp`, `rsync`, `tar` and an editor's save (O_TRUNC, then front to back) write is
+/// hashed here.
 ///
 /// Locking: `hashing` guards the hasher, `hashed` and `fd`; `state` guards the rest and is held
 /// only briefly (a write takes it, never `hashing`). Order: the session's lock, then `hashing`,
@@ -35,16 +36,19 @@ final class RunningHash: @unchecked Sendable {
     private let state = NSLock()
     /// Bytes [0, frontier) are hashed or being read to be hashed: a write below it spoils the hash.
     private var frontier: UInt64 = 0
-    /// Bytes [0, extent) are the file (written, copied in, or zeros from a truncate that grew it).
+    /// Bytes [0, extent) are the file (written, or copied in before the first write).
     private var extent: UInt64
     private var valid: Bool
     /// On the background thread's queue (or being hashed there).
     private var queued = false
 
+    private let worker: HashWorker
+
     /// `fd`: the session's temp file, holding `size` bytes now (an edit starts from a copy).
-    init(fd: Int32, size: UInt64, hasher: any ContentHasher) {
+    init(fd: Int32, size: UInt64, hasher: any ContentHasher, worker: HashWorker = .shared) {
         self.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         self.hasher = hasher
+        self.worker = worker
         extent = size
         valid = self.fd >= 0
     }
@@ -65,7 +69,7 @@ final class RunningHash: @unchecked Sendable {
             queued = true
             return true
         }
-        if wake { HashWorker.shared.enqueue(self) }
+        if wake { worker.enqueue(self) }
     }
 
     /// After the file was truncated to `size`. Cut below what is hashed, or grown (zeros the app
@@ -154,6 +158,19 @@ final class HashWorker: @unchecked Sendable {
     private let condition = NSCondition()
     private var queue: [RunningHash] = []
     private var started = false
+    /// Starts the thread with the given body; false when no thread could be made.
+    private let spawn: (@escaping @Sendable () -> Void) -> Bool
+
+    init(spawn: @escaping (@escaping @Sendable () -> Void) -> Bool = { body in
+        guard let thread = NativeThread.spawn(name: "photogate-hash", body) else { return false }
+        thread.detach()
+        return true
+    }) {
+        self.spawn = spawn
+    }
+
+    /// Hashes waiting for the thread (for tests).
+    var waiting: Int { condition.withLock { queue.count } }
 
     func enqueue(_ hash: RunningHash) {
         let start: Bool = condition.withLock {
@@ -163,9 +180,7 @@ final class HashWorker: @unchecked Sendable {
             return !started
         }
         guard start else { return }
-        if let thread = NativeThread.spawn(name: "photogate-hash", { [self] in loop() }) {
-            thread.detach()
-        } else {
+        if !spawn({ [self] in loop() }) {
             // No thread to be had (a process or memory limit): each commit hashes its file itself,
             // as the queued ones will; a later write tries again.
             condition.withLock {
