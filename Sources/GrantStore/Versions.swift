@@ -205,7 +205,7 @@ extension Library {
             let dest = paths.store + "/" + rel
             if asset.storePath == rel && Glibc.access(dest, F_OK) != 0 {
                 syncLog()
-                guard rename(temp, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
+                StoreWriter.moveIntoStore(self, tempPath: temp, rel: rel)   // else recovery moves it
             } else {
                 unlink(temp)
             }

@@ -231,7 +231,10 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         }
     }
 
-    func dissolveOwnAsset(rowID: Int64, app: AppID) throws { locked { assets[rowID] = nil; change(rowID) } }
+    func dissolveOwnAsset(rowID: Int64, app: AppID) throws {
+        if dissolveFails { throw PortError.denied("the database is busy") }
+        locked { assets[rowID] = nil; change(rowID) }
+    }
 
     func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 {
         guard let rel = locked({ assets[rowID]?.storePath }), let data = FileManager.default.contents(atPath: storeRoot + "/" + rel) else {
@@ -242,8 +245,20 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 { try copyOriginal(rowID: rowID, to: fd) }
 
+    /// Set: a version commits, and its file stays where it is, as when the move into the store
+    /// failed after the row committed (recovery's to move). Unset: versions are refused.
+    var versionsCommit = false
+    /// Set: dissolving an app's own asset fails (the database is busy).
+    var dissolveFails = false
+    /// The temp file of each committed version.
+    private(set) var versionFiles: [String] = []
+
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool) {
-        throw PortError.denied("the fake library keeps no versions")
+        guard versionsCommit else { throw PortError.denied("the fake library keeps no versions") }
+        return locked {
+            versionFiles.append(tempPath)
+            return (assets[rowID]!, true)
+        }
     }
 
     func appFileWriter(purpose: String) throws -> any AppFileWriter { FakeWriter(library: self) }

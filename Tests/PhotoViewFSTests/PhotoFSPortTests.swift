@@ -288,6 +288,24 @@ import Glibc
         #expect(lib.asset(named: "dog.jpg") != nil)
     }
 
+    /// A save by rename over an asset whose version commits but whose source cannot then be
+    /// dissolved fails, and leaves the committed version's file for recovery: deleting it left
+    /// the version's row without a file when its move into the store had failed too.
+    @Test func aRenameOverThatFailsAfterTheVersionCommittedKeepsItsFile() throws {
+        let (lib, fs, _) = try make(.authorized)
+        _ = try lib.addAsset("draft.jpg", owner: Self.app)
+        _ = try lib.addAsset("photo.jpg", owner: Self.app)
+        fs.refresh()
+        lib.versionsCommit = true
+        lib.dissolveFails = true
+        #expect(errno {
+            try fs.rename(parent: FixedInode.root, name: "draft.jpg", newParent: FixedInode.root, newName: "photo.jpg", flags: [], context: context)
+        } != nil)
+        let files = lib.locked { lib.versionFiles }
+        #expect(files.count == 1)
+        for f in files { #expect(FileManager.default.fileExists(atPath: f), "the committed version's file was deleted") }
+    }
+
     @Test func anAddOnlyMountShowsNothingButTakesNewFiles() throws {
         let (lib, fs, _) = try make(.authorized, access: .addOnly)
         #expect(try names(fs) == [])

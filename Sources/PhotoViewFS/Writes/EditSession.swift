@@ -163,15 +163,23 @@ extension PhotoFS {
         let fd = Glibc.open(link, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { Glibc.unlink(link); throw .io }
         defer { Glibc.close(fd) }
+        let r: (asset: Asset, changed: Bool)
         do {
-            let r = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil)
-            try library.dissolveOwnAsset(rowID: sourceRow, app: appID)
-            log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
+            r = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil)
         } catch {
             Glibc.unlink(link)
             log("rename of \(source.name) over \(target.name) failed: \(error)")
             throw mountErrno(for: error)
         }
+        // The version is committed: its file (the link) is the library's now, moved into the store
+        // or left for recovery to move; whatever happens next must not delete it.
+        do {
+            try library.dissolveOwnAsset(rowID: sourceRow, app: appID)
+        } catch {
+            log("\(source.name) renamed over \(target.name): saved as its new version, but \(source.name) stays: \(error)")
+            throw mountErrno(for: error)
+        }
+        log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
         // The kernel now has the target's name on the source's inode: serve the target there.
         aliases.withLock { $0.insert(sourceIno, row: target.rowID) }
         refresh(handled: [sourceRow])

@@ -182,7 +182,7 @@ final class HashWorker: @unchecked Sendable {
         guard start else { return }
         if !spawn({ [self] in loop() }) {
             // No thread to be had (a process or memory limit): each commit hashes its file itself,
-            // as the queued ones will; a later write tries again.
+            // as the queued ones will; the next file's first write tries again.
             condition.withLock {
                 started = false
                 queue.removeAll()
