@@ -114,16 +114,10 @@ public final class StoreWriter: @unchecked Sendable {
 
     /// One file of a dead process's temp folder (see `recover`).
     private static func recoverFile(_ library: Library, path: String, id: String) -> Recovered {
-        let fm = FileManager.default
         func moveIntoStore(_ rel: String) -> Recovered {
-            let dest = library.paths.store + "/" + rel
             // Already there (a rename that did happen): this is a leftover link or copy.
-            guard Glibc.access(dest, F_OK) != 0 else { return .discard }
-            try? fm.createDirectory(atPath: (dest as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
-                                    attributes: [.posixPermissions: 0o700])
-            guard rename(path, dest) == 0 else { return .later }
-            fsyncDirectory(of: dest)
-            return .kept
+            guard Glibc.access(library.paths.store + "/" + rel, F_OK) != 0 else { return .discard }
+            return (try? install(library, tempPath: path, storePath: rel, durable: true)) != nil ? .kept : .later
         }
         if id.count == 16 {
             let committed: (asset: String?, version: String?)
@@ -251,6 +245,15 @@ public final class StoreWriter: @unchecked Sendable {
 
     /// Moves a committed temp file into the store; durably unless the caller syncs a batch itself.
     func install(tempPath: String, storePath rel: String, durable: Bool = true) throws {
+        try StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: durable)
+    }
+
+    /// Moves a temp file whose row is committed into the store (its folder made owner-only, as
+    /// the library on disk is private to its owner). Once the row is committed it names the file,
+    /// so a caller that cannot move it now (no room for a new folder, an I/O error) leaves it in
+    /// the temp folder under its id, where recovery (at the process's end, or the next start)
+    /// moves it: deleting it, as a failed commit's caller does, would leave a row without a file.
+    static func install(_ library: Library, tempPath: String, storePath rel: String, durable: Bool) throws {
         let dest = library.paths.store + "/" + rel
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
@@ -318,21 +321,8 @@ public final class StoreWriter: @unchecked Sendable {
         // so a power cut can never leave a file in the store that the catalog lost. The rename
         // needs no sync of its own: if it is lost, recovery finds the row and renames again.
         library.syncLog()
-        StoreWriter.moveIntoStore(library, tempPath: tempPath, rel: rel)
+        try? StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: false)   // else recovery moves it
         return AppFileCommit(asset: asset, reused: false)
-    }
-
-    /// Moves a temp file whose row is committed into the store. The row names it from now on, so
-    /// a failure here (no room for a new folder, an I/O error) is not the caller's to undo: the
-    /// file stays in the temp folder under its id, where recovery (at the process's end, or the
-    /// next start) moves it; deleting it, as a failed commit's caller does, would leave a row
-    /// without its file.
-    static func moveIntoStore(_ library: Library, tempPath: String, rel: String) {
-        let dest = library.paths.store + "/" + rel
-        let dir = (dest as NSString).deletingLastPathComponent
-        // Owner-only, as the library on disk is private to its owner.
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST { return }
-        _ = rename(tempPath, dest)
     }
 
     /// Marks a validated, fsynced temp file as complete: if this process dies before committing

@@ -205,7 +205,7 @@ extension Library {
             let dest = paths.store + "/" + rel
             if asset.storePath == rel && Glibc.access(dest, F_OK) != 0 {
                 syncLog()
-                StoreWriter.moveIntoStore(self, tempPath: temp, rel: rel)   // else recovery moves it
+                try? StoreWriter.install(self, tempPath: temp, storePath: rel, durable: false)   // else recovery moves it
             } else {
                 unlink(temp)
             }
@@ -214,7 +214,7 @@ extension Library {
         // As for new files: the row is durable before the file moves; a lost rename is redone by
         // recovery, which finds the version by its file id.
         syncLog()
-        StoreWriter.moveIntoStore(self, tempPath: temp, rel: rel)
+        try? StoreWriter.install(self, tempPath: temp, storePath: rel, durable: false)   // else recovery moves it
         return (asset, true)
     }
 
