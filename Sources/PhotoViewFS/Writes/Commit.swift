@@ -85,7 +85,7 @@ extension PhotoFS {
         do {
             result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,
                                              album: f.album, reuse: access == .addOnly ? .anyName : .sameName,
-                                             contentHash: f.hash.map { h in { h.digest() } })
+                                             contentHash: f.contentHash)
         } catch {
             switch error as? PortError {
             case .refused(let why)?:
@@ -124,10 +124,7 @@ extension PhotoFS {
         } else {
             log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
         }
-        f.hash?.finish()
-        f.hash = nil
-        Glibc.close(f.fd)
-        f.fd = -1
+        f.closeTemp()
         f.dirty = false
         f.ready = false
         // The view learns of the asset before the session lets go of the name, so the name never

@@ -75,8 +75,7 @@ extension PhotoFS {
         }
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, fd: temp.fd, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
-        f.size = size
-        f.hash = RunningHash(fd: temp.fd, size: size, hasher: writer.newContentHasher())
+        f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
         f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
@@ -87,8 +86,7 @@ extension PhotoFS {
         }
         if let other = raced {
             // Another open started an edit meanwhile: join it, drop this copy.
-            f.hash?.finish()
-            Glibc.close(temp.fd)
+            f.closeTemp()
             Glibc.unlink(temp.path)
             other.run { other.handles[h] = false; other.openers[h] = opener }
         }
@@ -107,7 +105,7 @@ extension PhotoFS {
         }
         let result: (asset: Asset, changed: Bool)
         do {
-            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.hash.map { h in { h.digest() } })
+            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash)
         } catch {
             switch error as? PortError {
             case .refused(let why)?:
@@ -136,10 +134,7 @@ extension PhotoFS {
         }
         log(result.changed ? "saved a new version of \(result.asset.displayName) from \(appID)"
                            : "\(f.name) saved by \(appID) unchanged")
-        f.hash?.finish()
-        f.hash = nil
-        Glibc.close(f.fd)
-        f.fd = -1
+        f.closeTemp()
         f.dirty = false
         f.ready = false
         uncount(f)

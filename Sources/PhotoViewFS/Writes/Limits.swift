@@ -47,10 +47,7 @@ extension PhotoFS {
         guard f.state != .discarded else { return }
         uncount(f)
         let wasWriting = f.isWriting
-        f.hash?.finish()
-        f.hash = nil
-        if f.fd >= 0 { Glibc.close(f.fd) }
-        f.fd = -1
+        f.closeTemp()
         if wasWriting {
             Glibc.unlink(f.tempPath)
             writer.clearReady(tempPath: f.tempPath)

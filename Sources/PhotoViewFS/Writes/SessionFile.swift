@@ -61,7 +61,8 @@ final class SessionFile: @unchecked Sendable {
     /// sends that close too), until its last release discards it or a later close commits it.
     var hidden = false
     /// The content hash of the temp file, computed behind the writes (nil: hashed at the commit).
-    var hash: RunningHash?
+    /// Set by `useTemp`, ended by `closeTemp`.
+    private(set) var hash: RunningHash?
 
     init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
         self.id = id
@@ -74,6 +75,27 @@ final class SessionFile: @unchecked Sendable {
         self.album = album
         mtime = .now
     }
+
+    /// The temp file (`fd`, `size` bytes in it now) is the one written from here on, hashed behind
+    /// its writes with `hasher` (any hash of an earlier temp file ends).
+    func useTemp(fd: Int32, size: UInt64, hasher: any ContentHasher) {
+        hash?.finish()
+        self.fd = fd
+        self.size = size
+        hash = RunningHash(fd: fd, size: size, hasher: hasher)
+    }
+
+    /// Closes the temp file's descriptor (at a commit or a discard), and its running hash with it.
+    func closeTemp() {
+        hash?.finish()
+        hash = nil
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    /// For the library's commit: asked once the file is found to be media, the hash computed
+    /// behind the writes, or nil.
+    var contentHash: (() -> String?)? { hash.map { h in { h.digest() } } }
 
     func run<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         lock.lock()

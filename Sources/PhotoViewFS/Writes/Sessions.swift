@@ -20,7 +20,7 @@ extension PhotoFS {
         let key = model.withLock { $0.app.inodeKey }
         let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
         let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, fd: temp.fd, name: name, album: album, folder: folder)
-        f.hash = RunningHash(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
+        f.useTemp(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
         files.withLock { $0[ino] = f }
         if let folder {
             setFolderChild(folder, name, .session(ino))
@@ -97,13 +97,10 @@ extension PhotoFS {
         forgetCommitted(f.ino)
         f.id = temp.id
         f.tempPath = temp.path
-        f.fd = temp.fd
-        f.hash?.finish()
-        f.hash = RunningHash(fd: temp.fd, size: size, hasher: writer.newContentHasher())
+        f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
         f.state = .writing
         f.dirty = rowID != nil
         f.ready = false
-        f.size = size
         f.failedWrite = 0
         f.mtime = .now
         if f.folder == nil { sessionNames.withLock { $0[f.name] = f.ino } }
