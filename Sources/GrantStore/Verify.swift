@@ -193,6 +193,21 @@ public final class Verifier {
             }
             return byIDIndex![id]
         }
+        /// The entry whose store file is named by `id` (`<id>.<ext>`): an asset's own id, or the
+        /// file id of a version, the current one included. A committed temp file is named by it
+        /// too, which is how recovery knows it (`StoreWriter.recover`).
+        var byStoreIDIndex: [String: Int]? = nil
+        func byStoreID(_ id: String) -> Int? {
+            if byStoreIDIndex == nil {
+                var d = [String: Int](minimumCapacity: catalog.count)
+                for (i, a) in catalog.enumerated() {
+                    guard let s = a.storePath else { continue }
+                    d[String(s.split(separator: "/").last?.prefix { $0 != "." } ?? "")] = i
+                }
+                byStoreIDIndex = d
+            }
+            return byStoreIDIndex![id]
+        }
         var sizesIndex: Set<UInt64>? = nil
         func hasSize(_ n: UInt64) -> Bool {
             if sizesIndex == nil { sizesIndex = Set(catalog.map(\.size)) }
@@ -303,11 +318,11 @@ public final class Verifier {
                 let path = dir + "/" + f
                 let id = String(f.prefix { $0 != "." })
                 var deleted = true
-                if id.count == 16, let i = byID(id), let s = catalog[i].storePath {
+                if id.count == 16, let i = byStoreID(id), let s = catalog[i].storePath {
                     if access(store + "/" + s, F_OK) != 0 {
                         forward += 1
                         deleted = false
-                        rollsForward[id] = "tmp/" + name + "/" + f
+                        rollsForward[catalog[i].id] = "tmp/" + name + "/" + f
                     }
                 } else if ReadyMarker.find(temp: path) != nil {
                     commit += 1

@@ -377,6 +377,27 @@ let viewer = AppID("org.example.Viewer")!
         #expect(try lib.asset(rowID: a.rowID) == e)
     }
 
+    /// `photogate verify` tells such a temp (it holds the asset's current version, named by that
+    /// version's file id, not the asset's id) as recovery does: to roll forward, not incomplete,
+    /// and says the missing store file comes from it.
+    @Test func verifyReportsACommittedVersionTempAsRecoveryTreatsIt() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        let a = try t.importJPEGs(["a.jpg"])[0]
+        let e = try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "verify")).asset
+        let stored = lib.originalPath(e)
+        let fileID = ((stored as NSString).lastPathComponent as NSString).deletingPathExtension
+        #expect(fileID != e.id, "the current version is named by its own file id")
+        let dead = lib.paths.tmp + "/mount-999998-dead"
+        try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
+        #expect(rename(stored, dead + "/\(fileID).part") == 0)
+        let report = try Verifier(library: lib).run()
+        let temp = try #require(report.problems.first { $0.kind == .deadTemp })
+        #expect(temp.detail.contains("1 file to roll forward") && temp.detail.contains("0 incomplete"), "\(temp.detail)")
+        let missing = try #require(report.problems.first { $0.kind == .missing })
+        #expect(missing.action?.contains("rolls it forward") == true, "\(missing.action ?? "no action")")
+    }
+
     /// A retry of a commit whose row committed but whose rename failed moves the file, rather
     /// than dropping it as "same content".
     @Test func retryAfterAFailedRenameMovesTheFile() throws {
