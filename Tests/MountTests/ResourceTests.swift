@@ -109,4 +109,70 @@ struct Resources {
         #expect(eventually(60) { (try? f.pg("unmount", mp)) != nil }, "the mount stayed busy")
         #expect(!isMounted(mp))
     }
+
+    /// Files an app creates and holds open cost the daemon descriptors too: each holds its temp
+    /// file, and its running hash a second one. Outside the budget, an app holding ~300 new files
+    /// took a daemon with 600 descriptors to its last one (the reserve for its database, logs and
+    /// commits gone), and the next create failed with EIO. Counted in the budget, the excess
+    /// create fails with EMFILE, the daemon keeps its reserve, every held file commits at its
+    /// close, and new files work again after.
+    @Test func newFilesHeldOpenFailWithEMFILEAndEveryHeldFileCommits() throws {
+        let f = try MountFixture()
+        let app = "org.example.Hoarder"
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = f.dir + "/hoard"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        // The daemon inherits a limit of 600 descriptors (a budget of 600 - the reserve).
+        let m = try TestSupport.run("/bin/sh", ["-c", "ulimit -n 600 && exec \"$0\" \"$@\"", TestSupport.photogateBinary, "mount", app, mp],
+                                    environment: f.env)
+        #expect(m.status == 0, "\(m.stderr)")
+        defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
+        var fds: [(name: String, fd: Int32)] = []
+        defer { for h in fds { close(h.fd) } }
+        /// Creates files until a create fails, writing `content(name)` into each; returns its errno.
+        func hold(_ round: String, _ content: (String) throws -> [UInt8]) throws -> Int32 {
+            for i in 0..<2000 {
+                let name = "\(round)-\(i).jpg"
+                let fd = open(mp + "/" + name, O_CREAT | O_WRONLY | O_EXCL, 0o644)
+                if fd < 0 { return errno }
+                fds.append((name, fd))
+                let bytes = try content(name)
+                #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
+            }
+            return 0
+        }
+        let failure = try hold("held") { try TestMedia.jpeg(tag: $0) }
+        let held = fds.count
+        print("held \(held) new files; then errno \(failure)")
+        #expect(failure == EMFILE, "the create past the budget")
+        #expect(held >= 100 && held <= (600 - 256) / 2, "two descriptors per held file, within the budget")
+        // Held at the limit: the daemon keeps its reserve, and the person still manages the app.
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int)
+        func daemonDescriptors() -> Int { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count }
+        let daemonFDs = daemonDescriptors()
+        print("the daemon holds \(daemonFDs) descriptors of 600")
+        #expect(daemonFDs <= 600 - 200, "the daemon's reserve is gone: \(daemonFDs) descriptors of 600")
+        #expect(try f.pgStatus("authorize", app, "--status", "limited").status == 0)
+        var failedCloses: [String] = []
+        for h in fds where close(h.fd) != 0 { failedCloses.append("\(h.name): \(String(cString: strerror(errno)))") }
+        let names = Set(fds.map(\.name))
+        fds = []
+        #expect(failedCloses.isEmpty, "closes that did not commit: \(failedCloses.prefix(5))")
+        let committed = Set(try f.assetsJSON().compactMap { $0["name"] as? String })
+        #expect(names.subtracting(committed).isEmpty, "held files missing from the library: \(names.subtracting(committed).sorted().prefix(5))")
+        // Committed and refused files give every descriptor back: as many can be held again.
+        let settled = daemonDescriptors()
+        #expect(try hold("refused") { _ in Array("not a photo".utf8) } == EMFILE)
+        #expect(fds.count == held, "held \(fds.count) after the commits, \(held) before")
+        for h in fds { #expect(errnoOf { close(h.fd) } == EINVAL, "\(h.name) is refused at its close") }
+        fds = []
+        // A refused file's temp is dropped at its last RELEASE, which arrives after close(2).
+        #expect(eventually { daemonDescriptors() <= settled }, "the daemon holds \(daemonDescriptors()), \(settled) before")
+        #expect(try hold("again") { try TestMedia.jpeg(tag: $0) } == EMFILE)
+        #expect(fds.count == held, "held \(fds.count) after the refusals, \(held) before")
+        for h in fds { close(h.fd) }
+        fds = []
+        #expect(cpWrite(try TestMedia.jpeg(tag: "after"), to: mp + "/after.jpg") == 0, "a new file after the held ones closed")
+    }
 }

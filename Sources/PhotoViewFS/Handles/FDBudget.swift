@@ -13,9 +13,13 @@ import Glibc
 /// With a budget, the excess open fails with EMFILE (the app's own "too many open files"), and
 /// the descriptors the daemon needs for everything else stay free.
 ///
+/// Files an app is writing count too: each holds the daemon's temp file and the descriptor its
+/// running hash reads through (`PhotoFS.makeSessionTemp`), so an app holding thousands of new
+/// files open gets EMFILE for the next create rather than taking the daemon's last descriptor.
+///
 /// One mount is one daemon process, so the process-wide `mount` budget is the mount's: its
-/// limit is the descriptor hard limit minus `reserve` (database and WAL, logs, inotify, files
-/// being written). Creating it raises the soft limit to the hard limit (the daemon's share of
+/// limit is the descriptor hard limit minus `reserve` (database and WAL, logs, inotify, a
+/// commit's short-lived opens). Creating it raises the soft limit to the hard limit (the daemon's share of
 /// the machine is the hard limit; the soft default of 1024 is a select(2)-era guard).
 public final class FDBudget: Sendable {
     /// Descriptors kept for the daemon itself, never handed to an app's opens.
@@ -38,20 +42,20 @@ public final class FDBudget: Sendable {
     /// Descriptors held now.
     public var inUse: Int { held.load(ordering: .relaxed) }
 
-    /// Takes one descriptor from the budget, or fails with EMFILE when it is spent.
-    public func acquire() throws(Errno) {
+    /// Takes `count` descriptors from the budget, or fails with EMFILE when fewer are left.
+    public func acquire(_ count: Int = 1) throws(Errno) {
         var current = held.load(ordering: .relaxed)
         while true {
-            guard current < limit else { throw Errno(EMFILE) }
-            let (exchanged, original) = held.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            guard current + count <= limit else { throw Errno(EMFILE) }
+            let (exchanged, original) = held.compareExchange(expected: current, desired: current + count, ordering: .relaxed)
             if exchanged { return }
             current = original
         }
     }
 
-    /// Gives back one descriptor taken with `acquire()`.
-    public func release() {
-        held.subtract(1, ordering: .relaxed)
+    /// Gives back `count` descriptors taken with `acquire`.
+    public func release(_ count: Int = 1) {
+        held.subtract(count, ordering: .relaxed)
     }
 
     /// Runs `open` (a call that returns a descriptor, or -1 with errno) inside the budget: EMFILE

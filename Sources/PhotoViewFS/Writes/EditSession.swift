@@ -58,22 +58,18 @@ extension PhotoFS {
             handles.withLock { $0[h] = SessionHandle(ino: node.ino, edit: true) }
             return OpenReply(handle: h, directIO: true)
         }
-        let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTempFile() } catch {
-            throw mountErrno(for: error)
-        }
+        let temp = try makeSessionTemp()
         // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
         // as a truncate after this open.)
         let size: UInt64
         do {
             size = try library.copyCurrentVersion(rowID: node.rowID, to: temp.fd)
         } catch {
-            Glibc.close(temp.fd)
-            Glibc.unlink(temp.path)
+            dropSessionTemp(temp)
             log("cannot open \(node.name) for editing: \(error)")
             throw mountErrno(for: error)
         }
-        let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, fd: temp.fd, name: node.name, album: nil,
+        let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
         f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
         f.counted = 0

@@ -64,32 +64,41 @@ final class SessionFile: @unchecked Sendable {
     /// Set by `useTemp`, ended by `closeTemp`.
     private(set) var hash: RunningHash?
 
-    init(id: String, ino: Inode, tempPath: String, fd: Int32, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
+    /// A session with no temp file yet: `useTemp` gives it one.
+    init(id: String, ino: Inode, tempPath: String, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
         self.id = id
         self.folder = folder
         self.editing = editing
         self.ino = ino
         self.tempPath = tempPath
-        self.fd = fd
+        self.fd = -1
         self.name = name
         self.album = album
         mtime = .now
     }
 
-    /// The temp file (`fd`, `size` bytes in it now) is the one written from here on, hashed behind
-    /// its writes with `hasher` (any hash of an earlier temp file ends).
+    /// Descriptors a session's temp file costs the daemon, taken from the mount's budget by
+    /// `PhotoFS.makeSessionTemp` and given back by `closeTemp`: the file's, and its running hash's.
+    static let descriptors = 2
+
+    /// The temp file (`fd`, from `makeSessionTemp`, `size` bytes in it now) is the one written from
+    /// here on, hashed behind its writes with `hasher` (an earlier temp file's descriptor is closed).
     func useTemp(fd: Int32, size: UInt64, hasher: any ContentHasher) {
-        hash?.finish()
+        closeTemp()
         self.fd = fd
         self.size = size
         hash = RunningHash(fd: fd, size: size, hasher: hasher)
     }
 
-    /// Closes the temp file's descriptor (at a commit or a discard), and its running hash with it.
+    /// Closes the temp file's descriptor (at a commit or a discard), and its running hash with it,
+    /// giving both back to the mount's descriptor budget.
     func closeTemp() {
         hash?.finish()
         hash = nil
-        if fd >= 0 { Glibc.close(fd) }
+        if fd >= 0 {
+            Glibc.close(fd)
+            FDBudget.mount.release(SessionFile.descriptors)
+        }
         fd = -1
     }
 

@@ -12,14 +12,10 @@ extension PhotoFS {
 
     /// A new, empty file being written under `name`.
     func newSession(name: String, album: String?, folder: Inode? = nil) throws(Errno) -> SessionFile {
-        let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTempFile() } catch {
-            log("cannot make a temp file: \(error)")
-            throw mountErrno(for: error)
-        }
+        let temp = try makeSessionTemp()
         let key = model.withLock { $0.app.inodeKey }
         let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
-        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, fd: temp.fd, name: name, album: album, folder: folder)
+        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, name: name, album: album, folder: folder)
         f.useTemp(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
         files.withLock { $0[ino] = f }
         if let folder {
@@ -33,6 +29,25 @@ extension PhotoFS {
     }
 
     func session(_ ino: Inode) -> SessionFile? { files.withLock { $0[ino] } }
+
+    /// A temp file for a session to write, its descriptors taken from the mount's budget (EMFILE
+    /// when it is spent, as for opens of originals): `SessionFile.useTemp` takes it, and its
+    /// `closeTemp` gives them back; `dropSessionTemp` if it is not used.
+    func makeSessionTemp() throws(Errno) -> (id: String, path: String, fd: Int32) {
+        try FDBudget.mount.acquire(SessionFile.descriptors)
+        do { return try writer.makeTempFile() } catch {
+            FDBudget.mount.release(SessionFile.descriptors)
+            log("cannot make a temp file: \(error)")
+            throw mountErrno(for: error)
+        }
+    }
+
+    /// Deletes a temp file from `makeSessionTemp` that no session took.
+    func dropSessionTemp(_ temp: (id: String, path: String, fd: Int32)) {
+        Glibc.close(temp.fd)
+        Glibc.unlink(temp.path)
+        FDBudget.mount.release(SessionFile.descriptors)
+    }
 
     /// A file being written under `name` in `Albums/<album>/`.
     func albumSessionIno(_ album: String, _ name: String) -> Inode? {
@@ -79,17 +94,13 @@ extension PhotoFS {
     /// An add-only app writes again a name whose file is already an asset: the same inode gets a
     /// fresh temp file (and asset id). Without O_TRUNC it starts from the committed bytes.
     private func restartLocked(_ f: SessionFile, copyFrom rowID: Int64?) throws(Errno) {
-        let temp: (id: String, path: String, fd: Int32)
-        do { temp = try writer.makeTempFile() } catch {
-            throw mountErrno(for: error)
-        }
+        let temp = try makeSessionTemp()
         var size: UInt64 = 0
         if let rowID {
             do {
                 size = try library.copyOriginal(rowID: rowID, to: temp.fd)
             } catch {
-                Glibc.close(temp.fd)
-                Glibc.unlink(temp.path)
+                dropSessionTemp(temp)
                 log("cannot reopen \(f.name) for writing: \(error)")
                 throw mountErrno(for: error)
             }
