@@ -159,7 +159,9 @@ public final class StoreWriter: @unchecked Sendable {
             }
         }
         unlink(path + ".ready")
-        return .kept
+        // Committed. Its move into the store failed if it is still here: its row names it, and
+        // the next recovery moves it (and counts it then).
+        return Glibc.access(path, F_OK) == 0 ? .later : .kept
     }
 
     /// A new temp file in this process's folder, for an asset id chosen now.

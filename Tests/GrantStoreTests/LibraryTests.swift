@@ -424,6 +424,33 @@ let camera = AppID("org.example.Camera")!
         #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
     }
 
+    /// A ready file that recovery commits but cannot move into the store (here its shard is a
+    /// file) is not counted as kept, and its folder keeps its lock: the next recovery, once the
+    /// store takes it, moves it and counts it then.
+    @Test func aReadyFileRecoveryCommitsButCannotMoveIsCountedOnceItMoves() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "part")
+        _ = try TestMedia.jpeg(tag: "stuck").withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        try writer.markReady(tempPath: temp, fd: fd, app: camera, name: "stuck.jpg", album: nil)
+        close(fd)
+        let dead = t.library.paths.tmp + "/mount-999996-dead"
+        #expect(rename(writer.tmpDir, dead) == 0)
+        try "".write(toFile: dead + "/.lock", atomically: true, encoding: .utf8)
+        let shard = t.library.paths.store + "/" + id.prefix(2)
+        try? FileManager.default.removeItem(atPath: shard)
+        try Data().write(to: URL(fileURLWithPath: shard))
+        #expect(StoreWriter.recover(t.library) == 0, "committed, but still in the temp folder")
+        #expect(try t.library.assets().filter { $0.owner == camera }.map(\.id) == [id])
+        #expect(FileManager.default.fileExists(atPath: dead + "/" + (temp as NSString).lastPathComponent))
+        #expect(FileManager.default.fileExists(atPath: dead + "/.lock"), "the folder keeps its lock")
+        try FileManager.default.removeItem(atPath: shard)
+        #expect(StoreWriter.recover(t.library) == 1)
+        #expect(!FileManager.default.fileExists(atPath: dead))
+        let report = try Verifier(library: t.library).run()
+        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+    }
+
     /// The hash computed while the file was written is asked only once the file is found to be
     /// media: a file refused as not media is never hashed (a hostile app could otherwise have
     /// each close hash gigabytes of a file that is then refused).
