@@ -23,9 +23,10 @@ struct Run: PhotogateCommand {
             ~/Pictures, the XDG pictures folder, or --pictures); no network unless --share-net. \
             The command gets no capabilities, no inherited descriptor but 0-2 and no PHOTOGATE_* \
             variable. The library (its store, database and run/ folder) and the other apps' mounts \
-            are not reachable by any path: a folder passed with --bind that holds the library gets \
-            it covered by an empty folder; one inside the library, or holding another app's \
-            mounted view, is refused (64). The exit status is the command's (128+N if it died of \
+            are not reachable by any path: a folder passed with --ro-bind that holds the library \
+            gets it covered by an empty folder; one passed with --bind that holds it (the command \
+            could move the library out from under the cover), one inside the library, or one \
+            holding another app's mounted view, is refused (64). The exit status is the command's (128+N if it died of \
             signal N); 72 if the view could not be mounted.
 
             Needs bwrap (Debian's bubblewrap) on the PATH.
@@ -103,20 +104,20 @@ struct Run: PhotogateCommand {
             // under the library's folder.
             let paths = library.paths
             var hidden = [paths.root, paths.database, paths.store, paths.tmp, paths.run].map {
-                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", maskable: true)
+                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", policy: .maskReadOnly)
             }
             // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
             // Mount points as the kernel's bytes: a name need not be UTF-8.
             hidden += ([Array("/proc".utf8)] + mounts.filter { $0.type == "proc" }.map(\.mountPointBytes)).map {
-                SandboxHiding.Hidden(path: $0, what: "the host's /proc", maskable: true)
+                SandboxHiding.Hidden(path: $0, what: "the host's /proc", policy: .maskReadOnly)
             }
             let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPointBytes)
-            hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", maskable: false) }
+            hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", policy: .refuse) }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
             // masked all the same.
             hidden += MountRegistry.entries(library).map { Array($0.record.mountpoint.utf8) }
                 .filter { p in !p.elementsEqual(mountpoint.utf8) && !views.contains(p) }
-                .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", maskable: true) }
+                .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", policy: .mask) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
             // Host mounts propagate into bubblewrap's binds (systemd makes "/" shared): a view
@@ -137,7 +138,7 @@ struct Run: PhotogateCommand {
             // Every folder bound in is opened here and checked for what it is (RunSandbox.swift);
             // the user's are handed to bubblewrap as descriptors 3, 4, ... (--bind-fd, which it
             // closes once bound: an open directory left in the sandbox would reach past every mask).
-            var bound: [(src: SandboxHiding.Source, dest: String)] = []
+            var bound: [(src: SandboxHiding.Source, dest: String, writable: Bool)] = []
             var handed: [Int32] = []
             defer { for b in bound { close(b.src.fd) } }
             func bind(_ flag: String, _ src: String, _ dest: String, byDescriptor: Bool) throws {
@@ -145,7 +146,7 @@ struct Run: PhotogateCommand {
                 do { source = try SandboxHiding.open(src) } catch {
                     throw CommandFailure("cannot pass \(src) in: \(error.description)", .usage)
                 }
-                bound.append((source, dest))
+                bound.append((source, dest, flag == "--bind"))
                 if byDescriptor {
                     args += [flag + "-fd", "\(3 + handed.count)", dest]
                     handed.append(source.fd)

@@ -12,7 +12,10 @@ import Glibc
 /// Each hidden path's places are where it resolves, on the mount the kernel says it is on, plus
 /// every other place the mount table shows the same folder or a part of it (bind mounts of it, of
 /// a folder above or inside it, and mounts inside it). Then, for each bound folder:
-/// - a place of the photo library (or of a proc mount) inside it gets an empty tmpfs on top;
+/// - a place of the photo library (or of a proc mount) inside it gets an empty tmpfs on top, if
+///   it is bound read-only; bound writable, it refuses the run: the command could rename the
+///   folders between it and the library, and so move the library out from under where the next
+///   run puts the mask (where a library it made itself, a decoy, would then be masked instead);
 /// - a place of another app's view inside it refuses the run: a mask would leave that mount in
 ///   the sandbox's mount table, with its app id;
 /// - a bound folder inside any hidden place refuses the run (it would bypass the mask).
@@ -21,11 +24,19 @@ import Glibc
 /// that is not UTF-8).
 struct SandboxHiding {
     struct Hidden {
+        /// What a bound folder holding it gets.
+        enum Policy {
+            /// A tmpfs on top.
+            case mask
+            /// A tmpfs on top where the folder is bound read-only; a writable bind is refused.
+            case maskReadOnly
+            /// The bind is refused.
+            case refuse
+        }
         let path: [UInt8]
         /// What it is, for the error message ("the photo library", ...).
         let what: String
-        /// Masked with a tmpfs when inside a bound folder; else that bind is refused.
-        let maskable: Bool
+        let policy: Policy
     }
 
     struct Refusal: Error, CustomStringConvertible {
@@ -64,17 +75,25 @@ struct SandboxHiding {
 
     /// The tmpfs masks (sandbox paths, as bytes: a name need not be UTF-8) for `bound` folders,
     /// the outermost only (a mask inside another would show up there as an empty folder).
-    func masks(for bound: [(src: Source, dest: String)]) throws(Refusal) -> [Mask] {
+    func masks(for bound: [(src: Source, dest: String, writable: Bool)]) throws(Refusal) -> [Mask] {
         let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts)) }
         var masks: [[UInt8]: Bool] = [:]
         for b in bound {
             for (h, at) in places {
                 for p in at {
                     if let rest = pathBytes(p.path, within: b.src.real) {
-                        guard h.maskable else {
-                            throw Refusal(description: "\(b.src.spelled) holds \(h.what) at \(String(decoding: p.path, as: UTF8.self)); "
+                        let at = String(decoding: p.path, as: UTF8.self)
+                        switch h.policy {
+                        case .refuse:
+                            throw Refusal(description: "\(b.src.spelled) holds \(h.what) at \(at); "
                                 + "it cannot be hidden inside the sandbox without showing in its mount table: "
                                 + "unmount it, or pass a folder beside it")
+                        case .maskReadOnly where b.writable:
+                            throw Refusal(description: "\(b.src.spelled) holds \(h.what) at \(at); "
+                                + "passed writable, the command could move the folders around it, and the library with them "
+                                + "out from under its cover: pass it with --ro-bind, or pass a folder beside it")
+                        case .mask, .maskReadOnly:
+                            break
                         }
                         masks[joinedPath(Array(b.dest.utf8), rest)] = p.isFolder
                     } else if pathBytes(b.src.real, within: p.path) != nil {

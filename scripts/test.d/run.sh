@@ -2,14 +2,14 @@
 # photogate run: inside the bubblewrap sandbox the pictures folder is the app's view (lists and
 # reads what was granted, a file saved there becomes the app's asset), and the library (database,
 # store, run/) and another app's mount are unreachable by path, in /proc and in the mount
-# table, even under a folder passed with --bind. The exit status is the command's; a view
+# table, even under a folder passed in (--ro-bind; a writable one holding the library is refused). The exit status is the command's; a view
 # mounted for the run is unmounted after, one already mounted is reused and left.
 source "$(dirname "$0")/lib.sh"
 need_fuse
 command -v bwrap >/dev/null || skip "bwrap is missing (apt-get install bubblewrap)"
 bwrap --ro-bind / / --unshare-all true 2>/dev/null || skip "bwrap cannot make namespaces here"
 pg=$PHOTOGATE_BIN
-data="$tmp/data"                       # holds the library: passed with --bind, must stay masked
+data="$tmp/data"                       # holds the library: passed with --ro-bind, must stay masked
 export PHOTOGATE_LIBRARY="$data/library"
 mkdir -p "$tmp/src" "$tmp/in" "$tmp/other" "$data/work"
 cp "$corpus/exif.jpg" "$tmp/src/granted.jpg"
@@ -37,8 +37,8 @@ cp /in/new.jpg "\$pics/new.jpg" || fail "saving into the view"
 for p in "$PHOTOGATE_LIBRARY" "$db" "$PHOTOGATE_LIBRARY/store" "$PHOTOGATE_LIBRARY/run" "$tmp/other" "$tmp/src"; do
     [ ! -e "\$p" ] || fail "reachable: \$p"
 done
-[ -d /data/work ] || fail "the folder passed with --bind is missing"
-[ -z "\$(ls -A /data/library 2>/dev/null)" ] || fail "the library is visible under the --bind folder: \$(ls -A /data/library)"
+[ -d /data/work ] || fail "the folder passed in is missing"
+[ -z "\$(ls -A /data/library 2>/dev/null)" ] || fail "the library is visible under the folder passed in: \$(ls -A /data/library)"
 [ ! -e /proc/$other_pid ] || fail "another app's daemon is visible in /proc"
 ! grep -q "org.example.Other" /proc/self/mountinfo || fail "another app's mount is in the mount table"
 ! grep -rqs "org.example.Other" /proc/*/mountinfo || fail "another app's mount is in some mount table"
@@ -47,13 +47,38 @@ find / \( -path /proc -o -path /sys -o -path /dev -o -path /usr \) -prune -o -na
 exit 7
 INSIDE
 set +e
-"$pg" run org.example.Boxed --ro-bind "$tmp/in:/in" --bind "$data:/data" -- sh /in/inside.sh
+"$pg" run org.example.Boxed --ro-bind "$tmp/in:/in" --ro-bind "$data:/data" -- sh /in/inside.sh
 status=$?
 set -e
 [[ $status == 7 ]] || fail "photogate run exited $status, expected the command's 7"
 has new.jpg "$("$pg" assets --app org.example.Boxed)" || fail "the file saved inside is not the app's asset"
 has '"owner" : "org.example.Boxed"' "$("$pg" assets --json)" || fail "new.jpg is not owned by the app"
 [[ -z $(grep org.example.Boxed <<<"$("$pg" mounts)") ]] || fail "the view mounted for the run is still mounted"
+
+# A folder holding the library is passed in read-only. Writable, the command could rename the
+# folders around the library: move it out from under where the next run puts the mask, and leave
+# a library of its own (a decoy, authorizing itself) where the real one was, for the next run to
+# mask instead. So a writable one is refused before the command runs, and nothing moves.
+deep="$tmp/deep"
+mkdir -p "$deep/x"
+set +e
+out=$(PHOTOGATE_LIBRARY="$deep/x/library" bash -c '"$0" init >/dev/null && "$0" authorize org.example.Boxed --access read-write --status limited >/dev/null &&
+    "$0" run org.example.Boxed --bind "$1:/deep" -- sh -c "mv /deep/x /deep/moved && mkdir /deep/x && exit 0; exit 65"' "$pg" "$deep" 2>&1)
+status=$?
+set -e
+[[ $status == 64 ]] || fail "a folder holding the library passed writable: exit $status, expected 64 ($out)"
+has "ro-bind" "$out" || fail "no reason given: $out"
+[[ -f $deep/x/library/photogate.sqlite && ! -e $deep/moved ]] || fail "the library was moved: $(ls -R "$deep" | head)"
+set +e
+PHOTOGATE_LIBRARY="$deep/x/library" "$pg" run org.example.Boxed --ro-bind "$deep:/deep" -- sh -c '
+    [ -d /deep/x ] || exit 66
+    [ -z "$(ls -A /deep/x/library 2>/dev/null)" ] || exit 67
+    mv /deep/x /deep/moved 2>/dev/null && exit 68
+    exit 0'
+status=$?
+set -e
+[[ $status == 0 ]] || fail "a folder holding the library passed read-only: exit $status (66: missing, 67: the library is visible, 68: it could be moved)"
+[[ -f $deep/x/library/photogate.sqlite && ! -e $deep/moved ]] || fail "the library was moved: $(ls -R "$deep" | head)"
 
 # Reused when already mounted, and left mounted.
 on_exit "force_unmount '$tmp/boxed'"
@@ -91,8 +116,8 @@ on_exit "umount -l '$tmp/hostlike/proc'"
 mount --bind "$data" "$tmp/alias"
 mount --bind /proc "$tmp/hostlike/proc"
 set +e
-"$pg" run org.example.Boxed --bind "$tmp//data:/d1" --bind "$data/.:/d2" --bind "$data/work/..:/d3" \
-    --bind "$tmp/datalink:/d4" --bind "/proc/self/root$data:/d5" --bind "$tmp/alias:/d6" --ro-bind "$tmp/hostlike:/host" -- sh -c '
+"$pg" run org.example.Boxed --ro-bind "$tmp//data:/d1" --ro-bind "$data/.:/d2" --ro-bind "$data/work/..:/d3" \
+    --ro-bind "$tmp/datalink:/d4" --ro-bind "/proc/self/root$data:/d5" --ro-bind "$tmp/alias:/d6" --ro-bind "$tmp/hostlike:/host" -- sh -c '
     for d in /d1 /d2 /d3 /d4 /d5 /d6; do
         [ -d $d/work ] || exit 85
         [ -z "$(ls -A $d/library 2>/dev/null)" ] || { echo "$d/library: $(ls -A $d/library)" >&2; exit 86; }
@@ -217,7 +242,7 @@ mkdir -p "$data/work/ov"
 on_exit "force_unmount '$data/work/ov'"
 "$pg" mount org.example.Other "$data/work/ov" >/dev/null
 set +e
-out=$("$pg" run org.example.Boxed --bind "$data:/data" -- sh -c 'exit 0' 2>&1)
+out=$("$pg" run org.example.Boxed --ro-bind "$data:/data" -- sh -c 'exit 0' 2>&1)
 status=$?
 set -e
 "$pg" unmount "$data/work/ov" >/dev/null
@@ -230,21 +255,21 @@ acute=$(printf '\xcc\x81')                 # U+0301, combining acute accent
 nfc=$(printf 'caf\xc3\xa9')                 # café, precomposed: a different folder from $nfd
 nfd="cafe$acute"
 # 1. A library in a folder whose name starts with a combining mark, under a folder passed with
-#    --bind: "$tmp/marks/" + U+0301 "lib" does not start with "$tmp/marks/" to String.
+#    --ro-bind: "$tmp/marks/" + U+0301 "lib" does not start with "$tmp/marks/" to String.
 export PHOTOGATE_LIBRARY="$tmp/marks/${acute}lib"
 mkdir -p "$tmp/marks"
 "$pg" init >/dev/null
 "$pg" import "$tmp/src" >/dev/null
 "$pg" authorize org.example.Boxed --access read-write --status limited >/dev/null
 set +e
-"$pg" run org.example.Boxed --bind "$tmp/marks:/marks" -- sh -c '
+"$pg" run org.example.Boxed --ro-bind "$tmp/marks:/marks" -- sh -c '
     [ -d /marks ] || exit 91
     [ -z "$(ls -A "/marks/$1" 2>/dev/null)" ] || { ls -A "/marks/$1" >&2; exit 92; }
     ! find / \( -path /proc -o -path /sys -o -path /dev -o -path /usr \) -prune -o -name photogate.sqlite -print 2>/dev/null | grep -q . || exit 93
     exit 0' sh "${acute}lib"
 status=$?
 set -e
-[[ $status == 0 ]] || fail "a library named with a leading combining mark under --bind: run exited $status (92/93: the library is visible inside)"
+[[ $status == 0 ]] || fail "a library named with a leading combining mark under --ro-bind: run exited $status (92/93: the library is visible inside)"
 # 2. Masks land only where the hidden path is: the library in "$tmp/eq/$nfc/lib", and the user's
 #    own "$tmp/eq/$nfd/lib" beside it, passed with --bind, must stay visible, not be covered as if
 #    it held the library.
@@ -257,8 +282,8 @@ echo mine >"$tmp/eq/$nfd/lib/notes.txt"
 # 3. ... and one mask is left out only when it is inside another by bytes: the library's folder
 #    passed as /x/$nfd (masked whole) must not stand in for the mask of /x/$nfc/lib.
 set +e
-"$pg" run org.example.Boxed --bind "$tmp/eq/$nfd:/nfd" --bind "$tmp/eq/$nfc:/x/$nfc" \
-    --bind "$PHOTOGATE_LIBRARY:/x/$nfd" -- sh -c '
+"$pg" run org.example.Boxed --bind "$tmp/eq/$nfd:/nfd" --ro-bind "$tmp/eq/$nfc:/x/$nfc" \
+    --ro-bind "$PHOTOGATE_LIBRARY:/x/$nfd" -- sh -c '
     [ "$(cat /nfd/lib/notes.txt 2>/dev/null)" = mine ] || exit 94
     [ -z "$(ls -A "/x/$1/lib" 2>/dev/null)" ] || { ls -A "/x/$1/lib" >&2; exit 95; }
     [ -z "$(ls -A "/x/$2" 2>/dev/null)" ] || exit 96
