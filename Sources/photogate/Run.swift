@@ -24,9 +24,10 @@ struct Run: PhotogateCommand {
             The command gets no capabilities, no inherited descriptor but 0-2 and no PHOTOGATE_* \
             variable. The library (its store, database and run/ folder) and the other apps' mounts \
             are not reachable by any path: a folder passed with --ro-bind that holds the library \
-            gets it covered by an empty folder; one passed with --bind that holds it (the command \
-            could move the library out from under the cover), one inside the library, or one \
-            holding another app's mounted view, is refused (64). The exit status is the command's (128+N if it died of \
+            gets it covered by an empty folder; one passed with --bind that holds it, or a symlink \
+            on the way to it (the command could move the library out from under the cover), one \
+            inside the library, or one holding another app's mounted view, is refused (64). \
+            Folders are bound outer ones first, so a --bind inside a --ro-bind stays writable. The exit status is the command's (128+N if it died of \
             signal N); 72 if the view could not be mounted.
 
             Needs bwrap (Debian's bubblewrap) on the PATH.
@@ -68,9 +69,15 @@ struct Run: PhotogateCommand {
             // The view: reuse a live mount of this app and access, else mount one for the run.
             var mountpoint: String
             var ours: String? = nil
+            // The view's record (for its daemon's pid), the folder made for it, and the view opened
+            // once it is checked.
+            var record: MountRecord? = nil
+            var folderFD: Int32? = nil
+            var viewFD: Int32 = -1
             // Not a no-open mount: it is read-only and has no change feed, which the app may need.
             if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opens != "kernel" }) {
                 mountpoint = existing.mountpoint
+                record = existing
             } else {
                 var template = Array("/tmp/photogate-run.XXXXXX".utf8CString)
                 guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
@@ -79,27 +86,62 @@ struct Run: PhotogateCommand {
                 chmod(dir, 0o700)
                 mountpoint = dir + "/view"
                 mkdir(mountpoint, 0o700)
+                // Held from before the mount: the view is then found in this folder, even if another
+                // process of the user's (a sandbox given /tmp) renames it and leaves a symlink at
+                // its old path between the mount and the bind.
+                let folder = SandboxHiding.openFolder(dir)
+                guard folder >= 0 else {
+                    rmdir(mountpoint); rmdir(dir)
+                    throw CommandFailure("cannot open \(dir): \(String(cString: strerror(errno)))", .failure)
+                }
+                folderFD = folder
                 let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
                 let (st, err) = try runCapturing(exe, ["mount", id.rawValue, mountpoint, "--access", access.rawValue, "--library", library.paths.root])
                 guard st == 0 else {
+                    close(folder)
                     rmdir(mountpoint); rmdir(dir)
                     throw CommandFailure("cannot mount the view of \(id): \(err.trimmingCharacters(in: .whitespacesAndNewlines))", .mountFailed)
                 }
                 ours = dir
+                record = MountRegistry.record(mountedAt: mountpoint, library: library)
             }
             defer {
                 if let dir = ours {
-                    let pid = MountRegistry.list(library).first { MountTable.samePath($0.mountpoint, mountpoint) }?.pid
-                    if (try? runTool("/bin/fusermount3", ["-u", mountpoint])) != 0 { _ = try? runTool("/bin/fusermount3", ["-u", "-z", mountpoint]) }
-                    if let pid { for _ in 0..<200 where kill(pid, 0) == 0 { usleep(50_000) } }
-                    rmdir(mountpoint); rmdir(dir)
+                    // Unmounted where it is now: a process that renamed its folder (another of the
+                    // user's sandboxes, given /tmp) moved the mount along, and left at the old path
+                    // whatever it liked, another of the user's views included.
+                    // As root, by the descriptor itself (the kernel takes it to the mount it names);
+                    // else by where the kernel says it is now (or, when it could not be opened, by
+                    // its path, which resolves as it did for the mount).
+                    let byDescriptor = viewFD >= 0 && geteuid() == 0 && umount2("/proc/self/fd/\(viewFD)", Int32(MNT_DETACH)) == 0
+                    let at = byDescriptor ? nil : (viewFD >= 0 ? SandboxHiding.realPath(fd: viewFD) : nil).map { String(decoding: $0, as: UTF8.self) } ?? mountpoint
+                    // Closed first: it holds the mount, and so keeps the daemon from ending.
+                    if viewFD >= 0 { close(viewFD) }
+                    viewFD = -1
+                    if let at, (try? runTool("/bin/fusermount3", ["-u", at])) != 0 { _ = try? runTool("/bin/fusermount3", ["-u", "-z", at]) }
+                    if let pid = record?.pid { for _ in 0..<200 where kill(pid, 0) == 0 { usleep(50_000) } }
+                    // The folder made for the run, wherever it is now.
+                    if let f = folderFD {
+                        unlinkat(f, "view", AT_REMOVEDIR)
+                        if let real = SandboxHiding.realPath(fd: f) { rmdir(String(decoding: real, as: UTF8.self)) }
+                    }
                 }
+                if viewFD >= 0 { close(viewFD) }
+                if let f = folderFD { close(f) }
             }
 
             // What must stay out of reach: the library, the host's /proc (through it, /proc/PID/root
             // reaches every file), and every photogate mount but this view (and its aliases).
             let mounts = MountTable.entries()
-            let ownDevices = Set(mounts.filter { $0.mountPointBytes.elementsEqual(mountpoint.utf8) }.map(\.device))
+            // The view is bound by a descriptor checked to be this app's view (RunSandbox.swift).
+            let view: (source: SandboxHiding.Source, mount: MountTable.Entry)
+            do {
+                view = try SandboxHiding.openView(mountpoint, in: folderFD, app: id.rawValue, access: access.rawValue, mounts: mounts)
+            } catch {
+                throw CommandFailure("cannot pass the view in: \(error.description)", .failure)
+            }
+            viewFD = view.source.fd
+            let ownDevices: Set<String> = [view.mount.device]
             // The library's parts too: a store moved to another disk and left as a symlink is not
             // under the library's folder.
             let paths = library.paths
@@ -166,6 +208,7 @@ struct Run: PhotogateCommand {
             }
             args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/var/tmp",
                      "--tmpfs", "/home", "--dir", home, "--setenv", "HOME", home, "--setenv", "PHOTOGATE_APP", id.rawValue]
+            var specs: [(flag: String, src: String, dest: String)] = []
             for (flag, list) in [("--bind", binds), ("--ro-bind", roBinds)] {
                 for spec in list {
                     let parts = spec.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
@@ -179,23 +222,31 @@ struct Run: PhotogateCommand {
                     if pathBytes(Array(dest.utf8), within: lexicallyNormal(Array(inside.utf8))) != nil {
                         throw CommandFailure("cannot pass \(src) in at \(dest): that is inside the pictures folder \(inside), which is the view", .usage)
                     }
-                    guard handed.count < 64 else { throw CommandFailure("too many folders passed in (at most 64)", .usage) }
-                    try bind(flag, src, dest, byDescriptor: true)
+                    guard specs.count < 64 else { throw CommandFailure("too many folders passed in (at most 64)", .usage) }
+                    specs.append((flag, src, dest))
                 }
             }
-            args += ["--bind", mountpoint, inside]
+            // Outer places first, so that a folder passed in inside another lands on top of it
+            // (`--ro-bind ~:~ --bind ~/work:~/work` leaves ~/work writable), whichever flag each has.
+            let depth = { (dest: String) in dest.utf8.split(separator: UInt8(ascii: "/")).count }
+            for s in specs.enumerated().sorted(by: { (depth($0.element.dest), $0.offset) < (depth($1.element.dest), $1.offset) }).map(\.element) {
+                try bind(s.flag, s.src, s.dest, byDescriptor: true)
+            }
+            args += ["--bind-fd", "\(3 + handed.count)", inside]
+            handed.append(view.source.fd)
             // Binds are recursive: a hidden place under a bound folder gets an empty tmpfs on top, or
             // refuses the run (RunSandbox.swift).
             let masks: [SandboxHiding.Mask]
             do {
-                masks = try SandboxHiding(hidden: hidden, mounts: mounts).masks(for: bound)
+                masks = try SandboxHiding(hidden: hidden, mounts: mounts, links: SandboxHiding.symlinks(along: Array(paths.root.utf8)))
+                    .masks(for: bound)
             } catch {
                 throw CommandFailure("cannot pass that folder in: \(error.description)", .usage)
             }
             // Masks that would land in the view (a bound folder holding the pictures folder and the
             // library beneath it) would be made there, as folders of the app's.
-            let view = lexicallyNormal(Array(inside.utf8))
-            if let m = masks.first(where: { pathBytes($0.path, within: view) != nil }) {
+            let insidePath = lexicallyNormal(Array(inside.utf8))
+            if let m = masks.first(where: { pathBytes($0.path, within: insidePath) != nil }) {
                 throw CommandFailure("cannot pass that folder in: the library would show at \(String(decoding: m.path, as: UTF8.self)), inside the pictures folder \(inside), which is the view", .usage)
             }
             let argv = args.map { Array($0.utf8) }
@@ -207,7 +258,8 @@ struct Run: PhotogateCommand {
     }
 
     func absolute(_ p: String) -> String {
-        let expanded = p.hasPrefix("~/") ? (ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()) + p.dropFirst(1) : p
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? NSHomeDirectory()
+        let expanded = p == "~" ? home : p.hasPrefix("~/") ? home + p.dropFirst(1) : p
         return expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
     }
 }

@@ -62,6 +62,25 @@ struct SandboxHiding {
 
     let hidden: [Hidden]
     let mounts: [MountTable.Entry]
+    /// A folder opened to be named, not read (O_PATH), not following a final symlink.
+    static func openFolder(_ path: String) -> Int32 { Glibc.open(path, oPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+
+    /// Symlinks on the way to the library as its path is spelled (`symlinks(along:)`): every run
+    /// finds the library by that path, so a command that could point one elsewhere (a writable
+    /// bind holding it) could have the next run find, and cover, a library of its own instead.
+    var links: [[UInt8]] = []
+
+    /// The symlinks among the folders of `path`, as spelled (each a path, as bytes).
+    static func symlinks(along path: [UInt8]) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var prefix: [UInt8] = []
+        for c in path.split(separator: UInt8(ascii: "/")) {
+            prefix += [UInt8(ascii: "/")] + c
+            var st = stat()
+            if withCPath(prefix, { lstat($0, &st) }) == 0 && st.st_mode & S_IFMT == S_IFLNK { out.append(prefix) }
+        }
+        return out
+    }
 
     static func open(_ path: String) throws(Refusal) -> Source {
         let fd = Glibc.open(path, oPath | O_CLOEXEC)
@@ -71,6 +90,47 @@ struct SandboxHiding {
             throw Refusal(description: "\(path): cannot tell where it is")
         }
         return Source(spelled: path, fd: fd, real: real)
+    }
+
+    /// The app's view at `path`, opened once and checked to be it: the root of a photogate mount
+    /// whose daemon says it serves `app` with `access`. Bound by that descriptor, like the user's
+    /// folders: the mount point is a path, and a process of the same user that can rename in its
+    /// parent (another sandbox given /tmp) could swap it, between the mount and bubblewrap's
+    /// bind, for a symlink to the library or to another app's view.
+    /// `folder`: a descriptor of the folder the run made for its mount, opened before the mount,
+    /// so that the view is found in that folder whatever it is called by then; nil for a mount
+    /// that was already there (found by its path).
+    static func openView(_ path: String, in folder: Int32?, app: String, access: String,
+                         mounts: [MountTable.Entry]) throws(Refusal) -> (source: Source, mount: MountTable.Entry) {
+        let flags = oPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+        let fd = folder.map { openat($0, (path as NSString).lastPathComponent, flags) } ?? Glibc.open(path, flags)
+        guard fd >= 0 else { throw Refusal(description: "the view at \(path): \(String(cString: strerror(errno)))") }
+        func refuse(_ why: String) -> Refusal {
+            Glibc.close(fd)
+            return Refusal(description: "the view at \(path) \(why)")
+        }
+        guard let real = realPath(fd: fd), let id = mountID(fd: fd),
+              let m = mounts.first(where: { $0.id == id }) else { throw refuse("cannot be told apart from what took its place") }
+        guard m.type == "fuse.photogate", m.rootBytes == [UInt8(ascii: "/")], m.mountPointBytes == real else {
+            throw refuse("is not a photogate mount any more (\(m.type) at \(String(decoding: real, as: UTF8.self)))")
+        }
+        // The daemon behind it names its app and access (read through the descriptor, not the path).
+        let sfd = openat(fd, ".photogate/status", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard sfd >= 0 else { throw refuse("does not answer for its app: \(String(cString: strerror(errno)))") }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 1 << 16 {
+            let n = chunk.withUnsafeMutableBytes { read(sfd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        Glibc.close(sfd)
+        let status = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
+        guard status?["app"] as? String == app, status?["access"] as? String == access else {
+            throw refuse("is another view (\(status?["app"] as? String ?? "?"), \(status?["access"] as? String ?? "?"))")
+        }
+        return (Source(spelled: path, fd: fd, real: real), m)
     }
 
     /// The tmpfs masks (sandbox paths, as bytes: a name need not be UTF-8) for `bound` folders,
@@ -101,6 +161,18 @@ struct SandboxHiding {
                             + "which the sandbox must not reach")
                     }
                 }
+            }
+        }
+        // A symlink on the way to the library is where its folder shows, plus its name.
+        for l in links {
+            guard let slash = l.lastIndex(of: UInt8(ascii: "/")) else { continue }
+            let name = Array(l[slash...])
+            let folders = Self.places(of: slash == 0 ? [UInt8(ascii: "/")] : Array(l[..<slash]), mounts: mounts).filter(\.isFolder)
+            for b in bound where b.writable {
+                guard let at = folders.map({ joinedPath($0.path, name) }).first(where: { pathBytes($0, within: b.src.real) != nil }) else { continue }
+                throw Refusal(description: "\(b.src.spelled) holds \(String(decoding: at, as: UTF8.self)), a symlink on the way to the photo library; "
+                    + "passed writable, the command could point it at a library of its own, for the next run to find and cover instead: "
+                    + "pass it with --ro-bind, or pass a folder beside it")
             }
         }
         let outermost = masks.filter { m in !masks.keys.contains { $0 != m.key && pathBytes(m.key, within: $0) != nil } }

@@ -80,6 +80,79 @@ set -e
 [[ $status == 0 ]] || fail "a folder holding the library passed read-only: exit $status (66: missing, 67: the library is visible, 68: it could be moved)"
 [[ -f $deep/x/library/photogate.sqlite && ! -e $deep/moved ]] || fail "the library was moved: $(ls -R "$deep" | head)"
 
+# The same through a symlink on the way to the library (a library moved to a bigger disk and
+# linked back): the command could point the link at a library of its own. Refused writable; read
+# only, the link cannot change.
+mkdir -p "$tmp/big/lib-parent" "$tmp/home2/.local/share"
+PHOTOGATE_LIBRARY="$tmp/big/lib-parent/photogate" "$pg" init >/dev/null
+ln -s "$tmp/big/lib-parent/photogate" "$tmp/home2/.local/share/photogate"
+set +e
+out=$(PHOTOGATE_LIBRARY="$tmp/home2/.local/share/photogate" bash -c '"$0" authorize org.example.Boxed --access read-write --status limited >/dev/null &&
+    "$0" run org.example.Boxed --bind "$1:/h" -- sh -c "mv /h/.local/share/photogate /h/.local/share/moved && exit 0; exit 65"' "$pg" "$tmp/home2" 2>&1)
+status=$?
+set -e
+[[ $status == 64 ]] || fail "a folder holding a symlink to the library passed writable: exit $status, expected 64 ($out)"
+has "a symlink on the way to the photo library" "$out" || fail "no reason given: $out"
+[[ -L $tmp/home2/.local/share/photogate && ! -e $tmp/home2/.local/share/moved ]] || fail "the link was moved: $(ls -la "$tmp/home2/.local/share")"
+set +e
+PHOTOGATE_LIBRARY="$tmp/home2/.local/share/photogate" "$pg" run org.example.Boxed --ro-bind "$tmp/home2:/h" -- sh -c '
+    [ -L /h/.local/share/photogate ] || exit 66
+    mv /h/.local/share/photogate /h/.local/share/moved 2>/dev/null && exit 68
+    exit 0'
+status=$?
+set -e
+[[ $status == 0 ]] || fail "a folder holding a symlink to the library passed read-only: exit $status (66: missing, 68: it could be moved)"
+
+# The view mounted for the run is bound by a descriptor checked to be this app's view, not by its
+# path: another sandbox of the same user given /tmp can rename the run's folder in /tmp and leave
+# a symlink to the library as "view" between the mount and bubblewrap's bind (this racer does it
+# as soon as the mount shows). The run finds its view in the folder it made, whatever that is
+# called by then: inside, the pictures folder is the view; after, it is unmounted where it went,
+# and the folder is gone.
+"$pg" authorize org.example.Raced --access read-write --status limited >/dev/null
+"$pg" grant org.example.Raced granted.jpg >/dev/null
+cat >"$tmp/racer.py" <<'RACER'
+import os, re, sys, time
+target, moved, flag = sys.argv[1:4]
+open(flag + ".ready", "w").close()
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    with open("/proc/self/mountinfo", "rb") as f:
+        lines = f.read().split(b"\n")
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4 and re.fullmatch(rb"/tmp/photogate-run\.[A-Za-z0-9]{6}/view", fields[4]) and b" photogate:org.example.Raced " in line:
+            folder = os.path.dirname(fields[4])
+            os.rename(folder, moved)
+            os.mkdir(folder, 0o700)
+            os.symlink(target, folder + b"/view")
+            with open(flag, "w") as f:
+                f.write(folder.decode())
+            sys.exit(0)
+sys.exit(2)
+RACER
+on_exit "force_unmount '$tmp/raced/view'"
+for round in 1 2 3; do
+    rm -rf "$tmp/raced" "$tmp/raced.flag" "$tmp/raced.flag.ready"
+    python3 "$tmp/racer.py" "$PHOTOGATE_LIBRARY" "$tmp/raced" "$tmp/raced.flag" & racer=$!
+    wait_until 30 test -e "$tmp/raced.flag.ready" || fail "the racer did not start"
+    set +e
+    out=$("$pg" run org.example.Raced -- sh -c '[ -e "$HOME/Pictures/photogate.sqlite" ] && exit 50; [ -e "$HOME/Pictures/granted.jpg" ] || exit 51; exit 0' 2>&1)
+    status=$?
+    wait $racer
+    raced=$?
+    set -e
+    say "raced run $round: exit $status, $out"
+    [[ $status != 50 ]] || fail "round $round: the library was bound as the view"
+    [[ $raced == 0 ]] || fail "round $round: the racer never saw the mount ($raced)"
+    [[ $status == 0 ]] || fail "round $round: exit $status (51: the view is not the pictures folder) $out"
+    ! grep -q "photogate:org.example.Raced" /proc/self/mountinfo || fail "round $round: the view was left mounted: $(grep Raced /proc/self/mountinfo)"
+    [[ -f $PHOTOGATE_LIBRARY/photogate.sqlite ]] || fail "round $round: the library is gone"
+    [[ ! -e $tmp/raced ]] || fail "round $round: the run's folder was left: $(ls -la "$tmp/raced")"
+    folder=$(cat "$tmp/raced.flag")
+    rm -f "$folder/view"; rmdir "$folder"
+done
+
 # Reused when already mounted, and left mounted.
 on_exit "force_unmount '$tmp/boxed'"
 mkdir -p "$tmp/boxed"
@@ -214,6 +287,18 @@ set +e
     exit 0'
 status=$?
 [[ $status == 0 ]] || fail "a folder holding the pictures folder: exit $status (61: not passed in, 62: the view is not over it)"
+# A folder passed writable inside one passed read-only stays writable (binds go outer first,
+# whatever the flag), and a bare "~" is the home.
+mkdir -p "$tmp/homelike/work"
+"$pg" run org.example.Boxed --bind "$tmp/homelike/work:/hl/work" --ro-bind "$tmp/homelike:/hl" -- sh -c '
+    touch /hl/work/written || exit 57
+    touch /hl/docs/written 2>/dev/null && exit 58
+    exit 0'
+status=$?
+[[ $status == 0 && -f $tmp/homelike/work/written ]] || fail "a writable folder inside a read-only one: exit $status (57: not writable, 58: the outer one is)"
+HOME="$tmp/homelike" "$pg" run org.example.Boxed --ro-bind "~:/tilde" -- sh -c '[ "$(cat /tilde/docs/d.txt)" = doc ]'
+status=$?
+[[ $status == 0 ]] || fail "--ro-bind ~:/tilde: exit $status"
 out=$("$pg" run org.example.Boxed --bind "" -- true 2>&1)
 status=$?
 [[ $status == 64 ]] || fail "--bind \"\": exit $status, expected 64 ($out)"

@@ -39,6 +39,19 @@ public enum MountRegistry {
 
     static func remove(pid: Int32, library: some LibraryLocations) { unlink(dir(library) + "/\(pid).json") }
 
+    /// The record of the mount made at `mountpoint` (byte for byte), whatever its state: for a
+    /// caller that made that mount and must find it again if its folder is moved.
+    public static func record(mountedAt mountpoint: String, library: some LibraryLocations) -> MountRecord? {
+        let d = dir(library)
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
+            guard let data = FileManager.default.contents(atPath: d + "/" + name),
+                  let r = try? JSONDecoder().decode(MountRecord.self, from: data),
+                  r.mountpoint.utf8.elementsEqual(mountpoint.utf8) else { continue }
+            return r
+        }
+        return nil
+    }
+
     /// Running mounts (live daemons whose mount is in place); see `entries` for the dead ones.
     public static func list(_ library: some LibraryLocations) -> [MountRecord] {
         entries(library).filter { $0.state == .live }.map(\.record)
