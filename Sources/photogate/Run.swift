@@ -79,9 +79,17 @@ struct Run: PhotogateCommand {
                 mountpoint = existing.mountpoint
                 record = existing
             } else {
-                var template = Array("/tmp/photogate-run.XXXXXX".utf8CString)
+                // In the library's run/ folder, not /tmp: a sandbox given /tmp could rename a folder
+                // there (it is the same user's) and swap it, before the mount or after, for a
+                // symlink to wherever it likes. No sandbox is given the library writable (see
+                // RunSandbox.swift), so nothing inside one can rename anything in it.
+                let base = library.paths.run + "/sandbox"
+                if mkdir(base, 0o700) != 0 && errno != EEXIST {
+                    throw CommandFailure("cannot make \(base): \(String(cString: strerror(errno)))", .failure)
+                }
+                var template = Array((base + "/XXXXXX").utf8CString)
                 guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
-                    throw CommandFailure("cannot make a temporary folder", .failure)
+                    throw CommandFailure("cannot make a folder in \(base): \(String(cString: strerror(errno)))", .failure)
                 }
                 chmod(dir, 0o700)
                 mountpoint = dir + "/view"
@@ -106,7 +114,7 @@ struct Run: PhotogateCommand {
                 record = MountRegistry.record(mountedAt: mountpoint, library: library)
             }
             defer {
-                if let dir = ours {
+                if ours != nil {
                     // Unmounted where it is now: a process that renamed its folder (another of the
                     // user's sandboxes, given /tmp) moved the mount along, and left at the old path
                     // whatever it liked, another of the user's views included.

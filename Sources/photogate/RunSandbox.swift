@@ -70,14 +70,38 @@ struct SandboxHiding {
     /// bind holding it) could have the next run find, and cover, a library of its own instead.
     var links: [[UInt8]] = []
 
-    /// The symlinks among the folders of `path`, as spelled (each a path, as bytes).
+    /// Every symlink met in resolving `path` (an absolute path), one name at a time as the kernel
+    /// does: on the path as spelled, and on the way through each link's target (a link to a
+    /// folder holding a link to the library counts both), each as the path where it is.
     static func symlinks(along path: [UInt8]) -> [[UInt8]] {
+        let slash = UInt8(ascii: "/")
         var out: [[UInt8]] = []
-        var prefix: [UInt8] = []
-        for c in path.split(separator: UInt8(ascii: "/")) {
-            prefix += [UInt8(ascii: "/")] + c
+        var pending = path.split(separator: slash).map(Array.init)
+        var at: [UInt8] = [slash]   // resolved so far: no symlink in it
+        var hops = 0
+        while !pending.isEmpty {
+            let c = pending.removeFirst()
+            if c == [UInt8(ascii: ".")] { continue }
+            if c == [UInt8(ascii: "."), UInt8(ascii: ".")] {
+                if let i = at.lastIndex(of: slash) { at = i == 0 ? [slash] : Array(at[..<i]) }
+                continue
+            }
+            let next = joinedPath(at, [slash] + c)
             var st = stat()
-            if withCPath(prefix, { lstat($0, &st) }) == 0 && st.st_mode & S_IFMT == S_IFLNK { out.append(prefix) }
+            guard withCPath(next, { lstat($0, &st) }) == 0, st.st_mode & S_IFMT == S_IFLNK else {
+                at = next
+                continue
+            }
+            out.append(next)
+            hops += 1
+            var buf = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = withCPath(next) { p in
+                buf.withUnsafeMutableBufferPointer { b in readlink(p, UnsafeMutableRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), b.count) }
+            }
+            guard hops <= 40, n > 0 else { break }   // a loop, or gone meanwhile: the kernel would fail too
+            let target = Array(buf[0..<n])
+            if target.first == slash { at = [slash] }
+            pending = target.split(separator: slash).map(Array.init) + pending
         }
         return out
     }

@@ -103,12 +103,25 @@ status=$?
 set -e
 [[ $status == 0 ]] || fail "a folder holding a symlink to the library passed read-only: exit $status (66: missing, 68: it could be moved)"
 
-# The view mounted for the run is bound by a descriptor checked to be this app's view, not by its
-# path: another sandbox of the same user given /tmp can rename the run's folder in /tmp and leave
-# a symlink to the library as "view" between the mount and bubblewrap's bind (this racer does it
-# as soon as the mount shows). The run finds its view in the folder it made, whatever that is
-# called by then: inside, the pictures folder is the view; after, it is unmounted where it went,
-# and the folder is gone.
+# ... and through a chain of links: the spelled path's link points into another folder, where a
+# second link leads to the library. A writable bind of that folder is refused as well.
+mkdir -p "$tmp/chain/w" "$tmp/chain/home"
+ln -s "$tmp/big/lib-parent/photogate" "$tmp/chain/w/l2"
+ln -s "$tmp/chain/w/l2" "$tmp/chain/home/lib"
+set +e
+out=$(PHOTOGATE_LIBRARY="$tmp/chain/home/lib" "$pg" run org.example.Boxed --bind "$tmp/chain/w:/w" -- sh -c 'rm /w/l2 && exit 0; exit 65' 2>&1)
+status=$?
+set -e
+[[ $status == 64 ]] || fail "a folder holding the second link of a chain to the library passed writable: exit $status, expected 64 ($out)"
+[[ -L $tmp/chain/w/l2 ]] || fail "the second link was removed"
+
+# The view mounted for the run is mounted in the library's run/ folder, which no sandbox gets
+# writable (in /tmp, another sandbox of the same user given /tmp renamed the run's folder and left
+# a symlink to the library as "view", before the mount or between it and bubblewrap's bind). And
+# it is bound by a descriptor checked to be this app's view, not by its path: this racer renames
+# the run's folder as soon as the mount shows, as only the user's own unsandboxed processes could
+# now. The run finds its view in the folder it made, whatever that is called by then: inside, the
+# pictures folder is the view; after, it is unmounted where it went, and the folder is gone.
 "$pg" authorize org.example.Raced --access read-write --status limited >/dev/null
 "$pg" grant org.example.Raced granted.jpg >/dev/null
 cat >"$tmp/racer.py" <<'RACER'
@@ -121,7 +134,7 @@ while time.monotonic() < deadline:
         lines = f.read().split(b"\n")
     for line in lines:
         fields = line.split(b" ")
-        if len(fields) > 4 and re.fullmatch(rb"/tmp/photogate-run\.[A-Za-z0-9]{6}/view", fields[4]) and b" photogate:org.example.Raced " in line:
+        if len(fields) > 4 and re.fullmatch(rb".*/run/sandbox/[A-Za-z0-9]{6}/view", fields[4]) and b" photogate:org.example.Raced " in line:
             folder = os.path.dirname(fields[4])
             os.rename(folder, moved)
             os.mkdir(folder, 0o700)
@@ -148,6 +161,7 @@ for round in 1 2 3; do
     [[ $status == 0 ]] || fail "round $round: exit $status (51: the view is not the pictures folder) $out"
     ! grep -q "photogate:org.example.Raced" /proc/self/mountinfo || fail "round $round: the view was left mounted: $(grep Raced /proc/self/mountinfo)"
     [[ -f $PHOTOGATE_LIBRARY/photogate.sqlite ]] || fail "round $round: the library is gone"
+    [[ $(cat "$tmp/raced.flag") == "$PHOTOGATE_LIBRARY/run/sandbox/"* ]] || fail "round $round: the view was mounted at $(cat "$tmp/raced.flag")"
     [[ ! -e $tmp/raced ]] || fail "round $round: the run's folder was left: $(ls -la "$tmp/raced")"
     folder=$(cat "$tmp/raced.flag")
     rm -f "$folder/view"; rmdir "$folder"
