@@ -162,6 +162,8 @@ struct SandboxHiding {
     func masks(for bound: [(src: Source, dest: String, writable: Bool)]) throws(Refusal) -> [Mask] {
         let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts)) }
         var masks: [[UInt8]: Bool] = [:]
+        // The bound folders' places a mask is for (a mask can be for several).
+        var producers: [[UInt8]: [[UInt8]]] = [:]
         for b in bound {
             for (h, at) in places {
                 for p in at {
@@ -179,7 +181,9 @@ struct SandboxHiding {
                         case .mask, .maskReadOnly:
                             break
                         }
-                        masks[joinedPath(Array(b.dest.utf8), rest)] = p.isFolder
+                        let path = joinedPath(Array(b.dest.utf8), rest)
+                        masks[path] = p.isFolder
+                        producers[path, default: []].append(Array(b.dest.utf8))
                     } else if pathBytes(b.src.real, within: p.path) != nil {
                         throw Refusal(description: "\(b.src.spelled) is inside \(h.what) (\(String(decoding: p.path, as: UTF8.self))), "
                             + "which the sandbox must not reach")
@@ -197,6 +201,15 @@ struct SandboxHiding {
                 throw Refusal(description: "\(b.src.spelled) holds \(String(decoding: at, as: UTF8.self)), a symlink on the way to the photo library; "
                     + "passed writable, the command could point it at a library of its own, for the next run to find and cover instead: "
                     + "pass it with --ro-bind, or pass a folder beside it")
+            }
+        }
+        // A mask is left out where a folder passed in deeper than every bound folder it is for
+        // covers its place (binds go outer first): the hidden place cannot show there, and the
+        // mask would be made inside that folder, creating a folder in it on the host.
+        let dests = bound.map { Array($0.dest.utf8) }
+        masks = masks.filter { m in
+            (producers[m.key] ?? []).contains { from in
+                !dests.contains { d in d != from && pathBytes(d, within: from) != nil && pathBytes(m.key, within: d) != nil }
             }
         }
         let outermost = masks.filter { m in !masks.keys.contains { $0 != m.key && pathBytes(m.key, within: $0) != nil } }

@@ -80,6 +80,18 @@ set -e
 [[ $status == 0 ]] || fail "a folder holding the library passed read-only: exit $status (66: missing, 67: the library is visible, 68: it could be moved)"
 [[ -f $deep/x/library/photogate.sqlite && ! -e $deep/moved ]] || fail "the library was moved: $(ls -R "$deep" | head)"
 
+# A folder passed in deeper than the one holding the library, over the library's place, covers
+# it: no mask is made inside it (bubblewrap would make the mask's folder in it, on the host).
+mkdir -p "$tmp/wx"
+set +e
+PHOTOGATE_LIBRARY="$deep/x/library" "$pg" run org.example.Boxed --ro-bind "$deep:/dd" --bind "$tmp/wx:/dd/x" -- sh -c '
+    [ -z "$(ls -A /dd/x)" ] || { ls -A /dd/x >&2; exit 69; }
+    exit 0'
+status=$?
+set -e
+[[ $status == 0 ]] || fail "a writable folder over the library's place: exit $status (69: something in it)"
+[[ -z $(ls -A "$tmp/wx") ]] || fail "a folder was made in the folder passed in: $(ls -A "$tmp/wx")"
+
 # The same through a symlink on the way to the library (a library moved to a bigger disk and
 # linked back): the command could point the link at a library of its own. Refused writable; read
 # only, the link cannot change.
