@@ -94,9 +94,9 @@ struct Run: PhotogateCommand {
                 chmod(dir, 0o700)
                 mountpoint = dir + "/view"
                 mkdir(mountpoint, 0o700)
-                // Held from before the mount: the view is then found in this folder, even if another
-                // process of the user's (a sandbox given /tmp) renames it and leaves a symlink at
-                // its old path between the mount and the bind.
+                // Held from before the mount: the view is then found in this folder even if it is
+                // renamed and a symlink left at its old path (no sandbox can do that here; a second
+                // line, should one of the user's own processes).
                 let folder = SandboxHiding.openFolder(dir)
                 guard folder >= 0 else {
                     rmdir(mountpoint); rmdir(dir)
@@ -115,9 +115,8 @@ struct Run: PhotogateCommand {
             }
             defer {
                 if ours != nil {
-                    // Unmounted where it is now: a process that renamed its folder (another of the
-                    // user's sandboxes, given /tmp) moved the mount along, and left at the old path
-                    // whatever it liked, another of the user's views included.
+                    // Unmounted where it is now (a rename of its folder moves the mount along, and
+                    // the old path may then name anything, another of the user's views included).
                     // As root, by the descriptor itself (the kernel takes it to the mount it names);
                     // else by where the kernel says it is now (or, when it could not be opened, by
                     // its path, which resolves as it did for the mount).
