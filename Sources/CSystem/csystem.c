@@ -14,6 +14,13 @@ int pg_syncfs(int fd) {
     return syncfs(fd);
 }
 
+#include <sys/vfs.h>
+
+long pg_fs_type(const char *path) {
+    struct statfs s;
+    return statfs(path, &s) == 0 ? (long)s.f_type : -1;
+}
+
 int pg_malloc_trim(void) {
     return malloc_trim(0);
 }

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -90,6 +91,9 @@ public enum LibraryPrivacy {
         guard lstat(path, &st) == 0 else { return }
         let type = st.st_mode & S_IFMT
         if type == S_IFLNK { return }
+        // A FUSE mount inside the library (a view `photogate run` mounted in run/sandbox/): its
+        // modes are its daemon's, not files of the library's.
+        if type == S_IFDIR && pg_fs_type(path) == 0x6573_5546 { return }
         if (st.st_mode & openBits) != 0 {
             if chmod(path, st.st_mode & 0o7777 & ~openBits) == 0 { tightened += 1 } else { failed.append(path) }
         }

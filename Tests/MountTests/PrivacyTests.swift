@@ -56,4 +56,25 @@ struct MountPrivacy {
         try f.unmount(mp)
         #expect(notPrivate(f.library).isEmpty, "after unmount: \(notPrivate(f.library))")
     }
+
+    /// `photogate run` mounts its view inside the library (run/sandbox/). Making an open library
+    /// private must not walk into that view (its modes are its daemon's, and cannot be changed):
+    /// it did, every chmod there failed, and every command refused the library while a run was on.
+    @Test func makingTheLibraryPrivateSkipsAViewMountedInsideIt() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        let app = "org.example.Inside"
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = f.library + "/run/sandbox/test/view"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        _ = try f.mount(app, at: mp)
+        #expect(listing(mp).contains("a.jpg"))
+        chmod(f.library, 0o755)
+        let o = try f.pgStatus("assets")
+        #expect(o.status == 0, "\(o.stderr)")
+        #expect(o.stderr.contains("made it private"), "\(o.stderr)")
+        var st = stat()
+        #expect(stat(f.library, &st) == 0 && st.st_mode & 0o077 == 0)
+        try f.unmount(mp)
+    }
 }
