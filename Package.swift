@@ -33,7 +33,7 @@ let package = Package(
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CSystem"),
         .target(name: "Threads"),
-        .target(name: "FUSE", dependencies: ["CFuse3", "Threads"]),
+        .target(name: "FUSE", dependencies: ["CFuse3", "CSystem", "Threads"]),
         .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),
         .target(

@@ -82,12 +82,6 @@ static inline int cfuse_capable(const struct fuse_conn_info *conn, uint64_t flag
 #endif
 }
 
-/* The filesystem type (statfs f_type) of the filesystem holding `path`, or -1. */
-static inline long cfuse_fs_type(const char *path) {
-    struct statfs s;
-    return statfs(path, &s) == 0 ? (long)s.f_type : -1;
-}
-
 static inline void cfuse_unwant(struct fuse_conn_info *conn, uint64_t flag) {
 #if FUSE_MINOR_VERSION >= 17
     fuse_unset_feature_flag(conn, flag);

@@ -16,9 +16,10 @@ int pg_syncfs(int fd) {
 
 #include <sys/vfs.h>
 
-long pg_fs_type(const char *path) {
+int pg_is_fuse(const char *path) {
     struct statfs s;
-    return statfs(path, &s) == 0 ? (long)s.f_type : -1;
+    if (statfs(path, &s) != 0) return -1;
+    return s.f_type == 0x65735546 ? 1 : 0;   /* FUSE_SUPER_MAGIC */
 }
 
 int pg_malloc_trim(void) {

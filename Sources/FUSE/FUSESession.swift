@@ -1,4 +1,5 @@
 import CFuse3
+import CSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -131,7 +132,7 @@ public final class FUSESession: @unchecked Sendable {
         // Only this mount's device: the path must still lead to a FUSE root (inode 1), not to
         // something mounted over it since.
         var st = stat()
-        guard stat(mp, &st) == 0, st.st_ino == 1, cfuse_fs_type(mp) == 0x6573_5546 else { return nil }
+        guard stat(mp, &st) == 0, st.st_ino == 1, pg_is_fuse(mp) == 1 else { return nil }
         let dev = UInt64(st.st_dev)
         let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
         let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)

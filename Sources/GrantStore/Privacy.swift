@@ -93,7 +93,7 @@ public enum LibraryPrivacy {
         if type == S_IFLNK { return }
         // A FUSE mount inside the library (a view `photogate run` mounted in run/sandbox/): its
         // modes are its daemon's, not files of the library's.
-        if type == S_IFDIR && pg_fs_type(path) == 0x6573_5546 { return }
+        if type == S_IFDIR && pg_is_fuse(path) == 1 { return }
         if (st.st_mode & openBits) != 0 {
             if chmod(path, st.st_mode & 0o7777 & ~openBits) == 0 { tightened += 1 } else { failed.append(path) }
         }

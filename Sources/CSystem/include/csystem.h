@@ -15,8 +15,9 @@ int pg_start_writeback(int fd);
 /// The same for the bytes [offset, offset + length) only.
 int pg_start_writeback_range(int fd, long long offset, long long length);
 
-/// The filesystem type (statfs f_type) of the filesystem holding `path`, or -1.
-long pg_fs_type(const char *path);
+/// 1 when `path` is on a FUSE filesystem (statfs f_type FUSE_SUPER_MAGIC), 0 when not, -1 when
+/// statfs fails.
+int pg_is_fuse(const char *path);
 
 /// malloc_trim(0) (malloc.h): gives the heap's free pages back to the kernel; 1 if it released any.
 int pg_malloc_trim(void);
