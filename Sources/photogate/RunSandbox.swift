@@ -94,12 +94,8 @@ struct SandboxHiding {
             }
             out.append(next)
             hops += 1
-            var buf = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-            let n = withCPath(next) { p in
-                buf.withUnsafeMutableBufferPointer { b in readlink(p, UnsafeMutableRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), b.count) }
-            }
-            guard hops <= 40, n > 0 else { break }   // a loop, or gone meanwhile: the kernel would fail too
-            let target = Array(buf[0..<n])
+            // A loop, or gone meanwhile: the kernel would fail too.
+            guard hops <= 40, let target = readLink(next), !target.isEmpty else { break }
             if target.first == slash { at = [slash] }
             pending = target.split(separator: slash).map(Array.init) + pending
         }
@@ -118,9 +114,10 @@ struct SandboxHiding {
 
     /// The app's view at `path`, opened once and checked to be it: the root of a photogate mount
     /// whose daemon says it serves `app` with `access`. Bound by that descriptor, like the user's
-    /// folders: the mount point is a path, and a process of the same user that can rename in its
-    /// parent (another sandbox given /tmp) could swap it, between the mount and bubblewrap's
-    /// bind, for a symlink to the library or to another app's view.
+    /// folders: the mount point is a path, and a process that can rename in its parent could swap
+    /// it, between the mount and bubblewrap's bind, for a symlink to the library or to another
+    /// app's view (a run's own folder is in the library, out of every sandbox's reach; a view
+    /// mounted by the user may be anywhere).
     /// `folder`: a descriptor of the folder the run made for its mount, opened before the mount,
     /// so that the view is found in that folder whatever it is called by then; nil for a mount
     /// that was already there (found by its path).
@@ -141,14 +138,7 @@ struct SandboxHiding {
         // The daemon behind it names its app and access (read through the descriptor, not the path).
         let sfd = openat(fd, ".photogate/status", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard sfd >= 0 else { throw refuse("does not answer for its app: \(String(cString: strerror(errno)))") }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 16 {
-            let n = chunk.withUnsafeMutableBytes { read(sfd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
+        let bytes = MountTable.readWholeBytes(fd: sfd) ?? []
         Glibc.close(sfd)
         let status = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
         guard status?["app"] as? String == app, status?["access"] as? String == access else {
@@ -267,11 +257,17 @@ struct SandboxHiding {
 
     /// The kernel's path of an open descriptor (/proc/self/fd/N).
     static func realPath(fd: Int32) -> [UInt8]? {
+        guard let p = readLink(Array("/proc/self/fd/\(fd)".utf8)), p.first == UInt8(ascii: "/") else { return nil }
+        return p
+    }
+
+    /// What a symlink holds, as bytes (nil when `path` is no symlink, or it does not fit PATH_MAX).
+    static func readLink(_ path: [UInt8]) -> [UInt8]? {
         var buf = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = buf.withUnsafeMutableBufferPointer { b in
-            readlink("/proc/self/fd/\(fd)", UnsafeMutableRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), b.count)
+        let n = withCPath(path) { p in
+            buf.withUnsafeMutableBufferPointer { b in readlink(p, UnsafeMutableRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), b.count) }
         }
-        guard n > 0, n < buf.count, buf[0] == UInt8(ascii: "/") else { return nil }
+        guard n >= 0, n < buf.count else { return nil }
         return Array(buf[0..<n])
     }
 

@@ -42,14 +42,18 @@ public enum MountRegistry {
     /// The record of the mount made at `mountpoint` (byte for byte), whatever its state: for a
     /// caller that made that mount and must find it again if its folder is moved.
     public static func record(mountedAt mountpoint: String, library: some LibraryLocations) -> MountRecord? {
+        records(library).first { $0.record.mountpoint.utf8.elementsEqual(mountpoint.utf8) }?.record
+    }
+
+    /// Every record file (its name) and what it says, whatever the state of its mount.
+    static func records(_ library: some LibraryLocations) -> [(file: String, record: MountRecord)] {
         let d = dir(library)
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            guard let data = FileManager.default.contents(atPath: d + "/" + name),
-                  let r = try? JSONDecoder().decode(MountRecord.self, from: data),
-                  r.mountpoint.utf8.elementsEqual(mountpoint.utf8) else { continue }
-            return r
+        return ((try? FileManager.default.contentsOfDirectory(atPath: d)) ?? []).compactMap { name in
+            guard name.hasSuffix(".json") && !name.hasPrefix("."),
+                  let data = FileManager.default.contents(atPath: d + "/" + name),
+                  let r = try? JSONDecoder().decode(MountRecord.self, from: data) else { return nil }
+            return (name, r)
         }
-        return nil
     }
 
     /// Running mounts (live daemons whose mount is in place); see `entries` for the dead ones.
@@ -64,21 +68,16 @@ public enum MountRegistry {
     public static func entries(_ library: some LibraryLocations) -> [MountEntry] {
         let d = dir(library)
         let mounted = mountedPhotogatePoints()
-        var records: [(String, MountRecord)] = []
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: d)) ?? [] where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            guard let data = FileManager.default.contents(atPath: d + "/" + name),
-                  let r = try? JSONDecoder().decode(MountRecord.self, from: data) else { continue }
-            records.append((name, r))
-        }
+        let all = records(library).map { ($0.file, $0.record) }
         var out: [MountEntry] = []
-        for (name, r) in records {
+        for (name, r) in all {
             let alive = daemonAlive(r)
             // The same mount: same mount point and, when recorded, the same device (a newer
             // mount at that point is someone else's).
             var isMounted = mounted.contains { MountTable.samePath($0.path, r.mountpoint) && (r.device == nil || $0.device == r.device) }
             // Device numbers of FUSE connections are reused: a newer live mount at the same
             // point makes this dead one gone for good (it was detached to make room).
-            if !alive && records.contains(where: { $0.1.pid != r.pid && MountTable.samePath($0.1.mountpoint, r.mountpoint) && daemonAlive($0.1) }) {
+            if !alive && all.contains(where: { $0.1.pid != r.pid && MountTable.samePath($0.1.mountpoint, r.mountpoint) && daemonAlive($0.1) }) {
                 isMounted = false
             }
             switch (alive, isMounted) {

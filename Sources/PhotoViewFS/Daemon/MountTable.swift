@@ -18,6 +18,11 @@ public enum MountTable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        return readWholeBytes(fd: fd)
+    }
+
+    /// The rest of an open file as bytes, read until EOF (nil when a read fails).
+    public static func readWholeBytes(fd: Int32) -> [UInt8]? {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
