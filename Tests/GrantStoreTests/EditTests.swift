@@ -18,6 +18,21 @@ enum EditHelp {
         return try t.library.commitVersion(rowID: rowID, app: app, tempPath: path, fd: fd)
     }
 
+    /// An edit of a fresh "a.jpg" whose row committed but whose file never reached the store (a
+    /// crash right after the commit): the file is in the temp folder `folder` of a dead process,
+    /// under its file id, as the mount left it.
+    static func versionLeftInTemp(_ t: TempLibrary, tag: String, folder: String)
+        throws -> (original: Asset, edited: Asset, stored: String, fileID: String, dead: String) {
+        let a = try t.importJPEGs(["a.jpg"])[0]
+        let e = try save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: tag)).asset
+        let stored = t.library.originalPath(e)
+        let fileID = ((stored as NSString).lastPathComponent as NSString).deletingPathExtension
+        let dead = t.library.paths.tmp + "/" + folder
+        try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
+        #expect(rename(stored, dead + "/\(fileID).part") == 0)
+        return (a, e, stored, fileID, dead)
+    }
+
     static func put(_ fd: Int32, _ bytes: [UInt8]) throws {
         let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         #expect(n == bytes.count)
@@ -362,13 +377,7 @@ let viewer = AppID("org.example.Viewer")!
     @Test func committedVersionTempIsRolledForward() throws {
         let t = try TempLibrary()
         let lib = t.library
-        let a = try t.importJPEGs(["a.jpg"])[0]
-        let e = try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "crash")).asset
-        let stored = lib.originalPath(e)
-        let fileID = ((stored as NSString).lastPathComponent as NSString).deletingPathExtension
-        let dead = lib.paths.tmp + "/mount-999999-dead"
-        try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
-        #expect(rename(stored, dead + "/\(fileID).part") == 0)
+        let (a, e, stored, _, dead) = try EditHelp.versionLeftInTemp(t, tag: "crash", folder: "mount-999999-dead")
         // An uncommitted temp next to it (a save that never reached its commit) goes.
         try TestMedia.write(TestMedia.jpeg(tag: "uncommitted"), to: dead + "/0123456789abcdef.part")
         #expect(StoreWriter.recover(lib) == 1)
@@ -383,14 +392,8 @@ let viewer = AppID("org.example.Viewer")!
     @Test func verifyReportsACommittedVersionTempAsRecoveryTreatsIt() throws {
         let t = try TempLibrary()
         let lib = t.library
-        let a = try t.importJPEGs(["a.jpg"])[0]
-        let e = try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "verify")).asset
-        let stored = lib.originalPath(e)
-        let fileID = ((stored as NSString).lastPathComponent as NSString).deletingPathExtension
+        let (_, e, _, fileID, _) = try EditHelp.versionLeftInTemp(t, tag: "verify", folder: "mount-999998-dead")
         #expect(fileID != e.id, "the current version is named by its own file id")
-        let dead = lib.paths.tmp + "/mount-999998-dead"
-        try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
-        #expect(rename(stored, dead + "/\(fileID).part") == 0)
         let report = try Verifier(library: lib).run()
         let temp = try #require(report.problems.first { $0.kind == .deadTemp })
         #expect(temp.detail.contains("1 file to roll forward") && temp.detail.contains("0 incomplete"), "\(temp.detail)")
