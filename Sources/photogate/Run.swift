@@ -170,11 +170,22 @@ struct Run: PhotogateCommand {
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
             // Host mounts propagate into bubblewrap's binds (systemd makes "/" shared): a view
-            // mounted under a bound folder after the start would come in unmasked. As root, start
-            // bubblewrap in a mount namespace of its own with nothing shared, where nothing arrives.
+            // mounted under a bound folder after the start would come in unmasked. So bubblewrap
+            // starts in a mount namespace of its own with nothing shared, where nothing arrives:
+            // as root, a copy of the host's; else one owned by a user namespace of the user's own
+            // (the user's id mapped to itself; bubblewrap nests its own inside it).
             let unshare = "/usr/bin/unshare"
-            if getuid() == 0 && geteuid() == 0 && Glibc.access(unshare, X_OK) == 0 {
-                args = [unshare, "--mount", "--propagation", "private", "--"] + args
+            if Glibc.access(unshare, X_OK) == 0 {
+                if getuid() == 0 && geteuid() == 0 {
+                    args = [unshare, "--mount", "--propagation", "private", "--"] + args
+                } else {
+                    let wrap = [unshare, "--user", "--map-current-user", "--mount", "--propagation", "private", "--"]
+                    if (try? runTool(unshare, Array(wrap.dropFirst()) + ["/bin/true"])) == 0 {
+                        args = wrap + args
+                    } else {
+                        printWarning("cannot make a user namespace of its own (unshare --user): a view mounted under a folder passed in after the command starts will reach it")
+                    }
+                }
             }
             if shareNet { args.append("--share-net") }
             // As root, bubblewrap keeps the capabilities: with them the command could unmount a

@@ -3,7 +3,8 @@
 # through the setuid fusermount3; reads come from the daemon (passthrough needs CAP_SYS_ADMIN)
 # and `photogate mounts` says so. Where /dev/fuse is closed to the user (0600 here), photogate
 # says why and exits 72; the rest of the test then opens it to that one user with an ACL
-# (removed afterwards), as an administrator would with Debian's 0666 or a group.
+# (removed afterwards), as an administrator would with Debian's 0666 or a group. `photogate run`
+# as the user gets its view, and not a mount the host makes under a bound folder after the start.
 source "$(dirname "$0")/lib.sh"
 need_fuse
 command -v runuser >/dev/null && command -v useradd >/dev/null || skip "runuser/useradd are missing"
@@ -62,6 +63,31 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
         [ -d /h/src ] && [ -z "$(ls -A /h/library 2>/dev/null)" ] || exit 82
         [ "$(ls /proc/self/fd | sort -n | tr "\n" " ")" = "0 1 2 3 " ] || { ls -l /proc/self/fd >&2; exit 83; }
         exit 0' 9</dev/null || fail "photogate run as $user: exit $?"
+    # Mounts made on the host after the command started do not reach it, even where the host's
+    # mounts are shared (systemd's default): bubblewrap starts in a mount namespace that shares
+    # nothing, owned by a user namespace of the user's own. Here in a mount namespace of the
+    # test's own, private from the real host's and then made shared inside.
+    mkdir -p "$home/prop/later" "$home/sig"
+    chown -R "$user:" "$home/prop" "$home/sig"
+    cat >"$tmp/prop.sh" <<'PROP'
+set -u
+mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
+runuser -u "$U" -- env HOME="$H" PHOTOGATE_LIBRARY="$H/library" "$PG" run org.example.Mine --ro-bind "$H/prop:/p" --bind "$H/sig:/sig" -- sh -c '
+    touch /sig/ready
+    while [ ! -e /sig/go ]; do sleep 0.02; done
+    [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
+    exit 0' &
+runpid=$!
+until [ -e "$H/sig/ready" ] || ! kill -0 $runpid 2>/dev/null; do sleep 0.02; done
+mount --bind "$H/src" "$H/prop/later" || exit 77
+touch "$H/sig/go"
+wait $runpid
+PROP
+    set +e
+    U="$user" H="$home" PG="$PHOTOGATE_BIN" unshare -m --propagation private bash "$tmp/prop.sh"
+    status=$?
+    set -e
+    [[ $status == 0 ]] || fail "photogate run as $user, a mount made after the start: exit $status (76: it reached the sandbox)"
 else
     say "photogate run as $user not checked: bwrap cannot make namespaces for that user here"
 fi
