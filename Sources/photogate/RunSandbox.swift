@@ -231,6 +231,7 @@ struct SandboxHiding {
                 aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
             }
         }
+        overlaid(into: &out, mounts: mounts)
         return out.compactMap { p in
             var st = stat()
             let found = withCPath(p) { stat($0, &st) == 0 }
@@ -241,6 +242,43 @@ struct SandboxHiding {
             case S_IFREG: return Place(path: p, isFolder: false)
             default: return nil
             }
+        }
+    }
+
+    /// An overlay shows its layers merged at its mount point (and wherever that is bound): a layer
+    /// holding a place shows it there too, and a layer inside a place shows it in the whole
+    /// overlay. Added to `out` until nothing new turns up (an overlay of an overlay), places that
+    /// exist only (an overlay mounted inside its own layer would otherwise add itself forever).
+    static func overlaid(into out: inout Set<[UInt8]>, mounts: [MountTable.Entry]) {
+        let overlays: [(mount: MountTable.Entry, layers: [[UInt8]])] = mounts.compactMap { m in
+            // As the mount named them, resolved here; a relative name cannot be placed: left out.
+            let layers = m.overlayLayers.filter { $0.first == UInt8(ascii: "/") }.compactMap { l -> [UInt8]? in
+                let fd = withCPath(l) { Glibc.open($0, oPath | O_CLOEXEC) }
+                guard fd >= 0 else { return nil }
+                defer { Glibc.close(fd) }
+                return realPath(fd: fd)
+            }
+            return layers.isEmpty ? nil : (m, layers)
+        }
+        var next = out
+        for _ in 0..<16 where !next.isEmpty {
+            var found: Set<[UInt8]> = []
+            for p in next {
+                for (o, layers) in overlays {
+                    for l in layers {
+                        let rest: [UInt8]
+                        if let r = pathBytes(p, within: l) { rest = r } else if pathBytes(l, within: p) != nil { rest = [] } else { continue }
+                        var here: Set<[UInt8]> = [joinedPath(o.mountPointBytes, rest)]
+                        aliases(device: o.device, of: joinedPath(o.rootBytes, rest), mounts: mounts, into: &here)
+                        found.formUnion(here.filter { q in
+                            var st = stat()
+                            return !out.contains(q) && (withCPath(q) { lstat($0, &st) } == 0 || errno != ENOENT)
+                        })
+                    }
+                }
+            }
+            out.formUnion(found)
+            next = found
         }
     }
 

@@ -303,6 +303,40 @@ status=$?
 set -e
 [[ $status == 0 ]] || fail "a mount made after the start: exit $status (76: it reached the sandbox)"
 
+# An overlay whose layer holds the library (a container's root built on the host's folders) shows
+# the library at its own mount point: masked there when passed read-only, refused writable; an
+# overlay of a folder inside the library is masked whole.
+mkdir -p "$tmp/ovl/m" "$tmp/ovl/up" "$tmp/ovl/wk" "$tmp/ovl/lo"
+on_exit "umount -l '$tmp/ovl/m' 2>/dev/null; true"
+# The layer named through a symlink whose name has ':' and ',' (escaped in the mount's options).
+ln -s "$data" "$tmp/ovl/l:i,nk"
+if mount -t overlay overlay -o "lowerdir=$tmp/ovl/lo:$tmp/ovl/l\\:i\\,nk,upperdir=$tmp/ovl/up,workdir=$tmp/ovl/wk" "$tmp/ovl/m" 2>/dev/null; then
+    grep -q 'l\\134:i\\134\\054nk' /proc/self/mountinfo || fail "the layer is not named as expected: $(grep ovl /proc/self/mountinfo)"
+    [[ -f $tmp/ovl/m/library/photogate.sqlite ]] || fail "the overlay does not show the library"
+    set +e
+    "$pg" run org.example.Boxed --ro-bind "$tmp/ovl/m:/ov" -- sh -c '
+        [ -d /ov/work ] || exit 71
+        [ -z "$(ls -A /ov/library 2>/dev/null)" ] || { ls -A /ov/library >&2; exit 72; }
+        exit 0'
+    status=$?
+    out=$("$pg" run org.example.Boxed --bind "$tmp/ovl/m:/ov" -- true 2>&1)
+    wstatus=$?
+    set -e
+    [[ $status == 0 ]] || fail "an overlay of a folder holding the library: exit $status (72: the library shows)"
+    [[ $wstatus == 64 ]] || fail "an overlay of a folder holding the library, writable: exit $wstatus, expected 64 ($out)"
+    umount "$tmp/ovl/m"
+    mount -t overlay overlay -o "lowerdir=$tmp/ovl/lo:$PHOTOGATE_LIBRARY/store" "$tmp/ovl/m"
+    [[ -n $(ls -A "$tmp/ovl/m") ]] || fail "the overlay does not show the store"
+    set +e
+    out=$("$pg" run org.example.Boxed --ro-bind "$tmp/ovl/m:/ov" -- sh -c '[ -z "$(ls -A /ov)" ] || { ls -A /ov; exit 73; }' 2>&1)
+    status=$?
+    set -e
+    [[ $status == 0 ]] || fail "an overlay of the library's store: exit $status (73: the store shows: $out)"
+    umount "$tmp/ovl/m"
+else
+    say "overlays not checked: this kernel cannot mount one here"
+fi
+
 # A folder holding the pictures folder (a home passed in) is fine: the view is bound over it.
 mkdir -p "$tmp/homelike/Pictures" "$tmp/homelike/docs"
 echo doc >"$tmp/homelike/docs/d.txt"

@@ -44,7 +44,36 @@ public enum MountTable {
         public let device: String
         public let type: String
         public let rootBytes: [UInt8]
+        /// The filesystem's own options, as listed (escaped; see `overlayLayers`).
+        public var superOptionsBytes: [UInt8] = []
         public var mountPoint: String { String(decoding: mountPointBytes, as: UTF8.self) }
+
+        /// For an overlay mount, the folders it shows merged (its lower layers and its upper
+        /// one), as the mount named them; empty for any other mount. mountinfo writes a comma as
+        /// \054 and a backslash as \134; overlayfs then escapes ':' and ',' in a layer's name with
+        /// a backslash and separates lower layers with ':' ("::" before data-only layers).
+        public var overlayLayers: [[UInt8]] {
+            guard type == "overlay" else { return [] }
+            var layers: [[UInt8]] = []
+            for option in superOptionsBytes.split(separator: UInt8(ascii: ",")) {
+                let o = MountTable.unescape(option)
+                let list: Bool
+                let value: ArraySlice<UInt8>
+                if o.starts(with: "lowerdir=".utf8) { list = true; value = o.dropFirst(9) }
+                else if o.starts(with: "lowerdir+=".utf8) || o.starts(with: "datadir+=".utf8) { list = false; value = o.drop { $0 != UInt8(ascii: "=") }.dropFirst() }
+                else if o.starts(with: "upperdir=".utf8) { list = false; value = o.dropFirst(9) }
+                else { continue }
+                var cur: [UInt8] = [], escaped = false
+                for c in value {
+                    if escaped { cur.append(c); escaped = false }
+                    else if c == UInt8(ascii: "\\") { escaped = true }
+                    else if list && c == UInt8(ascii: ":") { if !cur.isEmpty { layers.append(cur) }; cur = [] }
+                    else { cur.append(c) }
+                }
+                if !cur.isEmpty { layers.append(cur) }
+            }
+            return layers
+        }
     }
 
     /// Every mount in this mount namespace. Parsed as bytes: split as a String, a line ending in
@@ -60,8 +89,10 @@ public enum MountTable {
                   let dash = fields[6...].firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }),
                   dash + 1 < fields.count,
                   let id = Int(String(decoding: fields[0], as: UTF8.self)) else { continue }
-            out.append(Entry(id: id, mountPointBytes: unescape(fields[4]), device: String(decoding: fields[2], as: UTF8.self),
-                             type: String(decoding: fields[dash + 1], as: UTF8.self), rootBytes: unescape(fields[3])))
+            var entry = Entry(id: id, mountPointBytes: unescape(fields[4]), device: String(decoding: fields[2], as: UTF8.self),
+                              type: String(decoding: fields[dash + 1], as: UTF8.self), rootBytes: unescape(fields[3]))
+            if dash + 3 < fields.count { entry.superOptionsBytes = Array(fields[dash + 3]) }
+            out.append(entry)
         }
         return out
     }
