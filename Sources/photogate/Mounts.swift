@@ -34,7 +34,7 @@ struct Mounts: PhotogateCommand {
                 printJSON(entries.map { e -> [String: Any] in
                     let r = e.record
                     return ["app": r.app, "access": r.access, "mountpoint": r.mountpoint, "pid": r.pid,
-                            "readPath": r.readPath, "opens": r.opens ?? "daemon", "libfuse": r.libfuse,
+                            "readPath": r.readPath, "opens": r.opensFiles.rawValue, "libfuse": r.libfuse,
                             "readaheadKiB": r.readaheadKiB.map { $0 as Any } ?? NSNull(),
                             "started": iso(Date(timeIntervalSince1970: r.started)),
                             "state": e.state.rawValue, "problem": e.problem.map { $0 as Any } ?? NSNull()]

@@ -75,7 +75,7 @@ struct Run: PhotogateCommand {
             var folderFD: Int32? = nil
             var viewFD: Int32 = -1
             // Not a no-open mount: it is read-only and has no change feed, which the app may need.
-            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opens != "kernel" }) {
+            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon }) {
                 mountpoint = existing.mountpoint
                 record = existing
             } else {

@@ -36,7 +36,7 @@ extension PhotoFS {
                         "editAny": app.options.editAny],
             "readPath": readPathBox.withLock { $0?() } ?? (passthrough ? "passthrough" : "daemon"),
             // Who opens files: the daemon, or the kernel alone (a no-open mount).
-            "opens": noOpen ? "kernel" : "daemon",
+            "opens": (noOpen ? MountRecord.Opens.kernel : .daemon).rawValue,
         ]
         // How many OPEN requests reached the daemon: one in a no-open mount (answered ENOSYS).
         if noOpen { obj["opensAnswered"] = opensAnswered.load(ordering: .relaxed) }

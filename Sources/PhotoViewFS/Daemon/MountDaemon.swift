@@ -114,9 +114,9 @@ public enum MountDaemon {
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
                                  readaheadKiB: readahead, device: deviceOf(settings.mountpoint),
-                                 opens: settings.noOpen ? "kernel" : "daemon")
+                                 opens: settings.noOpen ? .kernel : .daemon)
         MountRegistry.write(record, library: library)
-        log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opens ?? "daemon"), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
+        log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opensFiles.rawValue), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
         // The registry keeps telling the read path in effect: should the kernel refuse a backing
         // file after all, the session falls back to daemon reads, and the record follows.

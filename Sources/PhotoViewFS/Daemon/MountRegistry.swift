@@ -20,9 +20,20 @@ public struct MountRecord: Codable, Sendable, Equatable {
     /// The mount's device ("major:minor", as in /proc/self/mountinfo): tells this mount from a
     /// later one at the same mount point (nil: a record of an older daemon).
     public var device: String?
-    /// "kernel" for a no-open mount (the kernel opens files without asking the daemon), else
-    /// "daemon" (nil: a record of an older daemon).
-    public var opens: String?
+    /// Who opens the mount's files (nil: a record of an older daemon, which opened them itself).
+    public var opens: Opens?
+    public var opensFiles: Opens { opens ?? .daemon }
+
+    /// Who opens a mount's files: its daemon (each open a request it answers), or the kernel
+    /// (a no-open mount: the kernel opens files without asking). Decoded from its name; a name
+    /// this version does not know (a newer daemon's record) is `.unknown`, not a lost record.
+    public enum Opens: String, Codable, Sendable {
+        case daemon, kernel, unknown
+
+        public init(from decoder: any Decoder) throws {
+            self = Opens(rawValue: try decoder.singleValueContainer().decode(String.self)) ?? .unknown
+        }
+    }
 }
 
 public enum MountRegistry {
