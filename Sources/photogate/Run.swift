@@ -153,7 +153,7 @@ struct Run: PhotogateCommand {
             // under the library's folder.
             let paths = library.paths
             var hidden = [paths.root, paths.database, paths.store, paths.tmp, paths.run].map {
-                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", policy: .maskReadOnly)
+                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", policy: .maskReadOnly, inLayers: true)
             }
             // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
             // Mount points as the kernel's bytes: a name need not be UTF-8.
@@ -175,16 +175,20 @@ struct Run: PhotogateCommand {
             // as root, a copy of the host's; else one owned by a user namespace of the user's own
             // (the user's id mapped to itself; bubblewrap nests its own inside it).
             let unshare = "/usr/bin/unshare"
-            if Glibc.access(unshare, X_OK) == 0 {
-                if getuid() == 0 && geteuid() == 0 {
-                    args = [unshare, "--mount", "--propagation", "private", "--"] + args
+            let later = "a view mounted under a folder passed in after the command starts will reach it"
+            if Glibc.access(unshare, X_OK) != 0 {
+                printWarning("\(unshare) is missing (util-linux): \(later)")
+            } else if getuid() == 0 && geteuid() == 0 {
+                args = [unshare, "--mount", "--propagation", "private", "--"] + args
+            } else {
+                // Tried first as the run will use it (bubblewrap nests two user namespaces of its
+                // own inside), so that a machine that allows fewer goes on without the wrapper.
+                let wrap = [unshare, "--user", "--map-current-user", "--mount", "--propagation", "private", "--"]
+                let probe = [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true"]
+                if (try? runTool(unshare, Array(wrap.dropFirst()) + probe)) == 0 {
+                    args = wrap + args
                 } else {
-                    let wrap = [unshare, "--user", "--map-current-user", "--mount", "--propagation", "private", "--"]
-                    if (try? runTool(unshare, Array(wrap.dropFirst()) + ["/bin/true"])) == 0 {
-                        args = wrap + args
-                    } else {
-                        printWarning("cannot make a user namespace of its own (unshare --user): a view mounted under a folder passed in after the command starts will reach it")
-                    }
+                    printWarning("cannot start bubblewrap in a user namespace of its own (unshare --user): \(later)")
                 }
             }
             if shareNet { args.append("--share-net") }

@@ -37,6 +37,10 @@ struct SandboxHiding {
         /// What it is, for the error message ("the photo library", ...).
         let what: String
         let policy: Policy
+        /// A folder of files an overlay could show from one of its layers (the library): then
+        /// an overlay with a layer that cannot be placed counts as showing it (`overlaid`).
+        /// Not a mount of photogate's or /proc, which no overlay shows (their own mounts).
+        var inLayers = false
     }
 
     struct Refusal: Error, CustomStringConvertible {
@@ -150,7 +154,7 @@ struct SandboxHiding {
     /// The tmpfs masks (sandbox paths, as bytes: a name need not be UTF-8) for `bound` folders,
     /// the outermost only (a mask inside another would show up there as an empty folder).
     func masks(for bound: [(src: Source, dest: String, writable: Bool)]) throws(Refusal) -> [Mask] {
-        let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts)) }
+        let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts, unplacedLayers: $0.inLayers)) }
         var masks: [[UInt8]: Bool] = [:]
         // The bound folders' places a mask is for (a mask can be for several).
         var producers: [[UInt8]: [[UInt8]]] = [:]
@@ -216,23 +220,16 @@ struct SandboxHiding {
     /// root is inside it (bind mounts of a folder inside it); and the same for every mount inside it
     /// (a disk or tmpfs mounted on a part of it). Places that are neither folders nor files (a
     /// device node bound over a file of /proc, as containers do) are left out: nothing to hide.
-    static func places(of path: [UInt8], mounts: [MountTable.Entry]) -> [Place] {
+    static func places(of path: [UInt8], mounts: [MountTable.Entry], unplacedLayers: Bool = false) -> [Place] {
         let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
         // Not there: nothing to hide. There but closed to us (another user's view): as spelled.
         guard fd >= 0 else { return errno == ENOENT ? [] : [Place(path: path, isFolder: true)] }
         defer { Glibc.close(fd) }
         guard let real = realPath(fd: fd) else { return [Place(path: path, isFolder: true)] }
         var out: Set<[UInt8]> = [real]
-        if let id = mountID(fd: fd), let home = mounts.first(where: { $0.id == id }),
-           let below = pathBytes(real, within: home.mountPointBytes) {
-            aliases(device: home.device, of: joinedPath(home.rootBytes, below), mounts: mounts, into: &out)
-            for m in mounts where m.id != home.id && pathBytes(m.mountPointBytes, within: real) != nil {
-                out.insert(m.mountPointBytes)
-                aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
-            }
-        }
-        overlaid(into: &out, mounts: mounts)
-        return out.compactMap { p in
+        spread(fd: fd, real: real, mounts: mounts, into: &out)
+        overlaid(into: &out, mounts: mounts, unplacedLayers: unplacedLayers)
+        return Set(out.map(lexicallyNormal)).compactMap { p in
             var st = stat()
             let found = withCPath(p) { stat($0, &st) == 0 }
             // One we cannot stat (closed to us): hidden as a folder all the same.
@@ -245,41 +242,108 @@ struct SandboxHiding {
         }
     }
 
-    /// An overlay shows its layers merged at its mount point (and wherever that is bound): a layer
-    /// holding a place shows it there too, and a layer inside a place shows it in the whole
-    /// overlay. Added to `out` until nothing new turns up (an overlay of an overlay), places that
-    /// exist only (an overlay mounted inside its own layer would otherwise add itself forever).
-    static func overlaid(into out: inout Set<[UInt8]>, mounts: [MountTable.Entry]) {
-        let overlays: [(mount: MountTable.Entry, layers: [[UInt8]])] = mounts.compactMap { m in
-            // As the mount named them, resolved here; a relative name cannot be placed: left out.
-            let layers = m.overlayLayers.filter { $0.first == UInt8(ascii: "/") }.compactMap { l -> [UInt8]? in
-                let fd = withCPath(l) { Glibc.open($0, oPath | O_CLOEXEC) }
-                guard fd >= 0 else { return nil }
-                defer { Glibc.close(fd) }
-                return realPath(fd: fd)
-            }
-            return layers.isEmpty ? nil : (m, layers)
+    /// The other places of an open place (`real` is where it is): the same folder under every
+    /// mount of its filesystem whose root holds it, the mount points of those whose root is inside
+    /// it, and the same for every mount inside it. Returns the id of the mount it is on.
+    @discardableResult
+    static func spread(fd: Int32, real: [UInt8], mounts: [MountTable.Entry], into out: inout Set<[UInt8]>) -> Int? {
+        guard let id = mountID(fd: fd), let home = mounts.first(where: { $0.id == id }),
+              let below = pathBytes(real, within: home.mountPointBytes) else { return nil }
+        aliases(device: home.device, of: joinedPath(home.rootBytes, below), mounts: mounts, into: &out)
+        for m in mounts where m.id != home.id && pathBytes(m.mountPointBytes, within: real) != nil {
+            out.insert(m.mountPointBytes)
+            aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
         }
+        return id
+    }
+
+    /// An overlay shows its layers merged at its mount point (and wherever that is bound). What it
+    /// shows of a layer's folder cannot be told by name: a rename in the overlay (redirect_dir)
+    /// shows it under another. So an overlay counts as a place, whole (its mount and every bind
+    /// of it), when one of its layers holds a place or lies inside one. A layer's name in the mount
+    /// table is only the text its mounter gave (relative, through /proc, through a symlink since
+    /// changed, or closed to us): for a folder an overlay could show (`unplacedLayers`), an
+    /// overlay with a layer that cannot be placed (`placedLayer`) counts whole too, unless the
+    /// folder is under its mount point (a container's root, named as the host sees it). The other
+    /// way, a place on an overlay is also in each of its layers (the upper one holds what
+    /// changed, the lower ones the rest). Until nothing new turns up (an overlay of an overlay).
+    /// A layer named by a path that still resolves, to another folder than the one mounted (a
+    /// bind mount unmounted since), is not recognized.
+    static func overlaid(into out: inout Set<[UInt8]>, mounts: [MountTable.Entry], unplacedLayers: Bool) {
+        let overlays: [(mount: MountTable.Entry, layers: [[UInt8]], unplaced: Bool)] = mounts.filter { $0.type == "overlay" }.map { m in
+            let named = m.overlayLayers
+            let placed = named.compactMap(placedLayer)
+            return (m, placed, named.isEmpty || placed.count < named.count)
+        }
+        guard !overlays.isEmpty else { return }
+        // Per overlay, the places found through it (in its layers, or it whole): they are that
+        // overlay's own, not a reason to count it again.
+        var through: [Int: Set<[UInt8]>] = [:]
         var next = out
         for _ in 0..<16 where !next.isEmpty {
             var found: Set<[UInt8]> = []
-            for p in next {
-                for (o, layers) in overlays {
-                    for l in layers {
-                        let rest: [UInt8]
-                        if let r = pathBytes(p, within: l) { rest = r } else if pathBytes(l, within: p) != nil { rest = [] } else { continue }
-                        var here: Set<[UInt8]> = [joinedPath(o.mountPointBytes, rest)]
-                        aliases(device: o.device, of: joinedPath(o.rootBytes, rest), mounts: mounts, into: &here)
-                        found.formUnion(here.filter { q in
-                            var st = stat()
-                            return !out.contains(q) && (withCPath(q) { lstat($0, &st) } == 0 || errno != ENOENT)
-                        })
-                    }
+            /// Adds a place and its other places; returns what was new.
+            func add(_ spelled: [UInt8]) -> Set<[UInt8]> {
+                let q = lexicallyNormal(spelled)
+                guard !out.contains(q), !found.contains(q) else { return [] }
+                let fd = withCPath(q) { Glibc.open($0, oPath | O_CLOEXEC) }
+                if fd < 0 {
+                    if errno == ENOENT { return [] }
+                    found.insert(q)   // closed to us: hidden as spelled
+                    return [q]
+                }
+                defer { Glibc.close(fd) }
+                var new: Set<[UInt8]> = [q]
+                if let real = realPath(fd: fd) { new.insert(real); spread(fd: fd, real: real, mounts: mounts, into: &new) }
+                new.subtract(out)
+                found.formUnion(new)
+                return new
+            }
+            for (o, layers, unplaced) in overlays {
+                var whole = false, on = false
+                for p in next where !(through[o.id]?.contains(p) ?? false) {
+                    if layers.contains(where: { pathBytes(p, within: $0) != nil || pathBytes($0, within: p) != nil }) { whole = true }
+                    // A place on this overlay: where it is in each layer.
+                    guard let rest = pathBytes(p, within: o.mountPointBytes) else { continue }
+                    let fd = withCPath(p) { Glibc.open($0, oPath | O_CLOEXEC) }
+                    guard fd >= 0 else { continue }
+                    let id = mountID(fd: fd)
+                    Glibc.close(fd)
+                    guard id == o.id else { continue }
+                    on = true
+                    for l in layers { through[o.id, default: []].formUnion(add(joinedPath(l, joinedPath(o.rootBytes, rest)))) }
+                }
+                // Layers it cannot place: it may show the library, unless the library is under its
+                // mount point (on it, or on a mount on top of it: a container's root, whose
+                // layers are named as the host sees them; a live system's). Then what it shows
+                // of the library is where the library is.
+                let under = on || out.contains { p in !(through[o.id]?.contains(p) ?? false) && pathBytes(p, within: o.mountPointBytes) != nil }
+                if unplaced && unplacedLayers && !under && through[o.id] == nil { whole = true }
+                if whole {
+                    var here: Set<[UInt8]> = []
+                    aliases(device: o.device, of: [UInt8(ascii: "/")], mounts: mounts, into: &here)
+                    through[o.id, default: []].formUnion(here)
+                    for q in here { through[o.id, default: []].formUnion(add(q)) }
                 }
             }
+            found.subtract(out)
             out.formUnion(found)
             next = found
         }
+    }
+
+    /// Where an overlay's layer, named `spelled` in the mount table, is now: only a name that is
+    /// absolute, not through /proc, opens, and is where it says (no symlink, "." or ".." on the
+    /// way), so that it can be taken to name the folder that was mounted. Else nil.
+    static func placedLayer(_ spelled: [UInt8]) -> [UInt8]? {
+        guard spelled.first == UInt8(ascii: "/") else { return nil }
+        let normal = lexicallyNormal(spelled)
+        guard pathBytes(normal, within: Array("/proc".utf8)) == nil else { return nil }
+        let fd = withCPath(spelled) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        guard let real = realPath(fd: fd), real == normal, normal == spelled || normal + [UInt8(ascii: "/")] == spelled else { return nil }
+        return real
     }
 
     /// Where the folder `inside` of the filesystem `device` shows, or a part of it.

@@ -288,11 +288,13 @@ set -u
 mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
 "$PG" run org.example.Boxed --ro-bind "$T/prop:/p" --bind "$T/sig:/sig" -- sh -c '
     touch /sig/ready
-    while [ ! -e /sig/go ]; do sleep 0.02; done
+    i=0; while [ ! -e /sig/go ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done   # 30 s at most
     [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
     exit 0' &
 runpid=$!
-until [ -e "$T/sig/ready" ] || ! kill -0 $runpid 2>/dev/null; do sleep 0.02; done
+# Whatever happens below, the command is let go, and the run ends before this script does.
+trap 'touch "$T/sig/go"; wait $runpid 2>/dev/null' EXIT
+i=0; until [ -e "$T/sig/ready" ] || ! kill -0 $runpid 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done
 mount --bind "$D" "$T/prop/later" || exit 77
 touch "$T/sig/go"
 wait $runpid
@@ -303,36 +305,95 @@ status=$?
 set -e
 [[ $status == 0 ]] || fail "a mount made after the start: exit $status (76: it reached the sandbox)"
 
-# An overlay whose layer holds the library (a container's root built on the host's folders) shows
-# the library at its own mount point: masked there when passed read-only, refused writable; an
-# overlay of a folder inside the library is masked whole.
-mkdir -p "$tmp/ovl/m" "$tmp/ovl/up" "$tmp/ovl/wk" "$tmp/ovl/lo"
-on_exit "umount -l '$tmp/ovl/m' 2>/dev/null; true"
-# The layer named through a symlink whose name has ':' and ',' (escaped in the mount's options).
-ln -s "$data" "$tmp/ovl/l:i,nk"
-if mount -t overlay overlay -o "lowerdir=$tmp/ovl/lo:$tmp/ovl/l\\:i\\,nk,upperdir=$tmp/ovl/up,workdir=$tmp/ovl/wk" "$tmp/ovl/m" 2>/dev/null; then
-    grep -q 'l\\134:i\\134\\054nk' /proc/self/mountinfo || fail "the layer is not named as expected: $(grep ovl /proc/self/mountinfo)"
-    [[ -f $tmp/ovl/m/library/photogate.sqlite ]] || fail "the overlay does not show the library"
+# An overlay shows its layers merged (a container's root built on the host's folders): one with a
+# layer holding the library, or inside it, is masked whole when passed read-only (a rename inside
+# it shows the library under any name) and refused writable; so is one whose layers cannot be
+# placed (a relative name, a symlink changed since). A library on an overlay is hidden in the
+# overlay's layers too. An unrelated overlay passes in as it is.
+o="$tmp/ovl"
+mkdir -p "$o/m" "$o/lo" "$o/dx" "$o/d:a,t" "$o/d\\x"
+touch "$o/lo/mine"
+on_exit "umount -l '$o/m' '$o/d:a,t' '$o/d\\x' 2>/dev/null; true"
+# $1: what; $2: mount options; $3: 1 if the overlay must pass in unmasked (its file "mine" shows);
+# $4: a command run once it is mounted
+ov_case() {
+    (cd "$o" && mount -t overlay overlay -o "$2" "$o/m") || fail "$1: cannot mount the overlay ($2)"   # relative to $o
+    eval "${4:-}"
     set +e
-    "$pg" run org.example.Boxed --ro-bind "$tmp/ovl/m:/ov" -- sh -c '
-        [ -d /ov/work ] || exit 71
-        [ -z "$(ls -A /ov/library 2>/dev/null)" ] || { ls -A /ov/library >&2; exit 72; }
-        exit 0'
+    "$pg" run org.example.Boxed --ro-bind "$o/m:/ov" -- sh -c '
+        find /ov \( -name "*.jpg" -o -name "photogate.sqlite*" \) | grep -q . && { find /ov | head >&2; exit 72; }
+        [ "$0" = 1 ] && [ ! -e /ov/mine ] && exit 71
+        exit 0' "$3"
+    local status=$?
+    out=$("$pg" run org.example.Boxed --bind "$o/m:/ov" -- true 2>&1)
+    local wstatus=$?
+    set -e
+    umount "$o/m"
+    [[ $status == 0 ]] || fail "$1: exit $status (72: the library shows, 71: the overlay is hidden)"
+    if [[ $3 == 1 ]]; then
+        [[ $wstatus == 0 ]] || fail "$1, passed writable: exit $wstatus ($out)"
+    else
+        [[ $wstatus == 64 ]] || fail "$1, passed writable: exit $wstatus, expected 64 ($out)"
+    fi
+}
+if mount -t overlay overlay -o "lowerdir=$o/lo:$o/dx" "$o/m" 2>/dev/null; then
+    umount "$o/m"
+    ov_case "an unrelated overlay" "lowerdir=$o/lo:$o/dx" 1
+    # Layers named with ':' and ',' (escaped in the mount's options), here a bind mount of the
+    # folder holding the library; the library renamed inside the overlay before the run.
+    mount --bind "$data" "$o/d:a,t"
+    mkdir -p "$o/up" "$o/wk"
+    mount -t overlay overlay -o "lowerdir=$o/lo:$o/d\\:a\\,t,upperdir=$o/up,workdir=$o/wk,redirect_dir=on" "$o/m"
+    grep -q 'd\\134:a\\134\\054t' /proc/self/mountinfo || fail "the layer is not named as expected: $(grep ovl /proc/self/mountinfo)"
+    mv "$o/m/library" "$o/m/renamed"
+    [[ -f $o/m/renamed/photogate.sqlite ]] || fail "the overlay does not show the renamed library"
+    umount "$o/m"
+    ov_case "an overlay of a folder holding the library, renamed inside it" "lowerdir=$o/lo:$o/d\\:a\\,t,upperdir=$o/up,workdir=$o/wk,redirect_dir=on" 0
+    umount "$o/d:a,t"
+    # A layer given with lowerdir+= keeps its backslash ("dx" is an empty folder beside it).
+    mount --bind "$data" "$o/d\\x"
+    ov_case "a layer named with a backslash (lowerdir+=)" "lowerdir+=$o/lo,lowerdir+=$o/d\\x" 0
+    umount "$o/d\\x"
+    ln -s "$data" "$o/link"
+    ov_case "a layer named through a symlink pointed elsewhere since" "lowerdir=$o/lo:$o/link" 0 "ln -sfn '$o/dx' '$o/link'"
+    ov_case "a relative layer" "lowerdir=$o/lo:../data" 0
+    ov_case "an overlay of the library's store" "lowerdir=$o/lo:$PHOTOGATE_LIBRARY/store" 0
+    # A library on an overlay: its files are in the upper layer, passed in read-only.
+    mkdir -p "$o/l2/lo" "$o/l2/up" "$o/l2/wk" "$o/l2/m"
+    on_exit "umount -l '$o/l2/m' 2>/dev/null; true"
+    mount -t overlay overlay -o "lowerdir=$o/l2/lo,upperdir=$o/l2/up,workdir=$o/l2/wk" "$o/l2/m"
+    l2="$o/l2/m/library"
+    PHOTOGATE_LIBRARY="$l2" "$pg" init >/dev/null
+    PHOTOGATE_LIBRARY="$l2" "$pg" import "$tmp/src" >/dev/null
+    PHOTOGATE_LIBRARY="$l2" "$pg" authorize org.example.Boxed --access read-write --status authorized >/dev/null
+    [[ -f $o/l2/up/library/photogate.sqlite ]] || fail "the library on the overlay is not in its upper layer"
+    set +e
+    PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --ro-bind "$o/l2/up:/u" -- sh -c '
+        [ -e "$HOME/Pictures/granted.jpg" ] || exit 74
+        [ -z "$(ls -A /u/library 2>/dev/null)" ] || exit 75'
     status=$?
-    out=$("$pg" run org.example.Boxed --bind "$tmp/ovl/m:/ov" -- true 2>&1)
+    out=$(PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --bind "$o/l2/up:/u" -- true 2>&1)
     wstatus=$?
     set -e
-    [[ $status == 0 ]] || fail "an overlay of a folder holding the library: exit $status (72: the library shows)"
-    [[ $wstatus == 64 ]] || fail "an overlay of a folder holding the library, writable: exit $wstatus, expected 64 ($out)"
-    umount "$tmp/ovl/m"
-    mount -t overlay overlay -o "lowerdir=$tmp/ovl/lo:$PHOTOGATE_LIBRARY/store" "$tmp/ovl/m"
-    [[ -n $(ls -A "$tmp/ovl/m") ]] || fail "the overlay does not show the store"
+    [[ $status == 0 ]] || fail "a library on an overlay, its upper layer passed in: exit $status (75: the library shows)"
+    [[ $wstatus == 64 ]] || fail "a library on an overlay, its upper layer passed writable: exit $wstatus, expected 64 ($out)"
+    # Under an overlay whose layers cannot be placed (a container's root, its layers named as the
+    # host sees them), on a tmpfs mounted on it: a folder of the overlay passes in.
+    mkdir -p "$o/l2/m/home/docs" "$o/l2/m/vol"
+    umount "$o/l2/m"
+    mkdir -p "$o/c"
+    on_exit "umount -R -l '$o/c' 2>/dev/null; true"
+    (cd "$o/l2" && mount -t overlay overlay -o "lowerdir=lo:up" "$o/c")   # read-only, named relative
+    mount -t tmpfs -o size=16m none "$o/c/vol"
+    l3="$o/c/vol/library"
+    PHOTOGATE_LIBRARY="$l3" "$pg" init >/dev/null
+    PHOTOGATE_LIBRARY="$l3" "$pg" authorize org.example.Boxed --access read-write --status authorized >/dev/null
     set +e
-    out=$("$pg" run org.example.Boxed --ro-bind "$tmp/ovl/m:/ov" -- sh -c '[ -z "$(ls -A /ov)" ] || { ls -A /ov; exit 73; }' 2>&1)
+    out=$(PHOTOGATE_LIBRARY="$l3" "$pg" run org.example.Boxed --ro-bind "$o/c/home:/h" -- sh -c '[ -d /h/docs ]' 2>&1)
     status=$?
     set -e
-    [[ $status == 0 ]] || fail "an overlay of the library's store: exit $status (73: the store shows: $out)"
-    umount "$tmp/ovl/m"
+    umount -R "$o/c"
+    [[ $status == 0 ]] || fail "a folder of a container's root, the library on a tmpfs mounted on it: exit $status ($out)"
 else
     say "overlays not checked: this kernel cannot mount one here"
 fi

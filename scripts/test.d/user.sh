@@ -74,11 +74,13 @@ set -u
 mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
 runuser -u "$U" -- env HOME="$H" PHOTOGATE_LIBRARY="$H/library" "$PG" run org.example.Mine --ro-bind "$H/prop:/p" --bind "$H/sig:/sig" -- sh -c '
     touch /sig/ready
-    while [ ! -e /sig/go ]; do sleep 0.02; done
+    i=0; while [ ! -e /sig/go ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done   # 30 s at most
     [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
     exit 0' &
 runpid=$!
-until [ -e "$H/sig/ready" ] || ! kill -0 $runpid 2>/dev/null; do sleep 0.02; done
+# Whatever happens below, the command is let go, and the run ends before this script does.
+trap 'touch "$H/sig/go"; wait $runpid 2>/dev/null' EXIT
+i=0; until [ -e "$H/sig/ready" ] || ! kill -0 $runpid 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done
 mount --bind "$H/src" "$H/prop/later" || exit 77
 touch "$H/sig/go"
 wait $runpid

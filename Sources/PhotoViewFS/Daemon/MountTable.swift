@@ -50,17 +50,24 @@ public enum MountTable {
 
         /// For an overlay mount, the folders it shows merged (its lower layers and its upper
         /// one), as the mount named them; empty for any other mount. mountinfo writes a comma as
-        /// \054 and a backslash as \134; overlayfs then escapes ':' and ',' in a layer's name with
-        /// a backslash and separates lower layers with ':' ("::" before data-only layers).
+        /// \054 and a backslash as \134; in `lowerdir=` and `upperdir=`, overlayfs escapes ':'
+        /// and ',' in a name with a backslash and separates lower layers with ':' ("::" before
+        /// data-only layers); `lowerdir+=` and `datadir+=` (the new mount API) name one layer each,
+        /// with no escapes of its own.
         public var overlayLayers: [[UInt8]] {
             guard type == "overlay" else { return [] }
             var layers: [[UInt8]] = []
             for option in superOptionsBytes.split(separator: UInt8(ascii: ",")) {
                 let o = MountTable.unescape(option)
+                // One layer each, named as given: the kernel undoes no backslash in these.
+                if o.starts(with: "lowerdir+=".utf8) || o.starts(with: "datadir+=".utf8) {
+                    let name = Array(o.drop { $0 != UInt8(ascii: "=") }.dropFirst())
+                    if !name.isEmpty { layers.append(name) }
+                    continue
+                }
                 let list: Bool
                 let value: ArraySlice<UInt8>
                 if o.starts(with: "lowerdir=".utf8) { list = true; value = o.dropFirst(9) }
-                else if o.starts(with: "lowerdir+=".utf8) || o.starts(with: "datadir+=".utf8) { list = false; value = o.drop { $0 != UInt8(ascii: "=") }.dropFirst() }
                 else if o.starts(with: "upperdir=".utf8) { list = false; value = o.dropFirst(9) }
                 else { continue }
                 var cur: [UInt8] = [], escaped = false
