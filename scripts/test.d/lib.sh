@@ -44,3 +44,34 @@ need_fuse() {
     [[ -e /dev/fuse ]] || skip "/dev/fuse is missing"
     [[ $(id -u) == 0 ]] || skip "needs root"
 }
+
+# later_mount_check DIR SOURCE APP [PREFIX...]: in a mount namespace of its own (private from the
+# host's, then made shared inside, as systemd makes "/"), runs `PREFIX photogate run APP` with
+# DIR/prop passed in read-only at /p, and once the command is in, bind-mounts SOURCE at
+# DIR/prop/later on the host side. Returns the run's status: 0 when the mount did not reach the
+# command, 76 when it did, 77 when the mount could not be made. DIR/prop and DIR/sig must be
+# reachable by whoever PREFIX runs the command as.
+later_mount_check() {
+    local dir=$1 src=$2 app=$3; shift 3
+    mkdir -p "$dir/prop/later" "$dir/sig"
+    rm -f "$dir/sig/ready" "$dir/sig/go"
+    cat >"$dir/later.sh" <<'LATER'
+set -u
+mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
+"$@" "$PG" run "$APP" --ro-bind "$DIR/prop:/p" --bind "$DIR/sig:/sig" -- sh -c '
+    touch /sig/ready
+    i=0; while [ ! -e /sig/go ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done   # 30 s at most
+    [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
+    exit 0' &
+runpid=$!
+# Whatever happens below, the command is let go, and the run ends before this script does.
+trap 'touch "$DIR/sig/go"; wait $runpid 2>/dev/null' EXIT
+i=0; until [ -e "$DIR/sig/ready" ] || ! kill -0 $runpid 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done
+mount --bind "$SRC" "$DIR/prop/later" || exit 77
+touch "$DIR/sig/go"
+wait $runpid
+LATER
+    local status=0
+    PG="$PHOTOGATE_BIN" DIR="$dir" SRC="$src" APP="$app" unshare -m --propagation private bash "$dir/later.sh" "$@" || status=$?
+    return $status
+}

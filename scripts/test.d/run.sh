@@ -282,25 +282,8 @@ done
 # As root, mounts made on the host after the command started do not reach it, even where the
 # host's mounts are shared (systemd's default; here a mount namespace of the test's own, private
 # from the real host's and then made shared inside).
-mkdir -p "$tmp/prop/later" "$tmp/sig"
-cat >"$tmp/prop.sh" <<'PROP'
-set -u
-mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
-"$PG" run org.example.Boxed --ro-bind "$T/prop:/p" --bind "$T/sig:/sig" -- sh -c '
-    touch /sig/ready
-    i=0; while [ ! -e /sig/go ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done   # 30 s at most
-    [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
-    exit 0' &
-runpid=$!
-# Whatever happens below, the command is let go, and the run ends before this script does.
-trap 'touch "$T/sig/go"; wait $runpid 2>/dev/null' EXIT
-i=0; until [ -e "$T/sig/ready" ] || ! kill -0 $runpid 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done
-mount --bind "$D" "$T/prop/later" || exit 77
-touch "$T/sig/go"
-wait $runpid
-PROP
 set +e
-PG="$pg" T="$tmp" D="$data" unshare -m --propagation private bash "$tmp/prop.sh"
+later_mount_check "$tmp" "$data" org.example.Boxed
 status=$?
 set -e
 [[ $status == 0 ]] || fail "a mount made after the start: exit $status (76: it reached the sandbox)"

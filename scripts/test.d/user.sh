@@ -69,24 +69,8 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
     # test's own, private from the real host's and then made shared inside.
     mkdir -p "$home/prop/later" "$home/sig"
     chown -R "$user:" "$home/prop" "$home/sig"
-    cat >"$tmp/prop.sh" <<'PROP'
-set -u
-mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
-runuser -u "$U" -- env HOME="$H" PHOTOGATE_LIBRARY="$H/library" "$PG" run org.example.Mine --ro-bind "$H/prop:/p" --bind "$H/sig:/sig" -- sh -c '
-    touch /sig/ready
-    i=0; while [ ! -e /sig/go ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done   # 30 s at most
-    [ -z "$(ls -A /p/later)" ] || { echo "later: $(ls -A /p/later)" >&2; exit 76; }
-    exit 0' &
-runpid=$!
-# Whatever happens below, the command is let go, and the run ends before this script does.
-trap 'touch "$H/sig/go"; wait $runpid 2>/dev/null' EXIT
-i=0; until [ -e "$H/sig/ready" ] || ! kill -0 $runpid 2>/dev/null || [ $i -ge 1500 ]; do sleep 0.02; i=$((i+1)); done
-mount --bind "$H/src" "$H/prop/later" || exit 77
-touch "$H/sig/go"
-wait $runpid
-PROP
     set +e
-    U="$user" H="$home" PG="$PHOTOGATE_BIN" unshare -m --propagation private bash "$tmp/prop.sh"
+    later_mount_check "$home" "$home/src" org.example.Mine runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library"
     status=$?
     set -e
     [[ $status == 0 ]] || fail "photogate run as $user, a mount made after the start: exit $status (76: it reached the sandbox)"
