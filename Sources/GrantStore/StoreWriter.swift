@@ -407,11 +407,11 @@ struct ReadyMarker: Codable {
             return .marked(m)
         }
         if n < 0 && errno != ENODATA && errno != ENOTSUP && errno != EOPNOTSUPP { return .unknown }
-        let sidecar = path + ".ready"
-        let fd = Glibc.open(sidecar, O_RDONLY | O_CLOEXEC)
+        // Opened once: "none" (ENOENT) told from "unreadable", and read from that descriptor.
+        let fd = Glibc.open(path + ".ready", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return errno == ENOENT ? .unmarked : .unknown }
-        Glibc.close(fd)
-        guard let m = read(sidecar) else { return .unknown }
+        let file = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        guard let data = try? file.readToEnd(), let m = try? JSONDecoder().decode(ReadyMarker.self, from: data) else { return .unknown }
         return .marked(m)
     }
 }
