@@ -153,7 +153,7 @@ struct Run: PhotogateCommand {
             // under the library's folder.
             let paths = library.paths
             var hidden = [paths.root, paths.database, paths.store, paths.tmp, paths.run].map {
-                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", policy: .maskReadOnly, inLayers: true)
+                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", policy: .maskReadOnly)
             }
             // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
             // Mount points as the kernel's bytes: a name need not be UTF-8.

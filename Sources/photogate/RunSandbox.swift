@@ -37,10 +37,6 @@ struct SandboxHiding {
         /// What it is, for the error message ("the photo library", ...).
         let what: String
         let policy: Policy
-        /// A folder of files an overlay could show from one of its layers (the library): then
-        /// an overlay with a layer that cannot be placed counts as showing it (`overlaid`).
-        /// Not a mount of photogate's or /proc, which no overlay shows (their own mounts).
-        var inLayers = false
     }
 
     struct Refusal: Error, CustomStringConvertible {
@@ -154,7 +150,8 @@ struct SandboxHiding {
     /// The tmpfs masks (sandbox paths, as bytes: a name need not be UTF-8) for `bound` folders,
     /// the outermost only (a mask inside another would show up there as an empty folder).
     func masks(for bound: [(src: Source, dest: String, writable: Bool)]) throws(Refusal) -> [Mask] {
-        let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts, unplacedLayers: $0.inLayers)) }
+        let overlays = Self.overlays(mounts)
+        let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts, overlays: overlays)) }
         var masks: [[UInt8]: Bool] = [:]
         // The bound folders' places a mask is for (a mask can be for several).
         var producers: [[UInt8]: [[UInt8]]] = [:]
@@ -220,7 +217,7 @@ struct SandboxHiding {
     /// root is inside it (bind mounts of a folder inside it); and the same for every mount inside it
     /// (a disk or tmpfs mounted on a part of it). Places that are neither folders nor files (a
     /// device node bound over a file of /proc, as containers do) are left out: nothing to hide.
-    static func places(of path: [UInt8], mounts: [MountTable.Entry], unplacedLayers: Bool = false) -> [Place] {
+    static func places(of path: [UInt8], mounts: [MountTable.Entry], overlays: [Overlay] = []) -> [Place] {
         let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
         // Not there: nothing to hide. There but closed to us (another user's view): as spelled.
         guard fd >= 0 else { return errno == ENOENT ? [] : [Place(path: path, isFolder: true)] }
@@ -228,7 +225,7 @@ struct SandboxHiding {
         guard let real = realPath(fd: fd) else { return [Place(path: path, isFolder: true)] }
         var out: Set<[UInt8]> = [real]
         spread(fd: fd, real: real, mounts: mounts, into: &out)
-        overlaid(into: &out, mounts: mounts, unplacedLayers: unplacedLayers)
+        overlaid(into: &out, mounts: mounts, overlays: overlays)
         return Set(out.map(lexicallyNormal)).compactMap { p in
             var st = stat()
             let found = withCPath(p) { stat($0, &st) == 0 }
@@ -257,26 +254,54 @@ struct SandboxHiding {
         return id
     }
 
+    /// An overlay mount and where its layers can be reached: for each layer it could place, every
+    /// path that shows that folder (`layerPlaces`); a layer it cannot place is left out.
+    struct Overlay { let mount: MountTable.Entry; let layers: [Set<[UInt8]>] }
+
+    /// The overlays of the mount table, their layers placed once for every hidden path.
+    static func overlays(_ mounts: [MountTable.Entry]) -> [Overlay] {
+        mounts.filter { $0.type == "overlay" }.map { o in
+            Overlay(mount: o, layers: o.overlayLayers.compactMap { layerPlaces($0, of: o, mounts: mounts) })
+        }
+    }
+
+    /// Where a layer of overlay `o`, named `spelled` in the mount table, can be reached, or nil.
+    /// The mount table keeps only the text its mounter gave: resolved here as it is now (symlinks
+    /// followed), it is taken to name the folder mounted. A name that cannot be resolved (relative,
+    /// through /proc, gone, closed to us) is left out: that layer is not recognized (a container's
+    /// root, named as the host sees it; systemd-sysext's, in a folder unmounted since). A name
+    /// that resolves onto the overlay itself (`lowerdir=/usr` mounted on /usr, as sysext does)
+    /// names the folder beneath it, reached only through other mounts of that filesystem.
+    static func layerPlaces(_ spelled: [UInt8], of o: MountTable.Entry, mounts: [MountTable.Entry]) -> Set<[UInt8]>? {
+        guard spelled.first == UInt8(ascii: "/"), pathBytes(lexicallyNormal(spelled), within: Array("/proc".utf8)) == nil else { return nil }
+        let fd = withCPath(spelled) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        guard let real = realPath(fd: fd) else { return nil }
+        var out: Set<[UInt8]> = [real]
+        if mountID(fd: fd) != o.id {
+            spread(fd: fd, real: real, mounts: mounts, into: &out)
+            return out
+        }
+        guard let parent = mounts.first(where: { $0.id == o.parentID }),
+              let below = pathBytes(real, within: parent.mountPointBytes) else { return [] }
+        out = []
+        aliases(device: parent.device, of: joinedPath(parent.rootBytes, below), mounts: mounts, into: &out)
+        // Not where the overlay covers it.
+        return out.filter { pathBytes($0, within: o.mountPointBytes) == nil }
+    }
+
     /// An overlay shows its layers merged at its mount point (and wherever that is bound). What it
     /// shows of a layer's folder cannot be told by name: a rename in the overlay (redirect_dir)
     /// shows it under another. So an overlay counts as a place, whole (its mount and every bind
-    /// of it), when one of its layers holds a place or lies inside one. A layer's name in the mount
-    /// table is only the text its mounter gave (relative, through /proc, through a symlink since
-    /// changed, or closed to us): for a folder an overlay could show (`unplacedLayers`), an
-    /// overlay with a layer that cannot be placed (`placedLayer`) counts whole too, unless the
-    /// folder is under its mount point (a container's root, named as the host sees it). The other
-    /// way, a place on an overlay is also in each of its layers (the upper one holds what
-    /// changed, the lower ones the rest). Until nothing new turns up (an overlay of an overlay).
-    /// A layer named by a path that still resolves, to another folder than the one mounted (a
-    /// bind mount unmounted since), is not recognized.
-    static func overlaid(into out: inout Set<[UInt8]>, mounts: [MountTable.Entry], unplacedLayers: Bool) {
-        let overlays: [(mount: MountTable.Entry, layers: [[UInt8]], unplaced: Bool)] = mounts.filter { $0.type == "overlay" }.map { m in
-            let named = m.overlayLayers
-            let placed = named.compactMap(placedLayer)
-            return (m, placed, named.isEmpty || placed.count < named.count)
-        }
+    /// of it), when one of its layers holds a place or lies inside one; and a place on an overlay
+    /// makes each of its layers a place, whole (the upper one holds what changed, the lower ones
+    /// the rest, under any name a rename gave). Until nothing new turns up (an overlay of an
+    /// overlay). Layers it cannot place are not recognized (`layerPlaces`), nor a layer named by
+    /// a path that has since come to name another folder (a bind mount unmounted after).
+    static func overlaid(into out: inout Set<[UInt8]>, mounts: [MountTable.Entry], overlays: [Overlay]) {
         guard !overlays.isEmpty else { return }
-        // Per overlay, the places found through it (in its layers, or it whole): they are that
+        // Per overlay, the places found through it (its layers, or it whole): they are that
         // overlay's own, not a reason to count it again.
         var through: [Int: Set<[UInt8]>] = [:]
         var next = out
@@ -299,26 +324,20 @@ struct SandboxHiding {
                 found.formUnion(new)
                 return new
             }
-            for (o, layers, unplaced) in overlays {
+            for ov in overlays {
+                let o = ov.mount
                 var whole = false, on = false
                 for p in next where !(through[o.id]?.contains(p) ?? false) {
-                    if layers.contains(where: { pathBytes(p, within: $0) != nil || pathBytes($0, within: p) != nil }) { whole = true }
-                    // A place on this overlay: where it is in each layer.
-                    guard let rest = pathBytes(p, within: o.mountPointBytes) else { continue }
+                    if ov.layers.contains(where: { $0.contains { l in pathBytes(p, within: l) != nil || pathBytes(l, within: p) != nil } }) { whole = true }
+                    guard !on, pathBytes(p, within: o.mountPointBytes) != nil else { continue }
                     let fd = withCPath(p) { Glibc.open($0, oPath | O_CLOEXEC) }
                     guard fd >= 0 else { continue }
-                    let id = mountID(fd: fd)
+                    on = mountID(fd: fd) == o.id
                     Glibc.close(fd)
-                    guard id == o.id else { continue }
-                    on = true
-                    for l in layers { through[o.id, default: []].formUnion(add(joinedPath(l, joinedPath(o.rootBytes, rest)))) }
                 }
-                // Layers it cannot place: it may show the library, unless the library is under its
-                // mount point (on it, or on a mount on top of it: a container's root, whose
-                // layers are named as the host sees them; a live system's). Then what it shows
-                // of the library is where the library is.
-                let under = on || out.contains { p in !(through[o.id]?.contains(p) ?? false) && pathBytes(p, within: o.mountPointBytes) != nil }
-                if unplaced && unplacedLayers && !under && through[o.id] == nil { whole = true }
+                if on {
+                    for l in ov.layers.joined() { through[o.id, default: []].formUnion(add(l)) }
+                }
                 if whole {
                     var here: Set<[UInt8]> = []
                     aliases(device: o.device, of: [UInt8(ascii: "/")], mounts: mounts, into: &here)
@@ -332,29 +351,28 @@ struct SandboxHiding {
         }
     }
 
-    /// Where an overlay's layer, named `spelled` in the mount table, is now: only a name that is
-    /// absolute, not through /proc, opens, and is where it says (no symlink, "." or ".." on the
-    /// way), so that it can be taken to name the folder that was mounted. Else nil.
-    static func placedLayer(_ spelled: [UInt8]) -> [UInt8]? {
-        guard spelled.first == UInt8(ascii: "/") else { return nil }
-        let normal = lexicallyNormal(spelled)
-        guard pathBytes(normal, within: Array("/proc".utf8)) == nil else { return nil }
-        let fd = withCPath(spelled) { Glibc.open($0, oPath | O_CLOEXEC) }
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        guard let real = realPath(fd: fd), real == normal, normal == spelled || normal + [UInt8(ascii: "/")] == spelled else { return nil }
-        return real
-    }
-
     /// Where the folder `inside` of the filesystem `device` shows, or a part of it.
+    /// Only where it shows now: a path another mount covers (an overlay mounted on its own layer)
+    /// leads to that mount instead.
     static func aliases(device: String, of inside: [UInt8], mounts: [MountTable.Entry], into out: inout Set<[UInt8]>) {
         for m in mounts where m.device == device {
+            let at: [UInt8]
             if let rest = pathBytes(inside, within: m.rootBytes) {
-                out.insert(joinedPath(m.mountPointBytes, rest))
+                at = joinedPath(m.mountPointBytes, rest)
             } else if pathBytes(m.rootBytes, within: inside) != nil {
-                out.insert(m.mountPointBytes)
-            }
+                at = m.mountPointBytes
+            } else { continue }
+            if leads(at, to: device, mounts: mounts) { out.insert(at) }
         }
+    }
+
+    /// Whether `path` leads to the filesystem `device` now; one closed to us counts.
+    static func leads(_ path: [UInt8], to device: String, mounts: [MountTable.Entry]) -> Bool {
+        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return errno != ENOENT }
+        defer { Glibc.close(fd) }
+        guard let id = mountID(fd: fd), let m = mounts.first(where: { $0.id == id }) else { return true }
+        return m.device == device
     }
 
     /// The kernel's path of an open descriptor (/proc/self/fd/N).

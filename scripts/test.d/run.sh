@@ -290,9 +290,9 @@ set -e
 
 # An overlay shows its layers merged (a container's root built on the host's folders): one with a
 # layer holding the library, or inside it, is masked whole when passed read-only (a rename inside
-# it shows the library under any name) and refused writable; so is one whose layers cannot be
-# placed (a relative name, a symlink changed since). A library on an overlay is hidden in the
-# overlay's layers too. An unrelated overlay passes in as it is.
+# it shows the library under any name) and refused writable. A library on an overlay is hidden in
+# the overlay's layers, whole. An unrelated overlay, and one whose layers cannot be placed (a
+# container's root, its layers named as the host sees them), pass in as they are.
 o="$tmp/ovl"
 mkdir -p "$o/m" "$o/lo" "$o/dx" "$o/d:a,t" "$o/d\\x"
 touch "$o/lo/mine"
@@ -338,28 +338,50 @@ if mount -t overlay overlay -o "lowerdir=$o/lo:$o/dx" "$o/m" 2>/dev/null; then
     ov_case "a layer named with a backslash (lowerdir+=)" "lowerdir+=$o/lo,lowerdir+=$o/d\\x" 0
     umount "$o/d\\x"
     ln -s "$data" "$o/link"
-    ov_case "a layer named through a symlink pointed elsewhere since" "lowerdir=$o/lo:$o/link" 0 "ln -sfn '$o/dx' '$o/link'"
-    ov_case "a relative layer" "lowerdir=$o/lo:../data" 0
+    ov_case "a layer named through a symlink" "lowerdir=$o/lo:$o/link" 0
     ov_case "an overlay of the library's store" "lowerdir=$o/lo:$PHOTOGATE_LIBRARY/store" 0
-    # A library on an overlay: its files are in the upper layer, passed in read-only.
+    # A library on an overlay, renamed in it (redirect_dir): its files are in the layers under
+    # other names, and each layer is hidden whole; passed writable, refused.
     mkdir -p "$o/l2/lo" "$o/l2/up" "$o/l2/wk" "$o/l2/m"
+    PHOTOGATE_LIBRARY="$o/l2/lo/old" "$pg" init >/dev/null
+    PHOTOGATE_LIBRARY="$o/l2/lo/old" "$pg" import "$tmp/src" >/dev/null
     on_exit "umount -l '$o/l2/m' 2>/dev/null; true"
-    mount -t overlay overlay -o "lowerdir=$o/l2/lo,upperdir=$o/l2/up,workdir=$o/l2/wk" "$o/l2/m"
+    mount -t overlay overlay -o "lowerdir=$o/l2/lo,upperdir=$o/l2/up,workdir=$o/l2/wk,redirect_dir=on" "$o/l2/m"
+    mv "$o/l2/m/old" "$o/l2/m/library"
     l2="$o/l2/m/library"
-    PHOTOGATE_LIBRARY="$l2" "$pg" init >/dev/null
-    PHOTOGATE_LIBRARY="$l2" "$pg" import "$tmp/src" >/dev/null
     PHOTOGATE_LIBRARY="$l2" "$pg" authorize org.example.Boxed --access read-write --status authorized >/dev/null
     [[ -f $o/l2/up/library/photogate.sqlite ]] || fail "the library on the overlay is not in its upper layer"
     set +e
-    PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --ro-bind "$o/l2/up:/u" -- sh -c '
+    PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --ro-bind "$o/l2/up:/u" --ro-bind "$o/l2/lo:/l" -- sh -c '
         [ -e "$HOME/Pictures/granted.jpg" ] || exit 74
-        [ -z "$(ls -A /u/library 2>/dev/null)" ] || exit 75'
+        find /u /l \( -name "*.jpg" -o -name "photogate.sqlite*" \) | grep -q . && { find /u /l | head >&2; exit 75; }
+        exit 0'
     status=$?
-    out=$(PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --bind "$o/l2/up:/u" -- true 2>&1)
+    out=$(PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --bind "$o/l2/lo:/l" -- true 2>&1)
     wstatus=$?
     set -e
-    [[ $status == 0 ]] || fail "a library on an overlay, its upper layer passed in: exit $status (75: the library shows)"
-    [[ $wstatus == 64 ]] || fail "a library on an overlay, its upper layer passed writable: exit $wstatus, expected 64 ($out)"
+    [[ $status == 0 ]] || fail "a library on an overlay, its layers passed in: exit $status (75: the library shows)"
+    [[ $wstatus == 64 ]] || fail "a library on an overlay, its lower layer passed writable: exit $wstatus, expected 64 ($out)"
+    # An overlay mounted on its own layer (lowerdir=D mounted on D, as systemd-sysext does on
+    # /usr), the library on it: the folder beneath shows through another mount of its disk (here
+    # a bind of the folder above); a folder beside the library on the overlay passes in.
+    mkdir -p "$o/hd/data/docs" "$o/hd/up" "$o/hd/wk" "$o/alt"
+    PHOTOGATE_LIBRARY="$o/hd/data/library" "$pg" init >/dev/null
+    PHOTOGATE_LIBRARY="$o/hd/data/library" "$pg" import "$tmp/src" >/dev/null
+    PHOTOGATE_LIBRARY="$o/hd/data/library" "$pg" authorize org.example.Boxed --access read-write --status authorized >/dev/null
+    on_exit "umount -l '$o/hd/data' '$o/alt' 2>/dev/null; true"
+    mount --bind "$o/hd" "$o/alt"
+    mount -t overlay overlay -o "lowerdir=$o/hd/data,upperdir=$o/hd/up,workdir=$o/hd/wk" "$o/hd/data"
+    set +e
+    PHOTOGATE_LIBRARY="$o/hd/data/library" "$pg" run org.example.Boxed --ro-bind "$o/alt/data:/x" --ro-bind "$o/hd/data/docs:/docs" -- sh -c '
+        [ -d /docs ] || exit 76
+        find /x \( -name "*.jpg" -o -name "photogate.sqlite*" \) | grep -q . && { find /x | head >&2; exit 77; }
+        exit 0'
+    status=$?
+    set -e
+    umount "$o/hd/data"
+    umount "$o/alt"
+    [[ $status == 0 ]] || fail "an overlay on its own layer, the library on it: exit $status (77: the folder beneath shows it)"
     # Under an overlay whose layers cannot be placed (a container's root, its layers named as the
     # host sees them), on a tmpfs mounted on it: a folder of the overlay passes in.
     mkdir -p "$o/l2/m/home/docs" "$o/l2/m/vol"

@@ -40,6 +40,8 @@ public enum MountTable {
     /// not be UTF-8); the String forms are for display and for paths photogate made itself.
     public struct Entry: Sendable {
         public let id: Int
+        /// The id of the mount it is mounted on (0: unknown).
+        public var parentID: Int = 0
         public let mountPointBytes: [UInt8]
         public let device: String
         public let type: String
@@ -99,6 +101,7 @@ public enum MountTable {
             var entry = Entry(id: id, mountPointBytes: unescape(fields[4]), device: String(decoding: fields[2], as: UTF8.self),
                               type: String(decoding: fields[dash + 1], as: UTF8.self), rootBytes: unescape(fields[3]))
             if dash + 3 < fields.count { entry.superOptionsBytes = Array(fields[dash + 3]) }
+            entry.parentID = Int(String(decoding: fields[1], as: UTF8.self)) ?? 0
             out.append(entry)
         }
         return out
