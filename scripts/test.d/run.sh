@@ -381,7 +381,7 @@ if mount -t overlay overlay -o "lowerdir=$o/lo:$o/dx" "$o/m" 2>/dev/null; then
     set -e
     umount "$o/hd/data"
     umount "$o/alt"
-    [[ $status == 0 ]] || fail "an overlay on its own layer, the library on it: exit $status (77: the folder beneath shows it)"
+    [[ $status == 0 ]] || fail "an overlay on its own layer, the library on it: exit $status (77: the folder beneath shows it, 64: the folder beside the library is refused)"
     # Under an overlay whose layers cannot be placed (a container's root, its layers named as the
     # host sees them), on a tmpfs mounted on it: a folder of the overlay passes in.
     mkdir -p "$o/l2/m/home/docs" "$o/l2/m/vol"
