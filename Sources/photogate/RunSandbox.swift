@@ -258,11 +258,22 @@ struct SandboxHiding {
     /// path that shows that folder (`layerPlaces`); a layer it cannot place is left out.
     struct Overlay { let mount: MountTable.Entry; let layers: [Set<[UInt8]>] }
 
-    /// The overlays of the mount table, their layers placed once for every hidden path.
+    /// The overlays of the mount table, their layers placed once for every hidden path. One per
+    /// filesystem: a bind of an overlay (or of a folder on it) is another entry of the same one,
+    /// named by its first entry (where it was mounted).
     static func overlays(_ mounts: [MountTable.Entry]) -> [Overlay] {
-        mounts.filter { $0.type == "overlay" }.map { o in
+        var seen = Set<String>()
+        return mounts.filter { $0.type == "overlay" && seen.insert($0.device).inserted }.map { o in
             Overlay(mount: o, layers: o.overlayLayers.compactMap { layerPlaces($0, of: o, mounts: mounts) })
         }
+    }
+
+    /// The filesystem (device) a path leads to now, or nil.
+    static func device(of path: [UInt8], mounts: [MountTable.Entry]) -> String? {
+        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        return mountID(fd: fd).flatMap { id in mounts.first { $0.id == id } }?.device
     }
 
     /// Where a layer of overlay `o`, named `spelled` in the mount table, can be reached, or nil.
@@ -279,7 +290,7 @@ struct SandboxHiding {
         defer { Glibc.close(fd) }
         guard let real = realPath(fd: fd) else { return nil }
         var out: Set<[UInt8]> = [real]
-        if mountID(fd: fd) != o.id {
+        if mountID(fd: fd).flatMap({ id in mounts.first { $0.id == id } })?.device != o.device {
             spread(fd: fd, real: real, mounts: mounts, into: &out)
             return out
         }
@@ -301,48 +312,45 @@ struct SandboxHiding {
     /// a path that has since come to name another folder (a bind mount unmounted after).
     static func overlaid(into out: inout Set<[UInt8]>, mounts: [MountTable.Entry], overlays: [Overlay]) {
         guard !overlays.isEmpty else { return }
-        // Per overlay, the places found through it (its layers, or it whole): they are that
-        // overlay's own, not a reason to count it again.
-        var through: [Int: Set<[UInt8]>] = [:]
+        // Per overlay (by its device: every entry of it), the places found through it (its layers,
+        // or it whole): they are that overlay's own, never a reason to count it whole.
+        var through: [String: Set<[UInt8]>] = [:]
+        // Every place of a place added (new or not), once.
+        var placesOf: [[UInt8]: Set<[UInt8]>] = [:]
         var next = out
         for _ in 0..<16 where !next.isEmpty {
             var found: Set<[UInt8]> = []
-            /// Adds a place and its other places; returns what was new.
+            /// Adds a place and its other places; returns all of them, new or not.
             func add(_ spelled: [UInt8]) -> Set<[UInt8]> {
                 let q = lexicallyNormal(spelled)
-                guard !out.contains(q), !found.contains(q) else { return [] }
+                if let known = placesOf[q] { return known }
+                var all: Set<[UInt8]> = []
                 let fd = withCPath(q) { Glibc.open($0, oPath | O_CLOEXEC) }
-                if fd < 0 {
-                    if errno == ENOENT { return [] }
-                    found.insert(q)   // closed to us: hidden as spelled
-                    return [q]
+                if fd >= 0 {
+                    all.insert(q)
+                    if let real = realPath(fd: fd) { all.insert(real); spread(fd: fd, real: real, mounts: mounts, into: &all) }
+                    Glibc.close(fd)
+                } else if errno != ENOENT {
+                    all.insert(q)   // closed to us: hidden as spelled
                 }
-                defer { Glibc.close(fd) }
-                var new: Set<[UInt8]> = [q]
-                if let real = realPath(fd: fd) { new.insert(real); spread(fd: fd, real: real, mounts: mounts, into: &new) }
-                new.subtract(out)
-                found.formUnion(new)
-                return new
+                placesOf[q] = all
+                found.formUnion(all.subtracting(out))
+                return all
             }
+            var devices: [[UInt8]: String] = [:]
+            for p in next { devices[p] = device(of: p, mounts: mounts) }
             for ov in overlays {
                 let o = ov.mount
-                var whole = false, on = false
-                for p in next where !(through[o.id]?.contains(p) ?? false) {
-                    if ov.layers.contains(where: { $0.contains { l in pathBytes(p, within: l) != nil || pathBytes(l, within: p) != nil } }) { whole = true }
-                    guard !on, pathBytes(p, within: o.mountPointBytes) != nil else { continue }
-                    let fd = withCPath(p) { Glibc.open($0, oPath | O_CLOEXEC) }
-                    guard fd >= 0 else { continue }
-                    on = mountID(fd: fd) == o.id
-                    Glibc.close(fd)
-                }
-                if on {
-                    for l in ov.layers.joined() { through[o.id, default: []].formUnion(add(l)) }
+                let own = through[o.device] ?? []
+                let fresh = next.filter { !own.contains($0) }
+                let whole = fresh.contains { p in ov.layers.contains { $0.contains { l in pathBytes(p, within: l) != nil || pathBytes(l, within: p) != nil } } }
+                if fresh.contains(where: { devices[$0] == o.device }) {
+                    for l in ov.layers.joined() { through[o.device, default: []].formUnion(add(l)) }
                 }
                 if whole {
                     var here: Set<[UInt8]> = []
                     aliases(device: o.device, of: [UInt8(ascii: "/")], mounts: mounts, into: &here)
-                    through[o.id, default: []].formUnion(here)
-                    for q in here { through[o.id, default: []].formUnion(add(q)) }
+                    for q in here { through[o.device, default: []].formUnion(add(q)) }
                 }
             }
             found.subtract(out)

@@ -362,6 +362,20 @@ if mount -t overlay overlay -o "lowerdir=$o/lo:$o/dx" "$o/m" 2>/dev/null; then
     set -e
     [[ $status == 0 ]] || fail "a library on an overlay, its layers passed in: exit $status (75: the library shows)"
     [[ $wstatus == 64 ]] || fail "a library on an overlay, its lower layer passed writable: exit $wstatus, expected 64 ($out)"
+    # With a bind of the overlay (another entry of it in the mount table): a folder beside the
+    # library passes in, and the library is masked where the bind shows it.
+    mkdir -p "$o/l2/m/beside" "$o/l2b"
+    on_exit "umount -l '$o/l2b' 2>/dev/null; true"
+    mount --bind "$o/l2/m" "$o/l2b"
+    set +e
+    out=$(PHOTOGATE_LIBRARY="$l2" "$pg" run org.example.Boxed --ro-bind "$o/l2/m/beside:/b" --ro-bind "$o/l2b:/y" -- sh -c '
+        [ -d /b ] && [ -d /y/beside ] || exit 78
+        find /y \( -name "*.jpg" -o -name "photogate.sqlite*" \) | grep -q . && { find /y | head >&2; exit 79; }
+        exit 0' 2>&1)
+    status=$?
+    set -e
+    umount "$o/l2b"
+    [[ $status == 0 ]] || fail "a library on an overlay with a bind of it: exit $status (64: the folder beside it refused, 79: the library shows through the bind) $out"
     # An overlay mounted on its own layer (lowerdir=D mounted on D, as systemd-sysext does on
     # /usr), the library on it: the folder beneath shows through another mount of its disk (here
     # a bind of the folder above); a folder beside the library on the overlay passes in.
