@@ -384,10 +384,9 @@ struct ReadyMarker: Codable {
 
     static let xattr = "user.photogate.ready"
 
-    static func read(_ path: String) -> ReadyMarker? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        return try? JSONDecoder().decode(ReadyMarker.self, from: data)
-    }
+    static func read(_ path: String) -> ReadyMarker? { decoded(FileManager.default.contents(atPath: path)) }
+
+    static func decoded(_ data: Data?) -> ReadyMarker? { data.flatMap { try? JSONDecoder().decode(ReadyMarker.self, from: $0) } }
 
     /// The marker of a temp file: its extended attribute, else its sidecar file.
     static func find(temp path: String) -> ReadyMarker? {
@@ -411,7 +410,7 @@ struct ReadyMarker: Codable {
         let fd = Glibc.open(path + ".ready", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return errno == ENOENT ? .unmarked : .unknown }
         let file = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        guard let data = try? file.readToEnd(), let m = try? JSONDecoder().decode(ReadyMarker.self, from: data) else { return .unknown }
+        guard let m = decoded(try? file.readToEnd()) else { return .unknown }
         return .marked(m)
     }
 }

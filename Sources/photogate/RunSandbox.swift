@@ -130,8 +130,7 @@ struct SandboxHiding {
             Glibc.close(fd)
             return Refusal(description: "the view at \(path) \(why)")
         }
-        guard let real = realPath(fd: fd), let id = mountID(fd: fd),
-              let m = mounts.first(where: { $0.id == id }) else { throw refuse("cannot be told apart from what took its place") }
+        guard let real = realPath(fd: fd), let m = mount(of: fd, in: mounts) else { throw refuse("cannot be told apart from what took its place") }
         guard m.type == "fuse.photogate", m.rootBytes == [UInt8(ascii: "/")], m.mountPointBytes == real else {
             throw refuse("is not a photogate mount any more (\(m.type) at \(String(decoding: real, as: UTF8.self)))")
         }
@@ -186,7 +185,7 @@ struct SandboxHiding {
         for l in links {
             guard let slash = l.lastIndex(of: UInt8(ascii: "/")) else { continue }
             let name = Array(l[slash...])
-            let folders = Self.places(of: slash == 0 ? [UInt8(ascii: "/")] : Array(l[..<slash]), mounts: mounts).filter(\.isFolder)
+            let folders = Self.places(of: slash == 0 ? [UInt8(ascii: "/")] : Array(l[..<slash]), mounts: mounts, overlays: overlays).filter(\.isFolder)
             for b in bound where b.writable {
                 guard let at = folders.map({ joinedPath($0.path, name) }).first(where: { pathBytes($0, within: b.src.real) != nil }) else { continue }
                 throw Refusal(description: "\(b.src.spelled) holds \(String(decoding: at, as: UTF8.self)), a symlink on the way to the photo library; "
@@ -218,13 +217,8 @@ struct SandboxHiding {
     /// (a disk or tmpfs mounted on a part of it). Places that are neither folders nor files (a
     /// device node bound over a file of /proc, as containers do) are left out: nothing to hide.
     static func places(of path: [UInt8], mounts: [MountTable.Entry], overlays: [Overlay] = []) -> [Place] {
-        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
-        // Not there: nothing to hide. There but closed to us (another user's view): as spelled.
-        guard fd >= 0 else { return errno == ENOENT ? [] : [Place(path: path, isFolder: true)] }
-        defer { Glibc.close(fd) }
-        guard let real = realPath(fd: fd) else { return [Place(path: path, isFolder: true)] }
-        var out: Set<[UInt8]> = [real]
-        spread(fd: fd, real: real, mounts: mounts, into: &out)
+        var out = reach(path, mounts: mounts)
+        guard !out.isEmpty else { return [] }
         overlaid(into: &out, mounts: mounts, overlays: overlays)
         return Set(out.map(lexicallyNormal)).compactMap { p in
             var st = stat()
@@ -239,19 +233,43 @@ struct SandboxHiding {
         }
     }
 
+    /// Where `path` is and every other place it shows (`spread`): empty when it is not there
+    /// (nothing to hide); the path as spelled when it is there but closed to us (another user's
+    /// view) or cannot be told where it is.
+    static func reach(_ path: [UInt8], mounts: [MountTable.Entry]) -> Set<[UInt8]> {
+        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return errno == ENOENT ? [] : [path] }
+        defer { Glibc.close(fd) }
+        guard let real = realPath(fd: fd) else { return [path] }
+        var out: Set<[UInt8]> = [real]
+        spread(fd: fd, real: real, mounts: mounts, into: &out)
+        return out
+    }
+
     /// The other places of an open place (`real` is where it is): the same folder under every
     /// mount of its filesystem whose root holds it, the mount points of those whose root is inside
-    /// it, and the same for every mount inside it. Returns the id of the mount it is on.
-    @discardableResult
-    static func spread(fd: Int32, real: [UInt8], mounts: [MountTable.Entry], into out: inout Set<[UInt8]>) -> Int? {
-        guard let id = mountID(fd: fd), let home = mounts.first(where: { $0.id == id }),
-              let below = pathBytes(real, within: home.mountPointBytes) else { return nil }
+    /// it, and the same for every mount inside it.
+    static func spread(fd: Int32, real: [UInt8], mounts: [MountTable.Entry], into out: inout Set<[UInt8]>) {
+        guard let home = mount(of: fd, in: mounts), let below = pathBytes(real, within: home.mountPointBytes) else { return }
         aliases(device: home.device, of: joinedPath(home.rootBytes, below), mounts: mounts, into: &out)
         for m in mounts where m.id != home.id && pathBytes(m.mountPointBytes, within: real) != nil {
             out.insert(m.mountPointBytes)
             aliases(device: m.device, of: m.rootBytes, mounts: mounts, into: &out)
         }
-        return id
+    }
+
+    /// The mount an open descriptor is on, from the mount table read for this run.
+    static func mount(of fd: Int32, in mounts: [MountTable.Entry]) -> MountTable.Entry? {
+        mountID(fd: fd).flatMap { id in mounts.first { $0.id == id } }
+    }
+
+    /// The mount `path` leads to now: nil when it cannot be opened (errno says why), else the
+    /// mount, or nil inside when it is not in the table.
+    static func mount(at path: [UInt8], in mounts: [MountTable.Entry]) -> MountTable.Entry?? {
+        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        return .some(mount(of: fd, in: mounts))
     }
 
     /// An overlay mount and where its layers can be reached: for each layer it could place, every
@@ -268,14 +286,6 @@ struct SandboxHiding {
         }
     }
 
-    /// The filesystem (device) a path leads to now, or nil.
-    static func device(of path: [UInt8], mounts: [MountTable.Entry]) -> String? {
-        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
-        return mountID(fd: fd).flatMap { id in mounts.first { $0.id == id } }?.device
-    }
-
     /// Where a layer of overlay `o`, named `spelled` in the mount table, can be reached, or nil.
     /// The mount table keeps only the text its mounter gave: resolved here as it is now (symlinks
     /// followed), it is taken to name the folder mounted. A name that cannot be resolved (relative,
@@ -290,7 +300,7 @@ struct SandboxHiding {
         defer { Glibc.close(fd) }
         guard let real = realPath(fd: fd) else { return nil }
         var out: Set<[UInt8]> = [real]
-        if mountID(fd: fd).flatMap({ id in mounts.first { $0.id == id } })?.device != o.device {
+        if mount(of: fd, in: mounts)?.device != o.device {
             spread(fd: fd, real: real, mounts: mounts, into: &out)
             return out
         }
@@ -324,21 +334,14 @@ struct SandboxHiding {
             func add(_ spelled: [UInt8]) -> Set<[UInt8]> {
                 let q = lexicallyNormal(spelled)
                 if let known = placesOf[q] { return known }
-                var all: Set<[UInt8]> = []
-                let fd = withCPath(q) { Glibc.open($0, oPath | O_CLOEXEC) }
-                if fd >= 0 {
-                    all.insert(q)
-                    if let real = realPath(fd: fd) { all.insert(real); spread(fd: fd, real: real, mounts: mounts, into: &all) }
-                    Glibc.close(fd)
-                } else if errno != ENOENT {
-                    all.insert(q)   // closed to us: hidden as spelled
-                }
+                var all = reach(q, mounts: mounts)
+                if !all.isEmpty { all.insert(q) }
                 placesOf[q] = all
                 found.formUnion(all.subtracting(out))
                 return all
             }
             var devices: [[UInt8]: String] = [:]
-            for p in next { devices[p] = device(of: p, mounts: mounts) }
+            for p in next { devices[p] = mount(at: p, in: mounts)??.device }
             for ov in overlays {
                 let o = ov.mount
                 let own = through[o.device] ?? []
@@ -376,11 +379,8 @@ struct SandboxHiding {
 
     /// Whether `path` leads to the filesystem `device` now; one closed to us counts.
     static func leads(_ path: [UInt8], to device: String, mounts: [MountTable.Entry]) -> Bool {
-        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
-        guard fd >= 0 else { return errno != ENOENT }
-        defer { Glibc.close(fd) }
-        guard let id = mountID(fd: fd), let m = mounts.first(where: { $0.id == id }) else { return true }
-        return m.device == device
+        guard let found = mount(at: path, in: mounts) else { return errno != ENOENT }
+        return found.map { $0.device == device } ?? true
     }
 
     /// The kernel's path of an open descriptor (/proc/self/fd/N).
