@@ -86,19 +86,21 @@ public enum LibraryPrivacy {
 
     /// Strips the group and other bits of `path` and, for a folder, of everything under it.
     /// Symbolic links are left alone (their mode means nothing) and never followed.
-    static func tighten(_ path: String, _ tightened: inout Int, _ failed: inout [String]) {
+    /// `parentDevice`: the device of the folder holding it, when known.
+    static func tighten(_ path: String, parentDevice: dev_t? = nil, _ tightened: inout Int, _ failed: inout [String]) {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
         let type = st.st_mode & S_IFMT
         if type == S_IFLNK { return }
         // A FUSE mount inside the library (a view `photogate run` mounted in run/sandbox/): its
-        // modes are its daemon's, not files of the library's.
-        if type == S_IFDIR && pg_is_fuse(path) == 1 { return }
+        // modes are its daemon's, not files of the library's. Asked only of a folder on another
+        // device than its parent's (a mount point), not of every folder.
+        if type == S_IFDIR && parentDevice != st.st_dev && pg_is_fuse(path) == 1 { return }
         if (st.st_mode & openBits) != 0 {
             if chmod(path, st.st_mode & 0o7777 & ~openBits) == 0 { tightened += 1 } else { failed.append(path) }
         }
         if type == S_IFDIR {
-            for (name, _) in Directory.entries(path) { tighten(path + "/" + name, &tightened, &failed) }
+            for (name, _) in Directory.entries(path) { tighten(path + "/" + name, parentDevice: st.st_dev, &tightened, &failed) }
         }
     }
 
