@@ -53,11 +53,14 @@ public final class StoreWriter: @unchecked Sendable {
     /// forward, marked files (their close had succeeded; the database was unavailable) are
     /// committed, or kept for a later recovery if it still is, and the rest, incomplete, are
     /// deleted. Other processes' folders are left to the next start.
+    /// Settled while this writer still holds the folder's lock, and let go of after: letting go
+    /// first and taking it again failed whenever a child forked by another thread (any spawn,
+    /// until its exec) held a copy of the lock's descriptor, and the folder was left as if live.
     public func shutDown() {
         guard lockFD >= 0 else { return }
+        StoreWriter.recover(library, only: (tmpDir as NSString).lastPathComponent, locked: true)
         Glibc.close(lockFD)   // lets go of the lock
         lockFD = -1
-        StoreWriter.recover(library, only: (tmpDir as NSString).lastPathComponent)
     }
 
     public static func randomID() -> String {
@@ -78,15 +81,18 @@ public final class StoreWriter: @unchecked Sendable {
     /// be settled now, because the database cannot be read or refuses the commit for another
     /// reason than the file itself (busy, failing, full), stays with its folder for a later
     /// recovery: a file whose close returned 0 is never deleted for want of the database.
+    /// `locked`: the caller holds the lock of `folder` (its own; see `shutDown`).
     @discardableResult
-    public static func recover(_ library: Library, only folder: String? = nil) -> Int {
+    public static func recover(_ library: Library, only folder: String? = nil, locked: Bool = false) -> Int {
         let fm = FileManager.default
         guard let dirs = folder.map({ [$0] }) ?? (try? fm.contentsOfDirectory(atPath: library.paths.tmp)) else { return 0 }
         var kept = 0
         for d in dirs {
             let dir = library.paths.tmp + "/" + d
-            let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
-            if fd >= 0 {
+            let fd = locked ? -1 : Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
+            if locked {
+                // Its own folder: already locked.
+            } else if fd >= 0 {
                 if flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); continue }   // alive
             } else if errno != ENOENT {
                 continue   // a lock that cannot be opened now (out of descriptors) may be held

@@ -399,6 +399,35 @@ let camera = AppID("org.example.Camera")!
         #expect(FileManager.default.fileExists(atPath: locked + "/0123456789abcdef.part"), "a folder whose lock could not be opened was emptied")
     }
 
+    /// A writer's folder is settled at its shutdown even while a child forked by another thread
+    /// (any spawn, between its fork and its exec) holds a copy of the lock's descriptor. Before,
+    /// the shutdown let go of the lock and took it again: the copy made that fail, the folder was
+    /// taken for another live writer's and left, and `verify` then reported a dead process's
+    /// folder (Verification tests failed so under load).
+    @Test func aWritersFolderIsSettledWhileAForkedChildHoldsItsLock() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        var pipeFDs: [Int32] = [0, 0]
+        #expect(pipe(&pipeFDs) == 0)
+        let child = fork()
+        if child == 0 {
+            // Only async-signal-safe calls: wait for the parent, then go.
+            var b: UInt8 = 0
+            _ = read(pipeFDs[0], &b, 1)
+            _exit(0)
+        }
+        #expect(child > 0)
+        writer.shutDown()
+        let left = FileManager.default.fileExists(atPath: writer.tmpDir)
+        var b: UInt8 = 1
+        _ = write(pipeFDs[1], &b, 1)
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        close(pipeFDs[0]); close(pipeFDs[1])
+        #expect(!left, "the writer's folder was left at its shutdown")
+        #expect(try Verifier(library: t.library).run().problems.isEmpty)
+    }
+
     /// Once an app file's row is committed, a failure to move it into the store (here its store
     /// folder's name is taken by a file) does not undo the commit: the close succeeds, the file
     /// waits in the temp folder, and a later recovery moves it. Before, the commit threw and the
