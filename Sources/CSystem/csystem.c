@@ -62,3 +62,9 @@ int pg_sqlite_keep_wal(void *db) {
     // sqlite3_db_config is variadic: Swift cannot call it.
     return sqlite3_db_config((sqlite3 *)db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
 }
+
+#include <sys/syscall.h>
+
+int pg_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}

@@ -55,6 +55,8 @@ struct Mount: PhotogateCommand {
                              discussion: "The kernel opens files itself and keeps their pages, so opening a file read before costs no round trip to photogate (about 3x the speed on 100 KB files). It implies -o ro and --no-passthrough; .photogate/changes cannot be read in it. Grants, revokes and strip-location still reach it at once."))
     var noOpen = false
     @Option(help: .hidden) var readyFd: Int32?
+    /// `photogate run`'s own pid: the mount ends when that process does, SIGKILL included.
+    @Option(help: .hidden) var whilePid: Int32?
     @OptionGroup var lib: LibraryOption
 
     func execute() throws {
@@ -86,7 +88,8 @@ struct Mount: PhotogateCommand {
                 for sig in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&unblock, sig) }
                 pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
                 let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
-                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen)
+                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen,
+                                                    whilePID: whilePid)
                 let readyFd = self.readyFd
                 let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: { err in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
@@ -104,11 +107,12 @@ struct Mount: PhotogateCommand {
                     }
                 })
                 ServiceManager.notify("STOPPING=1")
+                if let pid = whilePid, kill(pid, 0) != 0 && errno == ESRCH { removeRunFolder(mp, library: library) }
                 if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
                 return
             }
             try spawnDaemon(library: library, app: id, access: access, mountpoint: mp, options: parsed, noPassthrough: noPassthrough,
-                            noOpen: noOpen)
+                            noOpen: noOpen, whilePID: whilePid)
             say("mounted \(id) (\(access.rawValue)\(noOpen ? ", no-open, read-only" : "")) at \(mp)")
         }
     }
@@ -139,8 +143,18 @@ struct Mount: PhotogateCommand {
         return resolved
     }
 
+    /// After the run it was made for ended without unmounting it (killed): the folder `run` made
+    /// for the view in the library's run/sandbox/, if empty, is removed as `run` would have.
+    func removeRunFolder(_ mountpoint: String, library: Library) {
+        let folder = (mountpoint as NSString).deletingLastPathComponent
+        guard let sandboxes = realpath(library.paths.run + "/sandbox", nil) else { return }
+        defer { free(sandboxes) }
+        guard (folder as NSString).deletingLastPathComponent == String(cString: sandboxes) else { return }
+        if rmdir(mountpoint) == 0 { rmdir(folder) }
+    }
+
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
-                     noPassthrough: Bool, noOpen: Bool) throws {
+                     noPassthrough: Bool, noOpen: Bool, whilePID: Int32?) throws {
         let logs = library.paths.run + "/logs"
         try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
         let logPath = logs + "/\(app.rawValue).\(access.rawValue).log"
@@ -152,6 +166,7 @@ struct Mount: PhotogateCommand {
         args += options.daemonArguments
         if noPassthrough { args.append("--no-passthrough") }
         if noOpen { args.append("--no-open") }
+        if let whilePID { args += ["--while-pid", String(whilePID)] }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

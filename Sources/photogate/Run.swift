@@ -17,7 +17,7 @@ struct Run: PhotogateCommand {
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate run <app> [<options>] -- [<command> ...]",
         discussion: """
-            The view is mounted for the run (and unmounted after), or reused if that app's view \
+            The view is mounted for the run (and unmounted after, even if the run is killed), or reused if that app's view \
             with that access is already mounted. Inside: the system read-only (/usr, /etc), a \
             private /tmp, /proc and /dev; the home is empty except the pictures folder (the view: \
             ~/Pictures, the XDG pictures folder, or --pictures); no network unless --share-net. \
@@ -104,7 +104,10 @@ struct Run: PhotogateCommand {
                 }
                 folderFD = folder
                 let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-                let (st, err) = try runCapturing(exe, ["mount", id.rawValue, mountpoint, "--access", access.rawValue, "--library", library.paths.root])
+                // Mounted for as long as this process runs: killed (SIGKILL), it cannot unmount the view
+                // itself, and its daemon does instead.
+                let (st, err) = try runCapturing(exe, ["mount", id.rawValue, mountpoint, "--access", access.rawValue, "--library", library.paths.root,
+                                                       "--while-pid", String(getpid())])
                 guard st == 0 else {
                     close(folder)
                     rmdir(mountpoint); rmdir(dir)

@@ -188,6 +188,46 @@ is_mounted "$tmp/boxed" || fail "the existing mount was unmounted by run"
 "$pg" unmount "$tmp/boxed" >/dev/null
 "$pg" unmount "$tmp/other" >/dev/null
 
+# A run killed with SIGKILL (no chance to unmount) leaves no view mounted: the view's daemon
+# holds the run's pidfd and, once the run is gone, unmounts the view lazily as the run would have,
+# and removes the folder made for it when it ends. A second run that reused the view while the first ran
+# keeps reading it until it ends.
+"$pg" authorize org.example.Killed --access read-write --status limited >/dev/null
+"$pg" grant org.example.Killed granted.jpg >/dev/null
+mkdir -p "$tmp/killed"
+killed_mount() { awk '$5 ~ /\/run\/sandbox\/[A-Za-z0-9]+\/view$/ && / photogate:org.example.Killed / {print $5; exit}' /proc/self/mountinfo; }
+killed_gone() { [[ -z $(killed_mount) ]]; }
+on_exit 'for m in $(awk '"'"'/ photogate:org.example.Killed / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
+"$pg" run org.example.Killed --bind "$tmp/killed:/flag" -- sh -c 'touch /flag/in; exec sleep 600' & runner=$!
+on_exit "kill -9 $runner"
+wait_until 30 test -e "$tmp/killed/in" || fail "the killed run's command did not start"
+killed_view=$(killed_mount)
+[[ -n $killed_view ]] || fail "the killed run's view is not mounted"
+"$pg" run org.example.Killed --bind "$tmp/killed:/flag" -- sh -c '
+    touch /flag/second
+    while [ ! -e /flag/go ]; do sleep 0.02; done
+    cmp -s /flag/granted.jpg "$HOME/Pictures/granted.jpg" || exit 61
+    exit 0' & second=$!
+on_exit "kill -9 $second"
+cp "$tmp/src/granted.jpg" "$tmp/killed/granted.jpg"
+wait_until 30 test -e "$tmp/killed/second" || fail "the second run's command did not start"
+kill -9 "$runner"
+wait "$runner" 2>/dev/null || true
+wait_until 20 killed_gone || fail "a run killed with SIGKILL left its view mounted at $killed_view"
+touch "$tmp/killed/go"
+set +e; wait "$second"; status=$?; set -e
+[[ $status == 0 ]] || fail "a run reusing the killed run's view lost it: exit $status (61: reading the view)"
+killed_daemon_gone() { [[ -z $(grep org.example.Killed <<<"$("$pg" mounts)") ]]; }
+wait_until 20 killed_daemon_gone || fail "the killed run's view is still registered: $("$pg" mounts)"
+wait_until 20 test ! -e "${killed_view%/view}" || fail "the killed run's folder was left: ${killed_view%/view}"
+# A mount for a process already gone is refused, not left for no one.
+true & gone=$!; wait $gone
+mkdir -p "$tmp/kmp"; on_exit "force_unmount '$tmp/kmp'"
+set +e; out=$("$pg" mount org.example.Killed "$tmp/kmp" --while-pid $gone 2>&1); status=$?; set -e
+[[ $status == 72 ]] || fail "a mount for an ended process: exit $status ($out)"
+has "is not running" "$out" || fail "a mount for an ended process says: $out"
+! is_mounted "$tmp/kmp" || fail "a mount for an ended process was made"
+
 # Nothing but stdin, stdout and stderr comes in (photogate's own descriptors and the caller's: a
 # socket among them would reach the host's network), no capabilities even as root (with them the
 # command could unmount a mask), no PHOTOGATE_* variable (the library's location).

@@ -74,6 +74,19 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
     status=$?
     set -e
     [[ $status == 0 ]] || fail "photogate run as $user, a mount made after the start: exit $status (76: it reached the sandbox)"
+    # A run killed with SIGKILL leaves no view mounted: its daemon, the user's, unmounts it
+    # through fusermount3 once the run is gone.
+    as_user authorize org.example.Gone --access read-write --status authorized >/dev/null
+    rm -f "$home/sig/in"
+    as_user run org.example.Gone --bind "$home/sig:/sig" -- sh -c 'touch /sig/in; exec sleep 600' & runner=$!
+    on_exit "pkill -KILL -u '$user' -f 'run org.example.Gone'"
+    on_exit 'for m in $(awk '"'"'/ photogate:org.example.Gone / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
+    wait_until 30 test -e "$home/sig/in" || fail "the killed run's command did not start"
+    gone_mounted() { grep -q " photogate:org.example.Gone " /proc/self/mountinfo; }
+    gone_mounted || fail "the killed run's view is not mounted"
+    pkill -KILL -u "$user" -f "run org.example.Gone" || fail "no run to kill"
+    wait "$runner" 2>/dev/null || true
+    wait_until 20 eval '! gone_mounted' || fail "a run of $user killed with SIGKILL left its view mounted: $(grep Gone /proc/self/mountinfo)"
 else
     say "photogate run as $user not checked: bwrap cannot make namespaces for that user here"
 fi

@@ -38,4 +38,8 @@ int pg_open_direct_write(const char *path);
 /// the WAL, sync its folder and, through GRDB, write a dummy transaction). 0 on success.
 int pg_sqlite_keep_wal(void *db);
 
+/// pidfd_open(pid, 0): a descriptor (close-on-exec) for a running process, readable once it has
+/// ended; -1 with errno set (ESRCH: no such process).
+int pg_pidfd_open(int pid);
+
 #endif

@@ -1,3 +1,4 @@
+import CSystem
 import FUSE
 import Foundation
 import PhotoLibrary
@@ -28,8 +29,11 @@ public enum MountDaemon {
         public var threads: Int
         /// A no-open mount: read-only, opens that never reach the daemon (PhotoFS.noOpen).
         public var noOpen: Bool
+        /// The process this mount is for (`photogate run`'s): when it ends, however it ends
+        /// (SIGKILL included, which gives it no chance to unmount), the mount ends too.
+        public var whilePID: pid_t?
         public init(app: AppID, access: AccessLevel, mountpoint: String, extraOptions: [String] = [], passthrough: Bool = true,
-                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false) {
+                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whilePID: pid_t? = nil) {
             self.app = app
             self.access = access
             self.mountpoint = mountpoint
@@ -38,13 +42,39 @@ public enum MountDaemon {
             self.allowOther = allowOther
             self.threads = threads
             self.noOpen = noOpen
+            self.whilePID = whilePID
         }
+    }
+
+    /// A lazy unmount of the mount at `path` (`umount -l`; a user's through fusermount3): gone from
+    /// the mount table at once, served until its last use ends.
+    static func detach(_ path: String) -> Bool {
+        if geteuid() == 0 { return umount2(path, Int32(MNT_DETACH)) == 0 }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+        p.arguments = ["-u", "-z", "-q", path]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return false }
+        p.waitUntilExit()
+        return p.terminationReason == .exit && p.terminationStatus == 0
     }
 
     /// Mounts, reports readiness through `ready` (nil on success, else the error message), serves,
     /// then cleans up. Returns the process exit status.
     public static func run(library: any LibraryPort, settings: Settings, log: @escaping @Sendable (String) -> Void,
                            ready: (String?) -> Void) -> Int32 {
+        // Held from before the mount: a process that ended already (or never was) is refused here,
+        // and one that ends later is noticed by its descriptor, not by a number that may be reused.
+        var lifeline: Int32 = -1
+        if let pid = settings.whilePID {
+            lifeline = pg_pidfd_open(pid)
+            guard lifeline >= 0 else {
+                ready("the process this mount is for (pid \(pid)) is not running: \(String(cString: strerror(errno)))")
+                return 1
+            }
+        }
+        // Not closed: the thread below polls it for as long as the process runs.
         let fs: PhotoFS
         do {
             fs = try PhotoFS(library: library, app: settings.app, access: settings.access, passthrough: settings.passthrough,
@@ -118,6 +148,22 @@ public enum MountDaemon {
         MountRegistry.write(record, library: library)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opensFiles.rawValue), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
+        if lifeline >= 0, let pid = settings.whilePID {
+            let fd = lifeline
+            NativeThread.detached(name: "photogate-while") {
+                // Readable once the process has ended.
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                while poll(&pfd, 1, -1) < 0 && errno == EINTR {}
+                // Detached, as the run would have: a second run that reused this view and has it
+                // bound keeps it, and the session ends when the kernel lets go of the last use.
+                if detach(mp) {
+                    log("the process this mount is for (pid \(pid)) ended: unmounted (in use elsewhere, it is served until let go)")
+                } else {
+                    log("the process this mount is for (pid \(pid)) ended: unmounting")
+                    session.unmount()
+                }
+            }
+        }
         // The registry keeps telling the read path in effect: should the kernel refuse a backing
         // file after all, the session falls back to daemon reads, and the record follows.
         var record2 = record
