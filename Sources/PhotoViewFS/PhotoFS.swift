@@ -50,7 +50,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let aliases = Mutex(AliasTable(capacity: PhotoFS.keptCommittedNames))
     /// The stored path each inode was last opened from: after an edit, the next open drops the
     /// kernel's cached pages of the old version.
-    let openedPaths = Mutex<[Inode: String]>([:])
+    /// (A fingerprint of the path, `PhotoFS.pathKey`: an open keeps no string.)
+    let openedPaths = Mutex<[Inode: Int]>([:])
     /// Committed add-only files still known by name, oldest first.
     let committedOrder = Mutex<[Inode]>([])
     /// Folders the app made (UploadFolders.swift), and those at the top by name.
@@ -59,7 +60,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// Files being written in `Albums/X/`, by album and name.
     let albumSessions = Mutex<[String: [String: Inode]]>([:])
     let sessionNames = Mutex<[String: Inode]>([:])
-    let handles = Mutex<[UInt64: any OpenHandle]>([:])
+    let handles = Mutex<[UInt64: OpenEntry]>([:])
     let nextHandle = Atomic<UInt64>(1)
     let requested = Atomic<Bool>(false)
     let refreshLock = NSLock()

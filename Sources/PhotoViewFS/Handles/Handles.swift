@@ -27,20 +27,21 @@ extension OpenHandle {
     func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16 { Int16(POLLIN | POLLRDNORM) }
 }
 
+/// What a handle number stands for (`PhotoFS.handles`). Reads of originals, most opens by far,
+/// are kept inline as values: such an open makes no object.
+enum OpenEntry: Sendable {
+    case asset(AssetHandle)
+    case other(any OpenHandle)
+}
+
 /// A visible asset open for reading: its original's descriptor, and the redaction plan when
 /// location is stripped. Reads fail once the asset is no longer visible (revoked handles).
-final class AssetHandle: OpenHandle {
+/// Closed at its release (`PhotoFS.release`).
+struct AssetHandle: Sendable {
     let rowID: Int64
     let ino: Inode
     let fd: Int32
     let plan: RedactionPlan?
-
-    init(rowID: Int64, ino: Inode, fd: Int32, plan: RedactionPlan?) {
-        self.rowID = rowID
-        self.ino = ino
-        self.fd = fd
-        self.plan = plan
-    }
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         guard fs.stillVisible(rowID: rowID, ino: ino) else { throw .accessDenied }
@@ -59,8 +60,6 @@ final class AssetHandle: OpenHandle {
         if let plan { buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) } }
         return buf
     }
-
-    func release(_ fs: PhotoFS, handle: UInt64) { FDBudget.mount.close(fd) }
 }
 
 /// A file this mount writes (`edit: false`, Writes/Sessions.swift) or a new version of a visible

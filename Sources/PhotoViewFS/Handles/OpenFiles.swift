@@ -9,10 +9,20 @@ import Glibc
 extension PhotoFS {
     // MARK: files
 
-    func newHandle(_ open: any OpenHandle) -> UInt64 {
+    func newHandle(_ open: any OpenHandle) -> UInt64 { newHandle(entry: .other(open)) }
+
+    func newHandle(entry: OpenEntry) -> UInt64 {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
-        handles.withLock { $0[h] = open }
+        handles.withLock { $0[h] = entry }
         return h
+    }
+
+    /// A fingerprint of an original's path, for `openedPaths`: SipHash with this process's random
+    /// key, so no one can make two paths match on purpose.
+    static func pathKey(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var h = Hasher()
+        h.combine(bytes: bytes)
+        return h.finalize()
     }
 
     /// The redaction of this node's version, cached by inode (a new version or strip state is a
@@ -43,6 +53,7 @@ extension PhotoFS {
         }
         let accmode = flags & O_ACCMODE
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
+        if !wantsWrite, !FixedInode.all.contains(inode), let reply = try openForReading(inode) { return reply }
         let resolved = resolve(inode)
         switch resolved {
         case .controlFile(FixedInode.status)?:
@@ -84,22 +95,70 @@ extension PhotoFS {
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
             let plan = try readPlan(for: node)
             let fd = try openOriginal(node)
-            let h = newHandle(AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan))
-            // The app's own files in a read-write mount are read through the daemon: the app may
-            // always edit them, and the kernel refuses to mix passthrough and daemon I/O on one
-            // inode (rsync --inplace reads a file while it writes it: EIO otherwise).
-            let usePassthrough = passthrough && plan == nil && !(access == .readWrite && node.owned)
-            // Keep the kernel's cached pages unless they are of another version of this file (an
-            // aliased inode's pages are another asset's or version's: never kept).
-            let same = !aliased && openedPaths.withLock { p -> Bool in
-                let prev = p.updateValue(node.path, forKey: inode)
-                return prev == nil || prev == node.path
-            }
-            // A read needs no FLUSH at its close (flush does nothing for it): one round trip fewer.
-            return OpenReply(handle: h, keepCache: same, passthroughFD: usePassthrough ? fd : nil, noFlush: true)
+            var path = node.path
+            let key = path.withUTF8 { PhotoFS.pathKey(UnsafeRawBufferPointer($0)) }
+            return readOpened(inode, AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan), owned: node.owned,
+                              aliased: aliased, pathKey: key)
         }
         // A file this mount created.
         return try openSession(inode, flags: flags, context: context)
+    }
+
+    /// The reply to a read open of an original, opened as `handle.fd`.
+    func readOpened(_ inode: Inode, _ handle: AssetHandle, owned: Bool, aliased: Bool, pathKey: Int) -> OpenReply {
+        let h = newHandle(entry: .asset(handle))
+        // The app's own files in a read-write mount are read through the daemon: the app may
+        // always edit them, and the kernel refuses to mix passthrough and daemon I/O on one
+        // inode (rsync --inplace reads a file while it writes it: EIO otherwise).
+        let usePassthrough = passthrough && handle.plan == nil && !(access == .readWrite && owned)
+        // Keep the kernel's cached pages unless they are of another version of this file (an
+        // aliased inode's pages are another asset's or version's: never kept).
+        let same = !aliased && openedPaths.withLock { p -> Bool in
+            let prev = p.updateValue(pathKey, forKey: inode)
+            return prev == nil || prev == pathKey
+        }
+        // A read needs no FLUSH at its close (flush does nothing for it): one round trip fewer.
+        return OpenReply(handle: h, keepCache: same, passthroughFD: usePassthrough ? handle.fd : nil, noFlush: true)
+    }
+
+    /// The open most opens are: an original read as it is (a visible asset's own inode, not an
+    /// alias; location not stripped). Its path is written into a buffer on the stack, and the
+    /// handle is kept inline (`OpenEntry.asset`): nothing is allocated. nil: not such an open,
+    /// for the general path to decide.
+    func openForReading(_ inode: Inode) throws(Errno) -> OpenReply? {
+        enum Outcome { case elsewhere, failed(Errno), opened(NodeStore.OpenBrief, Int32, Int) }
+        let outcome = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: PhotoFS.briefPathCapacity) { buf -> Outcome in
+            guard let b = model.withLock({ $0.store.brief(ino: inode, pathInto: buf) }), b.bits & NodeStore.strip == 0 else {
+                return .elsewhere
+            }
+            let path = UnsafeRawPointer(buf.baseAddress!).assumingMemoryBound(to: CChar.self)
+            let length = strlen(path)
+            let key = PhotoFS.pathKey(UnsafeRawBufferPointer(start: buf.baseAddress, count: length))
+            do throws(Errno) {
+                let fd = try openOriginal(path, inStore: b.bits & NodeStore.inStore != 0, size: b.size, ctime: b.ctime) {
+                    (self.nodeName(inode), String(decoding: UnsafeBufferPointer(start: buf.baseAddress, count: length), as: UTF8.self))
+                }
+                return .opened(b, fd, key)
+            } catch {
+                return .failed(error)
+            }
+        }
+        switch outcome {
+        case .elsewhere: return nil
+        case .failed(let e): throw e
+        case .opened(let b, let fd, let key):
+            return readOpened(inode, AssetHandle(rowID: b.rowID, ino: b.ino, fd: fd, plan: nil), owned: b.bits & NodeStore.owned != 0,
+                              aliased: false, pathKey: key)
+        }
+    }
+
+    /// The stack buffer of `openForReading`: Swift keeps up to 1 KiB on the stack (more comes from
+    /// malloc). A longer path (rare: the store's are ~100 bytes) takes the general path.
+    static let briefPathCapacity = 1024
+
+    /// The name of the visible asset with this inode, for a log line.
+    func nodeName(_ inode: Inode) -> String {
+        model.withLock { m in m.byIno[inode].flatMap { m.nodes[$0]?.name } } ?? "inode \(inode)"
     }
 
     /// What a read of this node zeroes (nil: served as is). With strip-location on, a file whose
@@ -119,22 +178,34 @@ extension PhotoFS {
     /// An original indexed in place (import --reference) that changed since is refused: the
     /// catalog (and the redaction plan) describe only the bytes it had.
     func openOriginal(_ node: AssetNode) throws(Errno) -> Int32 {
-        let fd = try FDBudget.mount.opening { node.path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) } }
+        let opened = node.path.withCString { p in
+            Result { () throws(Errno) -> Int32 in
+                try openOriginal(p, inStore: node.inStore, size: node.size, ctime: node.ctime) { (node.name, node.path) }
+            }
+        }
+        return try opened.get()
+    }
+
+    /// The same by the original's path; `describe` (its name and path) only for a log line.
+    func openOriginal(_ path: UnsafePointer<CChar>, inStore: Bool, size: UInt64, ctime: Int,
+                      describe: () -> (name: String, path: String)) throws(Errno) -> Int32 {
+        let fd = try FDBudget.mount.opening { Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         guard fd >= 0 else {
             let e = errno
-            log("cannot open original of \(node.name): \(String(cString: strerror(e)))")
+            log("cannot open original of \(describe().name): \(String(cString: strerror(e)))")
             if e == EMFILE || e == ENFILE { throw Errno(e) }
             throw .io
         }
         // Told by the catalog, not by the path: a prefix test on the path took a referenced original
         // in a folder whose name only looks like the store's (é composed against e + U+0301: two
         // folders on disk) for a copied one, and skipped the check below.
-        if !node.inStore {
+        if !inStore {
             var st = stat()
-            let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != node.size || Int(st.st_mtim.tv_sec) > node.ctime + 1
+            let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != size || Int(st.st_mtim.tv_sec) > ctime + 1
             if changed {
                 FDBudget.mount.close(fd)
-                log("refused \(node.name) to \(appID): its original at \(node.path) changed after it was imported (photogate verify reports it)")
+                let (name, path) = describe()
+                log("refused \(name) to \(appID): its original at \(path) changed after it was imported (photogate verify reports it)")
                 throw .accessDenied
             }
         }
@@ -146,12 +217,21 @@ extension PhotoFS {
         model.withLock { m in m.nodes[rowID]?.ino == ino }
     }
 
-    func openHandle(_ handle: UInt64) -> (any OpenHandle)? { handles.withLock { $0[handle] } }
+    func entry(_ handle: UInt64) -> OpenEntry? { handles.withLock { $0[handle] } }
+
+    /// A handle other than an original's read (those are `OpenEntry.asset`).
+    func openHandle(_ handle: UInt64) -> (any OpenHandle)? {
+        if case .other(let h)? = entry(handle) { return h }
+        return nil
+    }
 
     public func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         if noOpen && handle == 0 { return try readWithoutHandle(inode, offset: offset, size: size) }
-        guard let h = openHandle(handle) else { throw .badFile }
-        return try h.read(self, offset: offset, size: size)
+        switch entry(handle) {
+        case .asset(let a)?: return try a.read(self, offset: offset, size: size)
+        case .other(let h)?: return try h.read(self, offset: offset, size: size)
+        case nil: throw .badFile
+        }
     }
 
     public func write(_ inode: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer, context: RequestContext) throws(Errno) -> Int {
@@ -167,7 +247,11 @@ extension PhotoFS {
     }
 
     public func release(_ inode: Inode, handle: UInt64, flags: Int32) {
-        handles.withLock { $0.removeValue(forKey: handle) }?.release(self, handle: handle)
+        switch handles.withLock({ $0.removeValue(forKey: handle) }) {
+        case .asset(let a)?: FDBudget.mount.close(a.fd)
+        case .other(let h)?: h.release(self, handle: handle)
+        case nil: break
+        }
     }
 
     public func fsync(_ inode: Inode, handle: UInt64, dataOnly: Bool) throws(Errno) {
@@ -184,7 +268,10 @@ extension PhotoFS {
         // No-open: no handle to poll (and no change feed); ENOSYS makes the kernel answer polls
         // itself (readable), instead of POLLERR for every file.
         if noOpen && handle == 0 { throw .noSys }
-        guard let h = openHandle(handle) else { throw .badFile }
-        return h.poll(self, handle: handle, pollHandle: pollHandle)
+        switch entry(handle) {
+        case .asset?: return Int16(POLLIN | POLLRDNORM)
+        case .other(let h)?: return h.poll(self, handle: handle, pollHandle: pollHandle)
+        case nil: throw .badFile
+        }
     }
 }

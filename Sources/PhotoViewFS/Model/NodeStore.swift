@@ -138,6 +138,35 @@ final class NodeStore: @unchecked Sendable {
         }
     }
 
+    /// What an open of a visible asset needs, without building its strings (an open of an
+    /// original allocates nothing: OpenFiles.swift `openForReading`).
+    struct OpenBrief {
+        let rowID: Int64
+        let ino: Inode
+        let size: UInt64
+        let ctime: Int
+        let bits: UInt8
+    }
+
+    /// The node with inode `ino`, with its original's absolute path written into `buf` and ended
+    /// by a NUL; nil when no live node has that inode, or its path does not fit.
+    func brief(ino: Inode, pathInto buf: UnsafeMutableBufferPointer<UInt8>) -> OpenBrief? {
+        guard let i = index(ofIno: ino) else { return nil }
+        let b = bits[i]
+        let r = NodeStore.bounds(ends, i, 2)
+        let prefix = b & NodeStore.inStore != 0 ? rootPrefix.count : 0
+        let n = prefix + r.count
+        guard n < buf.count else { return nil }
+        rootPrefix.withUnsafeBufferPointer { root in
+            _ = UnsafeMutableBufferPointer(rebasing: buf[0..<prefix]).initialize(fromContentsOf: UnsafeBufferPointer(rebasing: root[0..<prefix]))
+        }
+        text.withUnsafeBufferPointer { t in
+            _ = UnsafeMutableBufferPointer(rebasing: buf[prefix..<n]).initialize(fromContentsOf: UnsafeBufferPointer(rebasing: t[r]))
+        }
+        buf[n] = 0
+        return OpenBrief(rowID: rowIDs[i], ino: inos[i], size: sizes[i], ctime: ctimes[i], bits: b)
+    }
+
     func bytesEqual(_ i: Int, _ field: Int, _ other: NodeStore, _ j: Int) -> Bool {
         let a = NodeStore.bounds(ends, i, field), b = NodeStore.bounds(other.ends, j, field)
         guard a.count == b.count else { return false }

@@ -51,7 +51,7 @@ extension PhotoFS {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
         f.run { f.handles[h] = false; f.openers[h] = opener }
-        handles.withLock { $0[h] = SessionHandle(ino: f.ino, edit: false) }
+        handles.withLock { $0[h] = .other(SessionHandle(ino: f.ino, edit: false)) }
         return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
     }
 

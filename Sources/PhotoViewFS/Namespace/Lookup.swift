@@ -77,7 +77,7 @@ extension PhotoFS {
             // that refresh with the file's size let a read in between get bytes read ahead before
             // the revoke (Live.pagesReadAheadAreDroppedAtARevoke, flaky); an error fails the read.
             waitForPageDrop(inode)
-            if let handle, let open = openHandle(handle) as? AssetHandle, open.ino == inode { throw .accessDenied }
+            if let handle, case .asset(let open)? = entry(handle), open.ino == inode { throw .accessDenied }
             // Visible again after the wait (a grant back, strip-location turned back: the same
             // inode): describe it.
             if handle == nil, let again = try? attributes(of: inode) { return again }

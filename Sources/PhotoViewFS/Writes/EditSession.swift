@@ -55,7 +55,7 @@ extension PhotoFS {
             f.openers[h] = opener
             return true
         }) {
-            handles.withLock { $0[h] = SessionHandle(ino: node.ino, edit: true) }
+            handles.withLock { $0[h] = .other(SessionHandle(ino: node.ino, edit: true)) }
             return OpenReply(handle: h, directIO: true)
         }
         let temp = try makeSessionTemp()
@@ -86,7 +86,7 @@ extension PhotoFS {
             Glibc.unlink(temp.path)
             other.run { other.handles[h] = false; other.openers[h] = opener }
         }
-        handles.withLock { $0[h] = SessionHandle(ino: node.ino, edit: true) }
+        handles.withLock { $0[h] = .other(SessionHandle(ino: node.ino, edit: true)) }
         return OpenReply(handle: h, directIO: true)
     }
 

@@ -87,7 +87,7 @@ extension PhotoFS {
             f.handles[h] = false
             f.openers[h] = PhotoFS.process(of: context.pid)
         }
-        handles.withLock { $0[h] = SessionHandle(ino: ino, edit: false) }
+        handles.withLock { $0[h] = .other(SessionHandle(ino: ino, edit: false)) }
         return OpenReply(handle: h, directIO: true)
     }
 
