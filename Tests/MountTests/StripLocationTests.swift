@@ -144,16 +144,43 @@ struct StripLocation {
         try f.unmount(mp)
     }
 
+    /// The same with location kept: such an open takes the short path (OpenFiles.swift
+    /// `openForReading`, no strings built), which must check a referenced original as well.
+    @Test func aReferencedOriginalChangedAfterImportIsRefusedWithLocationKept() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/ref"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        let mp = try Self.changeAfterImport(f, folder: src, name: "r.jpg", app: "org.example.RefKeeper", strip: false)
+        #expect(openErrno(mp + "/r.jpg", O_RDONLY) == EACCES, "a changed referenced original was opened")
+        try f.unmount(mp)
+    }
+
+    /// An original whose path is longer than the short path's stack buffer (1 KiB) is opened by
+    /// the general path: read as it is, and checked for changes all the same.
+    @Test func anOriginalWithAPathLongerThanTheOpensBufferIsReadAndChecked() throws {
+        let f = try MountFixture()
+        var src = f.dir + "/long"
+        for i in 0..<5 { src += "/" + String(repeating: Character(String(i)), count: 240) }
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        #expect(src.utf8.count > 1100)
+        let mp = try Self.changeAfterImport(f, folder: src, name: "long.jpg", app: "org.example.LongPath", strip: false)
+        #expect(openErrno(mp + "/long.jpg", O_RDONLY) == EACCES, "a changed referenced original was opened")
+        try f.unmount(mp)
+    }
+
     /// Imports a JPEG in `folder` by reference, mounts it for `app` with strip-location on, reads
     /// it once, then adds GPS to the original with exiftool and moves its time on, as any edit
     /// does (a same-second edit would look unchanged by time). Returns the mount point.
-    static func changeAfterImport(_ f: MountFixture, folder: String, name: String, app: String) throws -> String {
-        try TestMedia.write(try TestMedia.jpeg(tag: folder + name), to: folder + "/" + name)
+    static func changeAfterImport(_ f: MountFixture, folder: String, name: String, app: String, strip: Bool = true) throws -> String {
+        let original = try TestMedia.jpeg(tag: folder + name)
+        try TestMedia.write(original, to: folder + "/" + name)
         try f.pg("import", "--reference", folder + "/" + name)
         try f.pg("authorize", app, "--status", "authorized")
-        try f.pg("options", app, "--strip-location", "on")
+        if strip { try f.pg("options", app, "--strip-location", "on") }
         let mp = try f.mount(app)
-        #expect(readAll(mp + "/" + name) != nil)
+        let first = readAll(mp + "/" + name)
+        #expect(first != nil)
+        if !strip { #expect(first == original, "the original reads differently through the mount") }
         let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=43.3", "-GPSLatitudeRef=N", folder + "/" + name])
         #expect(e.status == 0)
         #expect(try TestSupport.run("touch", ["-d", "+5 seconds", folder + "/" + name]).status == 0)
