@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include <spawn.h>
 #include "csystem.h"
+#include <errno.h>
 
 int pg_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
@@ -67,4 +68,16 @@ int pg_sqlite_keep_wal(void *db) {
 
 int pg_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+#include <sys/stat.h>
+
+int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned *dev_minor) {
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_MNT_ID, &stx) != 0) return -1;
+    if (!(stx.stx_mask & STATX_MNT_ID)) { errno = ENOSYS; return -1; }
+    *mount_id = (long long)stx.stx_mnt_id;
+    *dev_major = stx.stx_dev_major;
+    *dev_minor = stx.stx_dev_minor;
+    return 0;
 }

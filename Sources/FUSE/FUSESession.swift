@@ -112,6 +112,7 @@ public final class FUSESession: @unchecked Sendable {
             }
             st.mounted = true
             st.mountpoint = mountpoint
+            st.own = MountIdentity.of(path: Array(mountpoint.utf8))
             st.unmountedBeforeRun = false
             st.phase = .mounted
         }
@@ -201,6 +202,14 @@ public final class FUSESession: @unchecked Sendable {
     /// `run()` will return immediately); during `run()`, makes the loop return promptly (even if
     /// files are still open on the mount), after which `run()` unmounts and cleans up. Returns
     /// without waiting for `run()` to return.
+    /// Detaches the mount where it is now, found by its id (not by the path it was mounted at),
+    /// as `umount -l` does: gone from the mount table, served until its last use ends, after which
+    /// `run()` returns. `.gone`: unmounted already.
+    public func detachMount() -> MountIdentity.Detached {
+        guard let own = core.state.withLock({ $0.own }) else { return .failed("this mount could not be identified when it was made") }
+        return own.detach()
+    }
+
     public func unmount() {
         core.unmount()
     }

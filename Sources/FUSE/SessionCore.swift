@@ -32,6 +32,8 @@ final class SessionCore: @unchecked Sendable {
         var phase: Phase = .created
         var mounted = false
         var mountpoint: String?
+        /// The mount made, by id and device (MountIdentity.swift): unmounted by this, not by path.
+        var own: MountIdentity?
         var signalsInstalled = false
         /// unmount() asked the loop to stop (fuse_session_exit + a wake-up request).
         var exitRequested = false
@@ -112,14 +114,24 @@ final class SessionCore: @unchecked Sendable {
         // pending requests, which frees the lock), then join the notifier — any late
         // notification lands in /dev/null, never in a reused descriptor number — then let
         // libfuse unmount (it closes the placeholder and detaches the mount) and destroy.
+        // Has the kernel let go of the mount already (unmounted, and its last use gone)? Then the
+        // device reports an error, and there is nothing left to unmount.
+        var released = false
         if wasMounted {
             let deviceFD = fuse_session_fd(se)
+            var p = pollfd(fd: deviceFD, events: 0, revents: 0)
+            released = deviceFD >= 0 && poll(&p, 1, 0) == 1 && (p.revents & Int16(POLLERR)) != 0
             let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
             if deviceFD >= 0 && placeholder >= 0 { dup2(placeholder, deviceFD) }
             if placeholder >= 0 { close(placeholder) }
         }
         stopNotifier()
-        if wasMounted { fuse_session_unmount(se) }
+        // Our own mount, by id, wherever it is now. libfuse's fuse_session_unmount unmounts by the
+        // path it was mounted at, which may lead to another mount by now (and would, here: its
+        // own check for a released connection polls the placeholder).
+        if wasMounted && !released {
+            if let own = state.withLock({ $0.own }) { _ = own.detach() } else { fuse_session_unmount(se) }
+        }
         if signals { fuse_remove_signal_handlers(se) }
         fuse_session_destroy(se)
         self.se = nil
@@ -149,9 +161,16 @@ final class SessionCore: @unchecked Sendable {
         guard let mountpoint = st.mountpoint else { return }
         // Before INIT the worker that handles INIT sees the flag afterwards; the statfs then
         // waits for INIT and fails with ENOTCONN once the connection is gone. Either way it ends.
+        let own = st.own
         let poke = NativeThread.spawn(name: "fuse-wake") {
             var sv = statvfs()
-            _ = statvfs(mountpoint, &sv)
+            // Through the mount itself, found by id (its path may lead elsewhere by now).
+            if let own {
+                let fd = own.openRoot()
+                if fd >= 0 { _ = fstatvfs(fd, &sv); close(fd) }
+            } else {
+                _ = statvfs(mountpoint, &sv)
+            }
         }
         poke?.detach()
     }
@@ -163,7 +182,7 @@ final class SessionCore: @unchecked Sendable {
                 break
             case .mounted:
                 if st.mounted, let se {
-                    fuse_session_unmount(se)
+                    if let own = st.own { _ = own.detach() } else { fuse_session_unmount(se) }
                     st.mounted = false
                 }
                 st.unmountedBeforeRun = true

@@ -91,6 +91,8 @@ struct Mount: PhotogateCommand {
                                                     passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen,
                                                     whilePID: whilePid)
                 let readyFd = self.readyFd
+                // The run's end, as the daemon sees it (a run killed and not yet reaped has ended).
+                let runEnd = whilePid.map { pg_pidfd_open($0) } ?? -1
                 let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: { err in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
                     if let fd = readyFd {
@@ -107,7 +109,11 @@ struct Mount: PhotogateCommand {
                     }
                 })
                 ServiceManager.notify("STOPPING=1")
-                if let pid = whilePid, kill(pid, 0) != 0 && errno == ESRCH { removeRunFolder(mp, library: library) }
+                if runEnd >= 0 {
+                    var ended = pollfd(fd: runEnd, events: Int16(POLLIN), revents: 0)
+                    if poll(&ended, 1, 0) == 1 { removeRunFolder(mp, library: library) }
+                    close(runEnd)
+                }
                 if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
                 return
             }
@@ -144,13 +150,24 @@ struct Mount: PhotogateCommand {
     }
 
     /// After the run it was made for ended without unmounting it (killed): the folder `run` made
-    /// for the view in the library's run/sandbox/, if empty, is removed as `run` would have.
+    /// for the view in the library's run/sandbox/ (`XXXXXX/view`), if empty, is removed as `run`
+    /// would have. By descriptors, following no symlink: its name may lead elsewhere by now.
     func removeRunFolder(_ mountpoint: String, library: Library) {
         let folder = (mountpoint as NSString).deletingLastPathComponent
-        guard let sandboxes = realpath(library.paths.run + "/sandbox", nil) else { return }
-        defer { free(sandboxes) }
-        guard (folder as NSString).deletingLastPathComponent == String(cString: sandboxes) else { return }
-        if rmdir(mountpoint) == 0 { rmdir(folder) }
+        guard (mountpoint as NSString).lastPathComponent == "view",
+              let sandboxes = realpath(library.paths.run + "/sandbox", nil) else { return }
+        let parent = String(cString: sandboxes)
+        free(sandboxes)
+        guard (folder as NSString).deletingLastPathComponent == parent else { return }
+        let base = Glibc.open(parent, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard base >= 0 else { return }
+        defer { close(base) }
+        let name = (folder as NSString).lastPathComponent
+        let dir = openat(base, name, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard dir >= 0 else { return }
+        let removed = unlinkat(dir, "view", AT_REMOVEDIR) == 0
+        close(dir)
+        if removed { unlinkat(base, name, AT_REMOVEDIR) }
     }
 
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,

@@ -97,6 +97,8 @@ struct Deploy {
     @Test func fstabLinesMount() throws { try script("fstab") }
     @Test func secondUserMountsThroughFusermount() throws { try script("user") }
     @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
+    /// A view mounted for a run follows the run, whoever else uses it, and touches no other mount.
+    @Test func runLifelineKeepsAReusedViewAndTouchesNoOtherMount() throws { try script("run-lifeline") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
 }

@@ -155,4 +155,35 @@ struct Security {
         try f.unmount(oneAgain)
         try f.unmount(two)
     }
+
+    /// A daemon that ends unmounts its own mount, found by id, never what the path it was mounted
+    /// at leads to by then. A process of the same user renames the folder holding the mount point
+    /// and leaves a symlink at its name to a folder holding another mount: libfuse's unmount by
+    /// path then unmounted that other mount (as root, it could be any mount of the machine),
+    /// whether the daemon ended on SIGTERM or after its mount was unmounted where it went.
+    @Test(arguments: ["sigterm", "umount"])
+    func aDaemonEndingUnmountsOnlyItsOwnMountWhereverItWent(_ ending: String) throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Victim", "--status", "authorized")
+        try f.pg("authorize", "org.example.Moved", "--status", "authorized")
+        let victim = try f.mount("org.example.Victim", at: f.dir + "/other/view")
+        let mp = try f.mount("org.example.Moved", at: f.dir + "/x/view")
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int)
+        #expect(rename(f.dir + "/x", f.dir + "/x.moved") == 0)
+        #expect(symlink(f.dir + "/other", f.dir + "/x") == 0)
+        defer { _ = unlink(f.dir + "/x"); _ = rename(f.dir + "/x.moved", f.dir + "/x") }
+        #expect(isMounted(f.dir + "/x.moved/view"))
+        if ending == "sigterm" {
+            #expect(kill(pid_t(pid), SIGTERM) == 0)
+        } else {
+            #expect(umount2(f.dir + "/x.moved/view", Int32(MNT_DETACH)) == 0)
+        }
+        #expect(eventually { kill(pid_t(pid), 0) != 0 }, "the daemon did not end")
+        #expect(!isMounted(f.dir + "/x.moved/view"), "the daemon's own mount is still mounted where it went")
+        #expect(isMounted(victim), "the daemon unmounted another mount, the one its mount point's path led to")
+        #expect(readAll(victim + "/a.jpg") != nil)
+        try f.unmount(victim)
+    }
 }

@@ -42,4 +42,9 @@ int pg_sqlite_keep_wal(void *db);
 /// ended; -1 with errno set (ESRCH: no such process).
 int pg_pidfd_open(int pid);
 
+/// The mount `fd` is on: its id as /proc/self/mountinfo numbers mounts, and its device (statx
+/// STATX_MNT_ID with AT_STATX_DONT_SYNC: no request reaches a FUSE daemon, even one not serving
+/// yet). 0 on success, -1 with errno set.
+int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned *dev_minor);
+
 #endif

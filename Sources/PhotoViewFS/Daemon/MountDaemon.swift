@@ -46,20 +46,6 @@ public enum MountDaemon {
         }
     }
 
-    /// A lazy unmount of the mount at `path` (`umount -l`; a user's through fusermount3): gone from
-    /// the mount table at once, served until its last use ends.
-    static func detach(_ path: String) -> Bool {
-        if geteuid() == 0 { return umount2(path, Int32(MNT_DETACH)) == 0 }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-        p.arguments = ["-u", "-z", "-q", path]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return false }
-        p.waitUntilExit()
-        return p.terminationReason == .exit && p.terminationStatus == 0
-    }
-
     /// Mounts, reports readiness through `ready` (nil on success, else the error message), serves,
     /// then cleans up. Returns the process exit status.
     public static func run(library: any LibraryPort, settings: Settings, log: @escaping @Sendable (String) -> Void,
@@ -156,11 +142,13 @@ public enum MountDaemon {
                 while poll(&pfd, 1, -1) < 0 && errno == EINTR {}
                 // Detached, as the run would have: a second run that reused this view and has it
                 // bound keeps it, and the session ends when the kernel lets go of the last use.
-                if detach(mp) {
-                    log("the process this mount is for (pid \(pid)) ended: unmounted (in use elsewhere, it is served until let go)")
-                } else {
-                    log("the process this mount is for (pid \(pid)) ended: unmounting")
-                    session.unmount()
+                // Never ended outright: the run may have unmounted the view itself already, and
+                // another run may still be reading it.
+                // By id (FUSESession.detachMount): this mount and nothing else, wherever it is by then.
+                switch session.detachMount() {
+                case .detached: log("the process this mount is for (pid \(pid)) ended: unmounted (served until its last use ends)")
+                case .gone: log("the process this mount is for (pid \(pid)) ended; it was unmounted already (served until its last use ends)")
+                case .failed(let why): log("the process this mount is for (pid \(pid)) ended, but its view could not be unmounted: \(why)")
                 }
             }
         }

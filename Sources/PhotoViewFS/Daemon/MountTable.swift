@@ -1,3 +1,4 @@
+import FUSE
 import Glibc
 
 /// The kernel's mount table, read whole.
@@ -118,16 +119,5 @@ public enum MountTable {
     public static func samePath(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
     /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
-    public static func unescape<C: Collection>(_ b: C) -> [UInt8] where C.Element == UInt8 {
-        let b = Array(b)
-        guard b.contains(UInt8(ascii: "\\")) else { return b }
-        var out = [UInt8](), i = 0
-        while i < b.count {
-            if b[i] == UInt8(ascii: "\\"), i + 3 < b.count,
-               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
-                out.append(v); i += 4
-            } else { out.append(b[i]); i += 1 }
-        }
-        return out
-    }
+    public static func unescape<C: Collection>(_ b: C) -> [UInt8] where C.Element == UInt8 { MountIdentity.unescape(b) }
 }

@@ -1,0 +1,107 @@
+import CSystem
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A mount as the kernel knows it: its id (as /proc/self/mountinfo numbers mounts) and its
+/// device. A session unmounts its own mount by this, never by the path it was mounted at: that
+/// path may lead elsewhere by then (a folder on the way renamed, and a symlink left at its name
+/// to another mount), and libfuse's unmount by path then unmounted that other mount, with root's
+/// rights for a daemon run as root.
+public struct MountIdentity: Equatable, Sendable {
+    public let id: Int64
+    public let major: UInt32
+    public let minor: UInt32
+
+    /// O_PATH (Glibc hides it behind _GNU_SOURCE): names a file without opening it.
+    static let oPath: Int32 = 0o10000000
+
+    /// The mount that the folder at `path` is the root of, or that holds it.
+    public static func of(path: some Collection<UInt8>) -> MountIdentity? {
+        let fd = open(path)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return of(fd: fd)
+    }
+
+    static func of(fd: Int32) -> MountIdentity? {
+        var id: Int64 = 0
+        var major: UInt32 = 0, minor: UInt32 = 0
+        guard pg_mount_identity(fd, &id, &major, &minor) == 0 else { return nil }
+        return MountIdentity(id: id, major: major, minor: minor)
+    }
+
+    /// A descriptor naming the folder at `path` (O_PATH, no final symlink followed), or -1.
+    static func open(_ path: some Collection<UInt8>) -> Int32 {
+        (Array(path) + [0]).withUnsafeBufferPointer { b in
+            Glibc.open(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), oPath | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        }
+    }
+
+    /// Where this mount is now in this process's mount namespace (mountinfo), nil when it is not
+    /// mounted here any more.
+    public func mountPoint() -> [UInt8]? {
+        guard let text = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return nil }
+        let device = Array("\(major):\(minor)".utf8)
+        for line in text.split(separator: UInt8(ascii: "\n")) {
+            // id parent major:minor root mountpoint ...
+            let f = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: false)
+            guard f.count > 4, Int64(String(decoding: f[0], as: UTF8.self)) == id, f[2].elementsEqual(device) else { continue }
+            return MountIdentity.unescape(f[4])
+        }
+        return nil
+    }
+
+    /// A descriptor (O_PATH) of this mount's root, found where mountinfo says it is and checked to
+    /// be this mount; -1 when it is not mounted here or its path leads elsewhere.
+    public func openRoot() -> Int32 {
+        guard let at = mountPoint() else { return -1 }
+        let fd = MountIdentity.open(at)
+        guard fd >= 0 else { return -1 }
+        guard MountIdentity.of(fd: fd) == self else { close(fd); return -1 }
+        return fd
+    }
+
+    public enum Detached: Equatable, Sendable { case detached, gone, failed(String) }
+
+    /// Detaches this mount wherever it is now, as `umount -l` does (a user's through fusermount3):
+    /// gone from the mount table at once, served until its last use ends. `.gone`: it is not
+    /// mounted in this namespace (unmounted already).
+    public func detach() -> Detached {
+        guard let at = mountPoint() else { return .gone }
+        let fd = MountIdentity.open(at)
+        guard fd >= 0 else { return .failed("cannot open \(String(decoding: at, as: UTF8.self)): \(String(cString: strerror(errno)))") }
+        // Closed before the unmount completes: a descriptor of the mount would keep it alive.
+        defer { close(fd) }
+        guard MountIdentity.of(fd: fd) == self else { return .failed("\(String(decoding: at, as: UTF8.self)) is another mount now") }
+        if geteuid() == 0 {
+            // The kernel takes the descriptor's link to the mount it names.
+            return umount2("/proc/self/fd/\(fd)", Int32(MNT_DETACH)) == 0 ? .detached : .failed(String(cString: strerror(errno)))
+        }
+        // fusermount3 takes a path (it checks the mount is this user's); checked just above.
+        guard let path = String(validating: at, as: UTF8.self) else { return .failed("its path is not UTF-8") }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+        p.arguments = ["-u", "-z", "-q", "--", path]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return .failed("cannot run fusermount3") }
+        p.waitUntilExit()
+        return p.terminationReason == .exit && p.terminationStatus == 0 ? .detached : .failed("fusermount3 failed")
+    }
+
+    /// mountinfo writes space, tab, newline and backslash as octal escapes.
+    public static func unescape(_ field: some Collection<UInt8>) -> [UInt8] {
+        let b = Array(field)
+        var out = [UInt8](), i = 0
+        out.reserveCapacity(b.count)
+        while i < b.count {
+            if b[i] == UInt8(ascii: "\\"), i + 3 < b.count,
+               let v = UInt8(String(decoding: b[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                out.append(v); i += 4
+            } else { out.append(b[i]); i += 1 }
+        }
+        return out
+    }
+}
