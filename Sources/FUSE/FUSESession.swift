@@ -106,13 +106,16 @@ public final class FUSESession: @unchecked Sendable {
         try core.state.withLock { (st: inout SessionCore.State) throws(Errno) in
             guard st.phase == .created, !st.mounted, let se = core.se else { throw .busy }
             errno = 0
+            let before = MountIdentity.currentIDs()
             guard fuse_session_mount(se, mountpoint) == 0 else {
                 let code = errno
                 throw code != 0 ? Errno(code) : .io
             }
             st.mounted = true
             st.mountpoint = mountpoint
-            st.own = MountIdentity.of(path: Array(mountpoint.utf8))
+            let o = core.options
+            st.own = MountIdentity.made(since: before, type: o.subtype.isEmpty ? "fuse" : "fuse." + o.subtype, source: o.fsName,
+                                        at: Array(mountpoint.utf8))
             st.unmountedBeforeRun = false
             st.phase = .mounted
         }
@@ -207,7 +210,15 @@ public final class FUSESession: @unchecked Sendable {
     /// `run()` returns. `.gone`: unmounted already.
     public func detachMount() -> MountIdentity.Detached {
         guard let own = core.state.withLock({ $0.own }) else { return .failed("this mount could not be identified when it was made") }
-        return own.detach()
+        // Alive: still serving, and the device reports no error (it does once the file system is
+        // gone, and its device number may then be another mount's).
+        return own.detach(alive: { [core] in
+            core.state.withLock { st in
+                guard st.phase == .running, let se = core.se else { return false }
+                var p = pollfd(fd: fuse_session_fd(se), events: 0, revents: 0)
+                return poll(&p, 1, 0) >= 0 && (p.revents & Int16(POLLERR | POLLNVAL)) == 0
+            }
+        })
     }
 
     public func unmount() {

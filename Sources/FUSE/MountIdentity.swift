@@ -17,12 +17,48 @@ public struct MountIdentity: Equatable, Sendable {
     /// O_PATH (Glibc hides it behind _GNU_SOURCE): names a file without opening it.
     static let oPath: Int32 = 0o10000000
 
-    /// The mount that the folder at `path` is the root of, or that holds it.
-    public static func of(path: some Collection<UInt8>) -> MountIdentity? {
-        let fd = open(path)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return of(fd: fd)
+    /// A line of /proc/self/mountinfo.
+    struct Listed {
+        let identity: MountIdentity
+        let mountPoint: [UInt8]
+        let type: [UInt8]
+        let source: [UInt8]
+    }
+
+    /// This process's mount namespace, as /proc/self/mountinfo lists it.
+    static func listed() -> [Listed] {
+        guard let text = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return [] }
+        var out: [Listed] = []
+        for line in text.split(separator: UInt8(ascii: "\n")) {
+            // id parent major:minor root mountpoint options [optional...] - type source superoptions
+            let f = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+            guard f.count > 7, let dash = f[6...].firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }), dash + 2 < f.count,
+                  let id = Int64(String(decoding: f[0], as: UTF8.self)) else { continue }
+            let dev = f[2].split(separator: UInt8(ascii: ":"))
+            guard dev.count == 2, let major = UInt32(String(decoding: dev[0], as: UTF8.self)),
+                  let minor = UInt32(String(decoding: dev[1], as: UTF8.self)) else { continue }
+            out.append(Listed(identity: MountIdentity(id: id, major: major, minor: minor), mountPoint: unescape(f[4]),
+                              type: unescape(f[dash + 1]), source: unescape(f[dash + 2])))
+        }
+        return out
+    }
+
+    /// The ids of the mounts listed now.
+    public static func currentIDs() -> Set<Int64> { Set(listed().map(\.identity.id)) }
+
+    /// The mount this process has just made: listed now and not in `before`, of `type` from
+    /// `source`, all of one device (a shared parent may show it twice); when several devices
+    /// qualify (someone else mounting the same at the same moment), the one at `path`. Read from
+    /// the kernel's list, not by looking the path up again: a folder on the way swapped for a
+    /// symlink meanwhile would lead to another mount. nil when none or no single one qualifies.
+    public static func made(since before: Set<Int64>, type: String, source: String, at path: [UInt8]) -> MountIdentity? {
+        let new = listed().filter {
+            !before.contains($0.identity.id) && $0.type.elementsEqual(type.utf8) && $0.source.elementsEqual(source.utf8)
+        }
+        let devices = Set(new.map { [$0.identity.major, $0.identity.minor] })
+        if devices.count == 1 { return (new.first { $0.mountPoint == path } ?? new.first)?.identity }
+        let here = new.filter { $0.mountPoint == path }
+        return here.count == 1 ? here[0].identity : nil
     }
 
     static func of(fd: Int32) -> MountIdentity? {
@@ -42,15 +78,7 @@ public struct MountIdentity: Equatable, Sendable {
     /// Where this mount is now in this process's mount namespace (mountinfo), nil when it is not
     /// mounted here any more.
     public func mountPoint() -> [UInt8]? {
-        guard let text = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return nil }
-        let device = Array("\(major):\(minor)".utf8)
-        for line in text.split(separator: UInt8(ascii: "\n")) {
-            // id parent major:minor root mountpoint ...
-            let f = line.split(separator: UInt8(ascii: " "), maxSplits: 5, omittingEmptySubsequences: false)
-            guard f.count > 4, Int64(String(decoding: f[0], as: UTF8.self)) == id, f[2].elementsEqual(device) else { continue }
-            return MountIdentity.unescape(f[4])
-        }
-        return nil
+        MountIdentity.listed().first { $0.identity == self }?.mountPoint
     }
 
     /// A descriptor (O_PATH) of this mount's root, found where mountinfo says it is and checked to
@@ -67,14 +95,18 @@ public struct MountIdentity: Equatable, Sendable {
 
     /// Detaches this mount wherever it is now, as `umount -l` does (a user's through fusermount3):
     /// gone from the mount table at once, served until its last use ends. `.gone`: it is not
-    /// mounted in this namespace (unmounted already).
-    public func detach() -> Detached {
+    /// mounted in this namespace (unmounted already), or `alive` says the session's file system
+    /// is gone. Mount ids and devices are handed out again once free: `alive` is asked after the
+    /// mount found is held by a descriptor, so a yes means the device is still this session's, and
+    /// the mount held (that device's) is this session's.
+    public func detach(alive: () -> Bool) -> Detached {
         guard let at = mountPoint() else { return .gone }
         let fd = MountIdentity.open(at)
         guard fd >= 0 else { return .failed("cannot open \(String(decoding: at, as: UTF8.self)): \(String(cString: strerror(errno)))") }
         // Closed before the unmount completes: a descriptor of the mount would keep it alive.
         defer { close(fd) }
         guard MountIdentity.of(fd: fd) == self else { return .failed("\(String(decoding: at, as: UTF8.self)) is another mount now") }
+        guard alive() else { return .gone }
         if geteuid() == 0 {
             // The kernel takes the descriptor's link to the mount it names.
             return umount2("/proc/self/fd/\(fd)", Int32(MNT_DETACH)) == 0 ? .detached : .failed(String(cString: strerror(errno)))

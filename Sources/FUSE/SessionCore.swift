@@ -129,9 +129,11 @@ final class SessionCore: @unchecked Sendable {
         // Our own mount, by id, wherever it is now. libfuse's fuse_session_unmount unmounts by the
         // path it was mounted at, which may lead to another mount by now (and would, here: its
         // own check for a released connection polls the placeholder).
-        if wasMounted && !released {
-            if let own = state.withLock({ $0.own }) { _ = own.detach() } else { fuse_session_unmount(se) }
-        }
+        // Between the poll above and here the file system could only be gone if someone else
+        // unmounted it and its last use ended in that moment (then its id and device, if taken
+        // again by then, would be another mount's); a mount not identified when it was made is
+        // left (a stale mount, cleared by the next mount there), never unmounted by path.
+        if wasMounted && !released, let own = state.withLock({ $0.own }) { _ = own.detach(alive: { true }) }
         if signals { fuse_remove_signal_handlers(se) }
         fuse_session_destroy(se)
         self.se = nil
@@ -181,8 +183,9 @@ final class SessionCore: @unchecked Sendable {
             case .created:
                 break
             case .mounted:
-                if st.mounted, let se {
-                    if let own = st.own { _ = own.detach() } else { fuse_session_unmount(se) }
+                if st.mounted {
+                    // Not serving yet: the connection is open, so the device is alive and its own.
+                    if let own = st.own { _ = own.detach(alive: { true }) }
                     st.mounted = false
                 }
                 st.unmountedBeforeRun = true

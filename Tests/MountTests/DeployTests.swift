@@ -99,6 +99,10 @@ struct Deploy {
     @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
     /// A view mounted for a run follows the run, whoever else uses it, and touches no other mount.
     @Test func runLifelineKeepsAReusedViewAndTouchesNoOtherMount() throws { try script("run-lifeline") }
+    /// A daemon's mount is identified from the kernel's list when it is made, not by its path
+    /// again (a folder swapped meanwhile), and only while it is alive (ids and devices are reused).
+    @Test func aDaemonIdentifiesItsMountFromTheKernelNotThePath() throws { try script("mount-identity-race") }
+    @Test func aLifelineDetachesNothingOnceItsMountIsGone() throws { try script("lifeline-id-reuse") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
 }
