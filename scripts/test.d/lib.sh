@@ -1,6 +1,12 @@
 # Shared by the deployment tests (sourced). Each test is a script run by Tests/MountTests/
 # DeployTests.swift: exit 0 passes, exit 77 skips (the message says why), anything else fails.
 set -euo pipefail
+# A script that sets PG_PRIVATE_MOUNTS=1 before sourcing this runs again, from here, in a mount
+# namespace of its own (private from the host's): what it mounts never shows elsewhere, and goes
+# with it.
+if [[ ${PG_PRIVATE_MOUNTS:-} == 1 && ${PG_TEST_IN_NS:-} != 1 && $(id -u) == 0 ]] && command -v unshare >/dev/null; then
+    PG_TEST_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
+fi
 test_name=$(basename "$0" .sh)
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PHOTOGATE_BIN=${PHOTOGATE_BIN:-$root/.build/debug/photogate}

@@ -4,11 +4,9 @@
 # daemon whose view was unmounted, still ending (here: held stopped, as a busy or descheduled
 # process would be) when its --while-pid process ends, detaches whichever mount has that id and
 # device now: another view. Expected: the other view stays mounted.
+PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
-if [[ ${PG_TEST_IN_NS:-} != 1 ]]; then
-    PG_TEST_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
-fi
 command -v python3 >/dev/null || skip "python3 is missing"
 pg=$PHOTOGATE_BIN
 export PHOTOGATE_LIBRARY="$tmp/library"

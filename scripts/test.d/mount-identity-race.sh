@@ -7,11 +7,9 @@
 # woken: it ignores SIGTERM until some request comes) and detaches it with root's rights.
 # Expected: only the daemon's own mount is ever unmounted; SIGTERM ends the daemon.
 # Racy: up to $PG_RACE_TRIES tries (default 20); typically hits within 10.
+PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
-if [[ ${PG_TEST_IN_NS:-} != 1 ]]; then
-    PG_TEST_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
-fi
 command -v python3 >/dev/null || skip "python3 is missing"
 pg=$PHOTOGATE_BIN
 export PHOTOGATE_LIBRARY="$tmp/library"
