@@ -201,10 +201,6 @@ public final class FUSESession: @unchecked Sendable {
         return status
     }
 
-    /// Ends the session from any thread, without hanging: before `run()`, unmounts at once (and
-    /// `run()` will return immediately); during `run()`, makes the loop return promptly (even if
-    /// files are still open on the mount), after which `run()` unmounts and cleans up. Returns
-    /// without waiting for `run()` to return.
     /// Detaches the mount where it is now, found by its id (not by the path it was mounted at),
     /// as `umount -l` does: gone from the mount table, served until its last use ends, after which
     /// `run()` returns. `.gone`: unmounted already.
@@ -213,14 +209,14 @@ public final class FUSESession: @unchecked Sendable {
         // Alive: still serving, and the device reports no error (it does once the file system is
         // gone, and its device number may then be another mount's).
         return own.detach(alive: { [core] in
-            core.state.withLock { st in
-                guard st.phase == .running, let se = core.se else { return false }
-                var p = pollfd(fd: fuse_session_fd(se), events: 0, revents: 0)
-                return poll(&p, 1, 0) >= 0 && (p.revents & Int16(POLLERR | POLLNVAL)) == 0
-            }
+            core.state.withLock { st in st.phase == .running && !core.deviceReportsError() }
         })
     }
 
+    /// Ends the session from any thread, without hanging: before `run()`, unmounts at once (and
+    /// `run()` will return immediately); during `run()`, makes the loop return promptly (even if
+    /// files are still open on the mount), after which `run()` unmounts and cleans up. Returns
+    /// without waiting for `run()` to return.
     public func unmount() {
         core.unmount()
     }

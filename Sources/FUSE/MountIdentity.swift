@@ -17,28 +17,40 @@ public struct MountIdentity: Equatable, Sendable {
     /// O_PATH (Glibc hides it behind _GNU_SOURCE): names a file without opening it.
     static let oPath: Int32 = 0o10000000
 
-    /// A line of /proc/self/mountinfo.
-    struct Listed {
-        let identity: MountIdentity
-        let mountPoint: [UInt8]
-        let type: [UInt8]
-        let source: [UInt8]
+    /// A line of /proc/self/mountinfo (the one reader of it: MountTable builds on this too).
+    public struct Listed: Sendable {
+        public let identity: MountIdentity
+        /// The id of the mount it is mounted on.
+        public let parentID: Int64
+        /// "major:minor", as listed.
+        public let device: String
+        public let rootBytes: [UInt8]
+        public let mountPoint: [UInt8]
+        public let type: [UInt8]
+        public let source: [UInt8]
+        /// The filesystem's own options, as listed (escaped).
+        public let superOptionsBytes: [UInt8]
     }
 
-    /// This process's mount namespace, as /proc/self/mountinfo lists it.
-    static func listed() -> [Listed] {
-        guard let text = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return [] }
+    /// This process's mount namespace, as /proc/self/mountinfo lists it. Parsed as bytes: split as
+    /// a String, a line ending in "\r" joined the next one, and a name ending in U+0600 swallowed
+    /// the space after it (both form one Character), which hid the mount listed next.
+    public static func listed() -> [Listed] {
+        guard let text = WholeFile.bytes("/proc/self/mountinfo") else { return [] }
         var out: [Listed] = []
         for line in text.split(separator: UInt8(ascii: "\n")) {
             // id parent major:minor root mountpoint options [optional...] - type source superoptions
             let f = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-            guard f.count > 7, let dash = f[6...].firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }), dash + 2 < f.count,
+            guard f.count > 7, let dash = f[6...].firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }), dash + 1 < f.count,
                   let id = Int64(String(decoding: f[0], as: UTF8.self)) else { continue }
             let dev = f[2].split(separator: UInt8(ascii: ":"))
             guard dev.count == 2, let major = UInt32(String(decoding: dev[0], as: UTF8.self)),
                   let minor = UInt32(String(decoding: dev[1], as: UTF8.self)) else { continue }
-            out.append(Listed(identity: MountIdentity(id: id, major: major, minor: minor), mountPoint: unescape(f[4]),
-                              type: unescape(f[dash + 1]), source: unescape(f[dash + 2])))
+            out.append(Listed(identity: MountIdentity(id: id, major: major, minor: minor),
+                              parentID: Int64(String(decoding: f[1], as: UTF8.self)) ?? 0,
+                              device: String(decoding: f[2], as: UTF8.self), rootBytes: unescape(f[3]), mountPoint: unescape(f[4]),
+                              type: unescape(f[dash + 1]), source: dash + 2 < f.count ? unescape(f[dash + 2]) : [],
+                              superOptionsBytes: dash + 3 < f.count ? Array(f[dash + 3]) : []))
         }
         return out
     }
@@ -126,6 +138,7 @@ public struct MountIdentity: Equatable, Sendable {
     /// mountinfo writes space, tab, newline and backslash as octal escapes.
     public static func unescape(_ field: some Collection<UInt8>) -> [UInt8] {
         let b = Array(field)
+        guard b.contains(UInt8(ascii: "\\")) else { return b }
         var out = [UInt8](), i = 0
         out.reserveCapacity(b.count)
         while i < b.count {

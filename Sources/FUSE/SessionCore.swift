@@ -112,15 +112,14 @@ final class SessionCore: @unchecked Sendable {
         // it first could hang. So cut the connection first: swap /dev/null onto the device
         // descriptor (closing the last /dev/fuse reference aborts the connection and fails the
         // pending requests, which frees the lock), then join the notifier — any late
-        // notification lands in /dev/null, never in a reused descriptor number — then let
-        // libfuse unmount (it closes the placeholder and detaches the mount) and destroy.
+        // notification lands in /dev/null, never in a reused descriptor number — then detach our
+        // own mount (below) and destroy.
         // Has the kernel let go of the mount already (unmounted, and its last use gone)? Then the
         // device reports an error, and there is nothing left to unmount.
         var released = false
         if wasMounted {
             let deviceFD = fuse_session_fd(se)
-            var p = pollfd(fd: deviceFD, events: 0, revents: 0)
-            released = deviceFD >= 0 && poll(&p, 1, 0) == 1 && (p.revents & Int16(POLLERR)) != 0
+            released = deviceReportsError()
             let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
             if deviceFD >= 0 && placeholder >= 0 { dup2(placeholder, deviceFD) }
             if placeholder >= 0 { close(placeholder) }
@@ -146,6 +145,15 @@ final class SessionCore: @unchecked Sendable {
             self.userdata = nil
             Unmanaged<SessionCore>.fromOpaque(userdata).release()
         }
+    }
+
+    /// Whether the session's /dev/fuse reports an error: the connection is gone (its file system
+    /// unmounted and let go of, or the connection aborted), and the mount's id and device may be
+    /// another mount's by now. False without a session.
+    func deviceReportsError() -> Bool {
+        guard let se else { return false }
+        var p = pollfd(fd: fuse_session_fd(se), events: 0, revents: 0)
+        return poll(&p, 1, 0) == 1 && (p.revents & Int16(POLLERR | POLLNVAL)) != 0
     }
 
     /// Ask a running loop to stop, from any thread, without blocking: set the exit flag, then make

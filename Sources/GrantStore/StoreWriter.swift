@@ -89,13 +89,14 @@ public final class StoreWriter: @unchecked Sendable {
         var kept = 0
         for d in dirs {
             let dir = library.paths.tmp + "/" + d
-            let fd = locked ? -1 : Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
-            if locked {
-                // Its own folder: already locked.
-            } else if fd >= 0 {
-                if flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); continue }   // alive
-            } else if errno != ENOENT {
-                continue   // a lock that cannot be opened now (out of descriptors) may be held
+            var fd: Int32 = -1
+            if !locked {   // (a caller's own folder is locked already)
+                fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
+                if fd >= 0 {
+                    if flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); continue }   // alive
+                } else if errno != ENOENT {
+                    continue   // a lock that cannot be opened now (out of descriptors) may be held
+                }
             }
             defer { if fd >= 0 { Glibc.close(fd) } }
             let names = (try? fm.contentsOfDirectory(atPath: dir)) ?? []

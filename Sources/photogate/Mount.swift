@@ -87,13 +87,8 @@ struct Mount: PhotogateCommand {
                 sigemptyset(&unblock)
                 for sig in [SIGINT, SIGTERM, SIGHUP] { sigaddset(&unblock, sig) }
                 pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-                let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
-                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen,
-                                                    whilePID: whilePid)
                 let readyFd = self.readyFd
-                // The run's end, as the daemon sees it (a run killed and not yet reaped has ended).
-                let runEnd = whilePid.map { pg_pidfd_open($0) } ?? -1
-                let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: { err in
+                let report = { (err: String?) in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
                     if let fd = readyFd {
                         _ = msg.withCString { Glibc.write(fd, $0, strlen($0)) }
@@ -107,12 +102,28 @@ struct Mount: PhotogateCommand {
                     } else if let err {
                         ServiceManager.notify("STATUS=mount failed: \(err)")
                     }
-                })
+                }
+                // The process the mount is for, held from before the mount: one that ended already
+                // (or never was) is refused, and its end is noticed by this descriptor (the daemon
+                // watches it), not by a number that may be reused.
+                var runEnd: Int32 = -1
+                if let pid = whilePid {
+                    runEnd = pg_pidfd_open(pid)
+                    guard runEnd >= 0 else {
+                        report("the process this mount is for (pid \(pid)) is not running: \(String(cString: strerror(errno)))")
+                        throw ExitCode(Exit.mountFailed.rawValue)
+                    }
+                }
+                // Left open until this process exits: the daemon's thread polls it to the end.
+                let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
+                                                    passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen,
+                                                    whileProcess: whilePid.map { ($0, runEnd) })
+                let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: report)
                 ServiceManager.notify("STOPPING=1")
+                // Ended with the run (a run killed, even not yet reaped, has ended): its folder goes.
                 if runEnd >= 0 {
                     var ended = pollfd(fd: runEnd, events: Int16(POLLIN), revents: 0)
                     if poll(&ended, 1, 0) == 1 { removeRunFolder(mp, library: library) }
-                    close(runEnd)
                 }
                 if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
                 return

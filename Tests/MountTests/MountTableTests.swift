@@ -33,10 +33,18 @@ struct MountTable {
         "$PG" mounts --json > "$FILL.mounts" || exit 93
         "$PG" unmount "$MP" || exit 94
         grep -q " $MP " /proc/self/mounts && exit 95
+        # A daemon ending (SIGTERM) finds its own mount in the table by its id, past the first page.
+        trap 'umount -l "$MP" 2>/dev/null; umount -l "$MP2" 2>/dev/null; true' EXIT
+        mkdir -p "$MP2"
+        "$PG" mount org.example.Crowd "$MP2" || exit 96
+        pid=$("$PG" mounts --json | awk -F'[:,]' '/"pid"/ {gsub(/ /, "", $2); print $2; exit}')
+        kill -TERM "$pid" || exit 97
+        for i in $(seq 500); do grep -q " $MP2 " /proc/self/mounts || break; sleep 0.02; done
+        grep -q " $MP2 " /proc/self/mounts && exit 98
         exit 0
         """
         let o = try TestSupport.run("unshare", ["-m", "--propagation", "private", "bash", "-c", script],
-                                    environment: f.env.merging(["PG": TestSupport.photogateBinary, "MP": mp, "FILL": fill]) { a, _ in a })
+                                    environment: f.env.merging(["PG": TestSupport.photogateBinary, "MP": mp, "MP2": mp + "-2", "FILL": fill]) { a, _ in a })
         #expect(o.status == 0, "exit \(o.status): \(o.stderr)")
         let listed = TestSupport.readWhole(fill + ".mounts") ?? ""
         #expect(listed.contains("crowded-view"), "photogate mounts did not list the view: \(listed)")

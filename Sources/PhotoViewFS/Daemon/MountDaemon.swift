@@ -1,4 +1,3 @@
-import CSystem
 import FUSE
 import Foundation
 import PhotoLibrary
@@ -29,11 +28,12 @@ public enum MountDaemon {
         public var threads: Int
         /// A no-open mount: read-only, opens that never reach the daemon (PhotoFS.noOpen).
         public var noOpen: Bool
-        /// The process this mount is for (`photogate run`'s): when it ends, however it ends
-        /// (SIGKILL included, which gives it no chance to unmount), the mount ends too.
-        public var whilePID: pid_t?
+        /// The process this mount is for (`photogate run`'s), and a pidfd of it taken before the
+        /// mount: when it ends, however it ends (SIGKILL included, which gives it no chance to
+        /// unmount), the mount is detached. The caller keeps the descriptor open.
+        public var whileProcess: (pid: pid_t, pidfd: Int32)?
         public init(app: AppID, access: AccessLevel, mountpoint: String, extraOptions: [String] = [], passthrough: Bool = true,
-                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whilePID: pid_t? = nil) {
+                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whileProcess: (pid: pid_t, pidfd: Int32)? = nil) {
             self.app = app
             self.access = access
             self.mountpoint = mountpoint
@@ -42,7 +42,7 @@ public enum MountDaemon {
             self.allowOther = allowOther
             self.threads = threads
             self.noOpen = noOpen
-            self.whilePID = whilePID
+            self.whileProcess = whileProcess
         }
     }
 
@@ -50,17 +50,6 @@ public enum MountDaemon {
     /// then cleans up. Returns the process exit status.
     public static func run(library: any LibraryPort, settings: Settings, log: @escaping @Sendable (String) -> Void,
                            ready: (String?) -> Void) -> Int32 {
-        // Held from before the mount: a process that ended already (or never was) is refused here,
-        // and one that ends later is noticed by its descriptor, not by a number that may be reused.
-        var lifeline: Int32 = -1
-        if let pid = settings.whilePID {
-            lifeline = pg_pidfd_open(pid)
-            guard lifeline >= 0 else {
-                ready("the process this mount is for (pid \(pid)) is not running: \(String(cString: strerror(errno)))")
-                return 1
-            }
-        }
-        // Not closed: the thread below polls it for as long as the process runs.
         let fs: PhotoFS
         do {
             fs = try PhotoFS(library: library, app: settings.app, access: settings.access, passthrough: settings.passthrough,
@@ -134,12 +123,12 @@ public enum MountDaemon {
         MountRegistry.write(record, library: library)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opensFiles.rawValue), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
-        if lifeline >= 0, let pid = settings.whilePID {
-            let fd = lifeline
+        if let (pid, fd) = settings.whileProcess {
             NativeThread.detached(name: "photogate-while") {
                 // Readable once the process has ended.
                 var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 while poll(&pfd, 1, -1) < 0 && errno == EINTR {}
+                guard pfd.revents & Int16(POLLIN) != 0 else { return }
                 // Detached, as the run would have: a second run that reused this view and has it
                 // bound keeps it, and the session ends when the kernel lets go of the last use.
                 // Never ended outright: the run may have unmounted the view itself already, and

@@ -15,25 +15,10 @@ public enum MountTable {
     }
 
     /// The whole content of a file as bytes, read until EOF (nil when it cannot be opened or read).
-    public static func readWholeBytes(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return readWholeBytes(fd: fd)
-    }
+    public static func readWholeBytes(_ path: String) -> [UInt8]? { WholeFile.bytes(path) }
 
     /// The rest of an open file as bytes, read until EOF (nil when a read fails).
-    public static func readWholeBytes(fd: Int32) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; return nil }
-            if n == 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-        }
-        return bytes
-    }
+    public static func readWholeBytes(fd: Int32) -> [UInt8]? { WholeFile.bytes(fd: fd) }
 
     /// One line of /proc/self/mountinfo: the mount's id, its mount point, its device ("major:minor"),
     /// its type, and its root: the folder of that filesystem shown at the mount point ("/" unless a
@@ -86,26 +71,16 @@ public enum MountTable {
         }
     }
 
-    /// Every mount in this mount namespace. Parsed as bytes: split as a String, a line ending in
-    /// "\r" joined the next one, and a name ending in U+0600 swallowed the space after it (both
-    /// form one Character), which hid the mount listed next.
+    /// Every mount in this mount namespace (FUSE's `MountIdentity.listed`, the one reader of
+    /// mountinfo).
     public static func entries() -> [Entry] {
-        guard let bytes = readWholeBytes("/proc/self/mountinfo") else { return [] }
-        var out: [Entry] = []
-        for line in bytes.split(separator: UInt8(ascii: "\n")) {
-            // id parent major:minor root mountpoint options [optional fields...] - type source superoptions
-            let fields = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-            guard fields.count > 7,
-                  let dash = fields[6...].firstIndex(where: { $0.elementsEqual([UInt8(ascii: "-")]) }),
-                  dash + 1 < fields.count,
-                  let id = Int(String(decoding: fields[0], as: UTF8.self)) else { continue }
-            var entry = Entry(id: id, mountPointBytes: unescape(fields[4]), device: String(decoding: fields[2], as: UTF8.self),
-                              type: String(decoding: fields[dash + 1], as: UTF8.self), rootBytes: unescape(fields[3]))
-            if dash + 3 < fields.count { entry.superOptionsBytes = Array(fields[dash + 3]) }
-            entry.parentID = Int(String(decoding: fields[1], as: UTF8.self)) ?? 0
-            out.append(entry)
+        MountIdentity.listed().map { l in
+            var entry = Entry(id: Int(l.identity.id), mountPointBytes: l.mountPoint, device: l.device,
+                              type: String(decoding: l.type, as: UTF8.self), rootBytes: l.rootBytes)
+            entry.superOptionsBytes = l.superOptionsBytes
+            entry.parentID = Int(l.parentID)
+            return entry
         }
-        return out
     }
 
     /// Mount points of photogate's FUSE mounts in this namespace.

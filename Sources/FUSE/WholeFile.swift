@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Files of /proc read whole. Foundation's `FileManager.contents(atPath:)` returns only the first
+/// page of a /proc file (its size says 0): past a few dozen mounts, later ones were invisible.
+/// Every reader of /proc in photogate goes through this (MountTable.readWhole forwards here).
+public enum WholeFile {
+    /// The whole content of a file as bytes, read until EOF (nil when it cannot be opened or read).
+    public static func bytes(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return bytes(fd: fd)
+    }
+
+    /// The rest of an open file as bytes, read until EOF (nil when a read fails).
+    public static func bytes(fd: Int32) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return bytes
+    }
+}
