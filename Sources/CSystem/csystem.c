@@ -23,6 +23,12 @@ int pg_is_fuse(const char *path) {
     return s.f_type == 0x65735546 ? 1 : 0;   /* FUSE_SUPER_MAGIC */
 }
 
+long pg_fs_type(int fd) {
+    struct statfs s;
+    if (fstatfs(fd, &s) != 0) return -1;
+    return (long)s.f_type;
+}
+
 int pg_malloc_trim(void) {
     return malloc_trim(0);
 }

@@ -116,6 +116,7 @@ public final class FUSESession: @unchecked Sendable {
             let o = core.options
             st.own = MountIdentity.made(since: before, type: o.subtype.isEmpty ? "fuse" : "fuse." + o.subtype, source: o.fsName,
                                         at: Array(mountpoint.utf8))
+            st.control = st.own.flatMap { ConnectionControl(of: $0) }
             st.unmountedBeforeRun = false
             st.phase = .mounted
         }

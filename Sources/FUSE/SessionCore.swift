@@ -34,6 +34,8 @@ final class SessionCore: @unchecked Sendable {
         var mountpoint: String?
         /// The mount made, by id and device (MountIdentity.swift): unmounted by this, not by path.
         var own: MountIdentity?
+        /// The connection's fusectl folder (ConnectionControl.swift), where fusectl is mounted.
+        var control: ConnectionControl?
         var signalsInstalled = false
         /// unmount() asked the loop to stop (fuse_session_exit + a wake-up request).
         var exitRequested = false
@@ -109,17 +111,22 @@ final class SessionCore: @unchecked Sendable {
         guard let se else { return }
         // The notifier may be blocked in the kernel on a lock held by a request that no worker
         // will ever answer now (an invalidation of a directory whose lookup is pending): joining
-        // it first could hang. So cut the connection first: swap /dev/null onto the device
-        // descriptor (closing the last /dev/fuse reference aborts the connection and fails the
-        // pending requests, which frees the lock), then join the notifier — any late
+        // it first could hang. So cut the connection first: abort it (fusectl) and swap /dev/null
+        // onto the device descriptor (closing the last /dev/fuse reference aborts it too), which
+        // fails the pending requests and frees the lock; then join the notifier — any late
         // notification lands in /dev/null, never in a reused descriptor number — then detach our
         // own mount (below) and destroy.
-        // Has the kernel let go of the mount already (unmounted, and its last use gone)? Then the
-        // device reports an error, and there is nothing left to unmount.
+        // Has the kernel let go of the mount already (unmounted, and its last use gone)? Then its
+        // fusectl folder is gone and the device reports an error: there is nothing to unmount.
+        let (own, control) = state.withLock { ($0.own, $0.control) }
         var released = false
         if wasMounted {
             let deviceFD = fuse_session_fd(se)
-            released = deviceReportsError()
+            released = control?.alive.map { !$0 } ?? deviceReportsError()
+            // Closing our descriptor ends the connection only if it is the last one: a process
+            // forked and not yet exec'd holds a copy, and a request it makes meanwhile (its chdir
+            // into the mount before exec, say) would wait for ever, and so would it.
+            if !released { control?.abort() }
             let placeholder = open("/dev/null", O_RDWR | O_CLOEXEC)
             if deviceFD >= 0 && placeholder >= 0 { dup2(placeholder, deviceFD) }
             if placeholder >= 0 { close(placeholder) }
@@ -128,11 +135,14 @@ final class SessionCore: @unchecked Sendable {
         // Our own mount, by id, wherever it is now. libfuse's fuse_session_unmount unmounts by the
         // path it was mounted at, which may lead to another mount by now (and would, here: its
         // own check for a released connection polls the placeholder).
-        // Between the poll above and here the file system could only be gone if someone else
-        // unmounted it and its last use ended in that moment (then its id and device, if taken
-        // again by then, would be another mount's); a mount not identified when it was made is
-        // left (a stale mount, cleared by the next mount there), never unmounted by path.
-        if wasMounted && !released, let own = state.withLock({ $0.own }) { _ = own.detach(alive: { true }) }
+        // With fusectl, the mount found is held and then our connection asked whether it still
+        // lives: if so, the device number is ours, and so is the mount held. Without it, between
+        // the poll above and here the file system could only be gone if someone else unmounted it
+        // and its last use ended in that moment (then its id and device, if taken again by then,
+        // would be another mount's). A mount not identified when it was made is left (a stale
+        // mount, cleared by the next mount there), never unmounted by path. An aborted connection
+        // (fusectl's `abort`, by an administrator) is still alive: its mount is detached too.
+        if wasMounted && !released, let own { _ = own.detach(alive: { control?.alive ?? true }) }
         if signals { fuse_remove_signal_handlers(se) }
         fuse_session_destroy(se)
         self.se = nil
@@ -140,12 +150,16 @@ final class SessionCore: @unchecked Sendable {
             st.phase = .finished
             st.mounted = false
             st.signalsInstalled = false
+            st.control = nil
         }
         if let userdata {
             self.userdata = nil
             Unmanaged<SessionCore>.fromOpaque(userdata).release()
         }
     }
+
+    /// The session's /dev/fuse descriptor, -1 without a session.
+    var deviceDescriptor: Int32 { se.map { fuse_session_fd($0) } ?? -1 }
 
     /// Whether the session's /dev/fuse reports an error: the connection is gone (its file system
     /// unmounted and let go of, or the connection aborted), and the mount's id and device may be
@@ -193,6 +207,9 @@ final class SessionCore: @unchecked Sendable {
             case .mounted:
                 if st.mounted {
                     // Not serving yet: the connection is open, so the device is alive and its own.
+                    // Whatever waits for INIT fails now rather than when the device's last copy
+                    // is closed.
+                    st.control?.abort()
                     if let own = st.own { _ = own.detach(alive: { true }) }
                     st.mounted = false
                 }

@@ -115,9 +115,11 @@ func withMount(_ fs: ToyFS, options: MountOptions = .test(), timeLimit: Double =
         #expect(seconds < 5, "run() took \(seconds) s to return after unmount()")
         #expect(!isMounted(dir), "a mount is left at \(dir)")
     }
+    let left = isMounted(dir)
+    if left { umount2(dir, Int32(MNT_DETACH)) }  // reported below, and not left behind
     if let bodyError { throw bodyError }
     guard ended else { throw HarnessError(description: "run() did not return") }
-    if isMounted(dir) { throw HarnessError(description: "mount left at \(dir)") }
+    if left { throw HarnessError(description: "mount left at \(dir)") }
     return status.withLock { $0 ?? -1 }
 }
 

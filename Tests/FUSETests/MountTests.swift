@@ -490,6 +490,99 @@ struct MountTests {
         #expect(status2 == 0)
     }
 
+    /// A process forked while a session ends holds a copy of its /dev/fuse descriptor until it
+    /// execs; closing the session's own then does not end the connection. A request that process
+    /// makes after the loop stopped (a chdir into the mount before its exec, say) waited for ever,
+    /// and the process with it: a test run hung so. The session now aborts its connection itself.
+    @Test func anEndedSessionsConnectionEndsThoughAChildHoldsACopyOfTheDevice() throws {
+        guard access("/sys/fs/fuse/connections", F_OK) == 0 else {
+            Issue.record("fusectl is not mounted at /sys/fs/fuse/connections: the session cannot abort its connection here")
+            return
+        }
+        let fs = ToyFS()
+        fs.addDirectory("inside")
+        var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1]
+        try check(pipe(&toChild), "pipe")
+        try check(pipe(&fromChild), "pipe")
+        for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        defer { for fd in toChild + fromChild where fd >= 0 { close(fd) } }
+        var child = pid_t(0)
+        defer {
+            // Whatever happened, the child and the `stat` it ran go (a SIGKILL ends a request
+            // they wait on, and with them the last copy of the device).
+            if child > 0 { kill(-child, SIGKILL); var st: Int32 = 0; _ = waitpid(child, &st, 0) }
+        }
+        try withMount(fs) { m in
+            // The copy, as fd 9 in the child (as a fork not yet exec'd would hold it): the child
+            // goes into the mount while it is served, then, told to, asks it for its statfs.
+            let copy = fcntl(m.session.core.deviceDescriptor, F_DUPFD_CLOEXEC, 10)
+            try check(copy, "dup /dev/fuse")
+            defer { close(copy) }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+            posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+            posix_spawn_file_actions_adddup2(&actions, copy, 9)
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            posix_spawnattr_setpgroup(&attributes, 0)
+            let script = #"cd "$0/inside" && echo in && read go && { stat -f . >/dev/null 2>&1; echo "status $?"; }"#
+            let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(script), strdup(m.root), nil]
+            defer { argv.forEach { free($0) } }
+            guard posix_spawn(&child, "/bin/sh", &actions, &attributes, argv, environ) == 0 else {
+                throw HarnessError(description: "cannot spawn /bin/sh")
+            }
+            close(fromChild[1]); fromChild[1] = -1
+            close(toChild[0]); toChild[0] = -1
+            #expect(readLine(fromChild[0], timeout: 60) == "in", "the child did not get into the mount")
+        }
+        // The session has ended and its mount is gone (withMount checked); the child still holds
+        // a copy of the device and its working folder is the mount's.
+        _ = write(toChild[1], "go\n", 3)
+        let answer = readLine(fromChild[0], timeout: 30)
+        #expect(answer != nil, "the child's request to the ended session still waits")
+        #expect(answer != "status 0", "the ended session answered a request")
+    }
+
+    /// An administrator aborting a connection (`echo 1 > /sys/fs/fuse/connections/N/abort`) ends
+    /// the session; its mount must go with it. The device then reports an error as it does once
+    /// the kernel has let go of the mount, and the session took that for "nothing to unmount":
+    /// a dead mount was left ("Transport endpoint is not connected").
+    @Test func aConnectionAbortedThroughFusectlLeavesNoMountBehind() throws {
+        guard access("/sys/fs/fuse/connections", F_OK) == 0 else {
+            Issue.record("fusectl is not mounted at /sys/fs/fuse/connections: cannot abort a connection here")
+            return
+        }
+        try withMount(ToyFS()) { m in
+            let own = try #require(m.session.core.state.withLock { $0.own }, "the mount was not identified")
+            let abort = "/sys/fs/fuse/connections/\((UInt64(own.major) << 20) | UInt64(own.minor))/abort"
+            let fd = try check(open(abort, O_WRONLY), "open \(abort)")
+            defer { close(fd) }
+            #expect(write(fd, "1", 1) == 1)
+            #expect(eventually(30) { !isMounted(m.root) }, "the aborted session left its mount")
+        }
+    }
+
+    /// A line read from `fd` within `timeout` seconds (without its newline), nil on timeout or EOF.
+    private func readLine(_ fd: Int32, timeout: Double) -> String? {
+        var line: [UInt8] = []
+        let deadline = monotonicSeconds() + timeout
+        while true {
+            let left = deadline - monotonicSeconds()
+            guard left > 0 else { return nil }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, Int32(min(left, 1) * 1000)) >= 0 else { return nil }
+            guard p.revents != 0 else { continue }
+            var byte: UInt8 = 0
+            guard read(fd, &byte, 1) == 1 else { return nil }
+            if byte == UInt8(ascii: "\n") { return String(decoding: line, as: UTF8.self) }
+            line.append(byte)
+        }
+    }
+
     /// libfuse's signal handlers are process-wide (one `fuse_instance`): this assumes no other
     /// in-process session installs them at the same time (other targets mount in child processes).
     @Test func signalEndsTheLoop() throws {

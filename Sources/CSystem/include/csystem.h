@@ -19,6 +19,9 @@ int pg_start_writeback_range(int fd, long long offset, long long length);
 /// statfs fails.
 int pg_is_fuse(const char *path);
 
+/// The f_type (superblock magic) of the filesystem `fd` is on, or -1 when fstatfs fails.
+long pg_fs_type(int fd);
+
 /// malloc_trim(0) (malloc.h): gives the heap's free pages back to the kernel; 1 if it released any.
 int pg_malloc_trim(void);
 
