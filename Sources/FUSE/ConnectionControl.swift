@@ -16,13 +16,19 @@ import Glibc
 /// nil where fusectl is not mounted; callers then fall back to what /dev/fuse tells.
 final class ConnectionControl: Sendable {
     private let fd: Int32
+    /// Its `abort`, opened with the folder: at the end, aborting needs no new descriptor (none
+    /// may be left) and does not depend on the file's mode then. Written after the connection is
+    /// gone, it does nothing.
+    private let abortFD: Int32
 
     /// fusectl's superblock magic ("fuse" control).
     private static let magic: Int = 0x6573_5543
 
-    /// Opens the control folder of the connection behind `mount`, just made and still served by
-    /// this process (so its device number is this connection's). The folder is owned by the user
-    /// who mounted; others cannot open it.
+    /// Opens the control folder of the connection behind `mount`, just made. The caller must
+    /// then check that its own connection still lives (its /dev/fuse reports no error): only
+    /// then is the device number, and so the folder opened by it, this connection's (a mount
+    /// unmounted before INIT frees its number at once, and the next mount made takes it). The
+    /// folder is owned by the user who mounted; others cannot open it.
     init?(of mount: MountIdentity) {
         // The kernel names it by its own dev_t: major << 20 | minor.
         let name = (UInt64(mount.major) << 20) | UInt64(mount.minor)
@@ -32,10 +38,19 @@ final class ConnectionControl: Sendable {
             close(fd)
             return nil
         }
+        let abortFD = openat(fd, "abort", O_WRONLY | O_CLOEXEC)
+        guard abortFD >= 0 else {
+            close(fd)
+            return nil
+        }
         self.fd = fd
+        self.abortFD = abortFD
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(abortFD)
+        close(fd)
+    }
 
     /// Whether this connection's file system still lives (mounted, or detached and still in use);
     /// nil when that cannot be told.
@@ -53,10 +68,7 @@ final class ConnectionControl: Sendable {
     /// ENOTCONN, and every later one at once. The mount stays listed until it is unmounted.
     @discardableResult
     func abort() -> Bool {
-        let f = openat(fd, "abort", O_WRONLY | O_CLOEXEC)
-        guard f >= 0 else { return false }
-        defer { close(f) }
         var one = UInt8(ascii: "1")
-        return write(f, &one, 1) == 1
+        return write(abortFD, &one, 1) == 1
     }
 }

@@ -117,6 +117,13 @@ public final class FUSESession: @unchecked Sendable {
             st.own = MountIdentity.made(since: before, type: o.subtype.isEmpty ? "fuse" : "fuse." + o.subtype, source: o.fsName,
                                         at: Array(mountpoint.utf8))
             st.control = st.own.flatMap { ConnectionControl(of: $0) }
+            // Both were read by device number and mount id, which the kernel hands out again at
+            // once: if someone unmounted this mount meanwhile (possible before INIT), they may be
+            // the next mount's. Ours are ours only if our connection still lives now.
+            if core.deviceReportsError() {
+                st.own = nil
+                st.control = nil
+            }
             st.unmountedBeforeRun = false
             st.phase = .mounted
         }

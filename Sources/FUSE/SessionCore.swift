@@ -210,7 +210,8 @@ final class SessionCore: @unchecked Sendable {
                     // Whatever waits for INIT fails now rather than when the device's last copy
                     // is closed.
                     st.control?.abort()
-                    if let own = st.own { _ = own.detach(alive: { true }) }
+                    let control = st.control
+                    if let own = st.own { _ = own.detach(alive: { control?.alive ?? true }) }
                     st.mounted = false
                 }
                 st.unmountedBeforeRun = true

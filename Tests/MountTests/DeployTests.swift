@@ -103,6 +103,9 @@ struct Deploy {
     /// again (a folder swapped meanwhile), and only while it is alive (ids and devices are reused).
     @Test func aDaemonIdentifiesItsMountFromTheKernelNotThePath() throws { try script("mount-identity-race") }
     @Test func aLifelineDetachesNothingOnceItsMountIsGone() throws { try script("lifeline-id-reuse") }
+    /// A mount unmounted before INIT frees its id and device at once: the daemon's fusectl folder
+    /// and identity, read by them, are its own only if its connection still lives afterwards.
+    @Test func aDaemonTakesNoOtherConnectionsFolderForItsOwn() throws { try script("control-reuse") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
 }
