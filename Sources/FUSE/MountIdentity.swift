@@ -1,5 +1,4 @@
 import CSystem
-import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -123,16 +122,34 @@ public struct MountIdentity: Equatable, Sendable {
             // The kernel takes the descriptor's link to the mount it names.
             return umount2("/proc/self/fd/\(fd)", Int32(MNT_DETACH)) == 0 ? .detached : .failed(String(cString: strerror(errno)))
         }
-        // fusermount3 takes a path (it checks the mount is this user's); checked just above.
-        guard let path = String(validating: at, as: UTF8.self) else { return .failed("its path is not UTF-8") }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-        p.arguments = ["-u", "-z", "-q", "--", path]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return .failed("cannot run fusermount3") }
-        p.waitUntilExit()
-        return p.terminationReason == .exit && p.terminationStatus == 0 ? .detached : .failed("fusermount3 failed")
+        // fusermount3 takes a path (it checks the mount is this user's); checked just above. The
+        // bytes mountinfo lists, whatever their encoding (a folder on the way renamed to a name
+        // that is not UTF-8 is still the user's mount).
+        return MountIdentity.fusermount(["-u", "-z", "-q", "--"], at) ? .detached : .failed("fusermount3 failed")
+    }
+
+    /// Runs /bin/fusermount3 with `options` and then `path` as raw bytes, its output discarded,
+    /// and waits for it. True when it exits 0.
+    static func fusermount(_ options: [String], _ path: [UInt8]) -> Bool {
+        var argv: [UnsafeMutablePointer<CChar>?] = (["fusermount3"] + options).map { strdup($0) }
+        argv.append((path + [0]).withUnsafeBufferPointer { b in
+            strdup(UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self))
+        })
+        argv.append(nil)
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        pg_spawn_closefrom(&actions, 3)
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, "/bin/fusermount3", &actions, nil, argv, environ) == 0 else { return false }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        // Exited (low 7 bits 0) with status 0.
+        return status == 0
     }
 
     /// mountinfo writes space, tab, newline and backslash as octal escapes.

@@ -90,6 +90,19 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
 else
     say "photogate run as $user not checked: bwrap cannot make namespaces for that user here"
 fi
+# A user's daemon ended with SIGTERM after a folder on the way to its mount was renamed to a name
+# that is not UTF-8: it still unmounts its mount (fusermount3 gets the path's bytes as they are).
+as_user authorize org.example.Moved --access read-write --status authorized >/dev/null
+mkdir -p "$home/moving/v" && chown -R "$user:" "$home/moving"
+moved_mounted() { grep -q " photogate:org.example.Moved " /proc/self/mountinfo; }
+on_exit 'for m in $(awk '"'"'/ photogate:org.example.Moved / {print $5}'"'"' /proc/self/mountinfo); do umount -l "$m"; done'
+as_user mount org.example.Moved "$home/moving/v" >/dev/null || fail "mount org.example.Moved as $user"
+moved_daemon=$(pgrep -u "$user" -f "mount org.example.Moved ") || fail "no daemon for org.example.Moved"
+mv "$home/moving" "$home/"$'\xff'"-moved"
+moved_mounted || fail "the renamed view is not mounted"
+kill -TERM $moved_daemon
+wait_until 20 eval '! kill -0 $moved_daemon 2>/dev/null' || fail "the daemon of $user did not end on SIGTERM"
+! moved_mounted || fail "a daemon of $user left its mount behind once its path was not UTF-8: $(grep -a Moved /proc/self/mountinfo)"
 as_user unmount "$home/view" >/dev/null || fail "unmount as $user"
 is_mounted "$home/view" && fail "still mounted after unmount"
 [[ -z $(as_user mounts --json | grep org.example.Mine) ]] || fail "still listed after unmount"
