@@ -24,7 +24,7 @@ def env_int(name, default):
 QUICK = os.environ.get("BENCH_QUICK", "0") == "1"
 D = (dict(runs=3, video=64, rand=5000, photos=300, real=60, list=5000, big=20000, grant=1000, mounts=3, lat=10, small=200)
      if QUICK else
-     dict(runs=5, video=1024, rand=50000, photos=10000, real=1000, list=100000, big=1000000, grant=10000, mounts=10, lat=50, small=1000))
+     dict(runs=5, video=1024, rand=50000, photos=10000, real=1000, list=100000, big=1000000, grant=10000, mounts=10, lat=500, small=1000))
 RUNS = env_int("BENCH_RUNS", D["runs"])
 COLD_RUNS = env_int("BENCH_COLD_RUNS", 2 * RUNS + 1)
 VIDEO_MB = env_int("BENCH_VIDEO_MB", D["video"])
