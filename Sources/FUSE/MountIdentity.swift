@@ -144,12 +144,24 @@ public struct MountIdentity: Equatable, Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         pg_spawn_closefrom(&actions, 3)
+        // An empty signal mask and default dispositions, whatever the daemon has blocked.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t(), defaults = sigset_t()
+        sigemptyset(&empty)
+        sigemptyset(&defaults)
+        for sig in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        guard posix_spawn(&pid, "/bin/fusermount3", &actions, nil, argv, environ) == 0 else { return false }
+        guard posix_spawn(&pid, "/bin/fusermount3", &actions, &attributes, argv, environ) == 0 else { return false }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        // Exited (low 7 bits 0) with status 0.
-        return status == 0
+        var waited: pid_t
+        repeat { waited = waitpid(pid, &status, 0) } while waited < 0 && errno == EINTR
+        // Exited (low 7 bits 0) with status 0; not known when someone else reaped it.
+        return waited == pid && status == 0
     }
 
     /// mountinfo writes space, tab, newline and backslash as octal escapes.

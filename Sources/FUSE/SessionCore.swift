@@ -206,12 +206,13 @@ final class SessionCore: @unchecked Sendable {
                 break
             case .mounted:
                 if st.mounted {
-                    // Not serving yet: the connection is open, so the device is alive and its own.
-                    // Whatever waits for INIT fails now rather than when the device's last copy
-                    // is closed.
+                    // Not serving yet. Whatever waits for INIT fails now rather than when the
+                    // device's last copy is closed. The mount may have been unmounted by someone
+                    // else already (before INIT nothing holds it), its id and device then free
+                    // for the next mount: detached only while our connection lives.
                     st.control?.abort()
                     let control = st.control
-                    if let own = st.own { _ = own.detach(alive: { control?.alive ?? true }) }
+                    if let own = st.own { _ = own.detach(alive: { control?.alive ?? !deviceReportsError() }) }
                     st.mounted = false
                 }
                 st.unmountedBeforeRun = true
