@@ -23,6 +23,12 @@ int pg_is_fuse(const char *path) {
     return s.f_type == 0x65735546 ? 1 : 0;   /* FUSE_SUPER_MAGIC */
 }
 
+#include <sys/syscall.h>
+
+int pg_gettid(void) {
+    return (int)syscall(SYS_gettid);
+}
+
 long pg_fs_type(int fd) {
     struct statfs s;
     if (fstatfs(fd, &s) != 0) return -1;

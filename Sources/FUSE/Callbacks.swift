@@ -158,6 +158,10 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
 
     ops.lookup = { req, parent, cname in
         let c = core(req)
+        if c.probing.load(ordering: .relaxed), c.isProbe(parent: parent, name: cname, pid: fuse_req_ctx(req)?.pointee.pid ?? 0) {
+            fuse_reply_err(req, ENOENT)
+            return
+        }
         do throws(Errno) {
             let entry = try c.fs.lookup(parent: parent, name: name(cname), context: context(req))
             c.replyEntry(req, entry)

@@ -86,6 +86,11 @@ public final class FUSESession: @unchecked Sendable {
     /// What INIT negotiated; nil before the kernel's INIT was processed.
     public var connection: ConnectionInfo? { core.connection.withLock { $0 } }
 
+    /// Whether the mount was identified when it was made (MountIdentity.made) and, once ready
+    /// (`waitUntilReady`), confirmed to be this session's: only then does the session unmount it
+    /// at its end. False also before `mount(at:)`.
+    public var mountIdentified: Bool { core.state.withLock { $0.own != nil } }
+
     /// Mounts the filesystem (`fuse_session_mount`). Errors: ENOENT/ENOTDIR for a bad mount
     /// point, ENODEV when /dev/fuse is missing, EACCES/EPERM when not allowed, EBUSY when this
     /// session is already mounted or has run; otherwise the mount's errno (EIO if unknown;
@@ -234,7 +239,10 @@ public final class FUSESession: @unchecked Sendable {
     public func waitUntilReady(timeout: Double) -> Bool {
         var remaining = max(0, timeout)
         while true {
-            if core.initialized.load(ordering: .acquiring) { return true }
+            if core.initialized.load(ordering: .acquiring) {
+                core.confirmOwnMount(timeout: max(remaining, 5))
+                return true
+            }
             let ended = core.state.withLock { $0.phase == .stopping || $0.phase == .finished }
             if ended || remaining <= 0 { return false }
             var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)

@@ -1,5 +1,6 @@
 // Kept in one file (over ~400 lines): the session's lifecycle and its notifier thread share one state machine.
 import CFuse3
+import CSystem
 import Dispatch
 import Synchronization
 import Threads
@@ -36,6 +37,9 @@ final class SessionCore: @unchecked Sendable {
         var own: MountIdentity?
         /// The connection's fusectl folder (ConnectionControl.swift), where fusectl is mounted.
         var control: ConnectionControl?
+        /// confirmOwnMount() was asked; it keeps `own` and `control` only when its probe got here.
+        var confirmAsked = false
+        var confirmed = false
         var signalsInstalled = false
         /// unmount() asked the loop to stop (fuse_session_exit + a wake-up request).
         var exitRequested = false
@@ -82,6 +86,16 @@ final class SessionCore: @unchecked Sendable {
     let passthroughActive = Atomic<Bool>(false)
     let connection = Mutex<ConnectionInfo?>(nil)
     let backing = Mutex<[Inode: Backing]>([:])
+
+    /// The lookup confirmOwnMount() sends: its random name and the thread that sends it.
+    struct Probe: Sendable {
+        let name: [UInt8]
+        let tid: Int32
+        var seen = false
+    }
+    /// Set while a probe is out, so that other lookups pay one relaxed load.
+    let probing = Atomic<Bool>(false)
+    let probe = Mutex<Probe?>(nil)
 
     private let queue = Mutex(NotifyQueue())
     private let wake = DispatchSemaphore(value: 0)
@@ -222,6 +236,72 @@ final class SessionCore: @unchecked Sendable {
             case .stopping, .finished:
                 break
             }
+        }
+    }
+
+    // MARK: - Whose mount
+
+    /// Confirms, once the session serves, that the mount identified in the kernel's list when it
+    /// was made (MountIdentity.made) is this session's: a lookup of a random name, sent through
+    /// that mount's root by a thread of this process, must reach this session's own handler.
+    /// That list can mislead: a mount detached right after it was made, and kept alive by whoever
+    /// holds it, is not listed, and another of the same type and source made meanwhile is. If the
+    /// probe does not get here within `timeout` seconds, the identity and fusectl folder are
+    /// dropped: this session then never aborts or unmounts that mount (its own is left to whoever
+    /// holds it). Once per session; from outside request handlers.
+    func confirmOwnMount(timeout: Double) {
+        let own = state.withLock { st -> MountIdentity? in
+            guard !st.confirmAsked, st.phase == .running else { return nil }
+            st.confirmAsked = true
+            return st.own
+        }
+        guard let own else { return }
+        var rng = SystemRandomNumberGenerator()
+        var random = Array(".photogate-probe-".utf8)
+        for _ in 0..<2 { random += Array(String(rng.next() as UInt64, radix: 16).utf8) }
+        let name = random
+        let sent = DispatchSemaphore(value: 0)
+        let prober = NativeThread.spawn(name: "fuse-probe") { [self] in
+            probe.withLock { $0 = Probe(name: name, tid: pg_gettid()) }
+            probing.store(true, ordering: .releasing)
+            let fd = own.openRoot()
+            if fd >= 0 {
+                var st = stat()
+                _ = (name + [0]).withUnsafeBufferPointer { b in
+                    fstatat(fd, UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self), &st, AT_SYMLINK_NOFOLLOW)
+                }
+                close(fd)
+            }
+            sent.signal()
+        }
+        // A mount that is not ours may never answer: the thread is left waiting then.
+        let answered = prober != nil && sent.wait(timeout: .now() + max(timeout, 0)) == .success
+        prober?.detach()
+        probing.store(false, ordering: .releasing)
+        let seen = probe.withLock { p -> Bool in
+            defer { p = nil }
+            return p?.seen == true
+        }
+        state.withLock { st in
+            if answered && seen {
+                st.confirmed = true
+            } else {
+                st.own = nil
+                st.control = nil
+            }
+        }
+    }
+
+    /// In the lookup handler: whether this lookup is the probe of confirmOwnMount() (from its
+    /// thread, of its name, in the root), which is then answered ENOENT without the filesystem.
+    func isProbe(parent: UInt64, name: UnsafePointer<CChar>?, pid: Int32) -> Bool {
+        guard probing.load(ordering: .acquiring), parent == 1, let name else { return false }
+        return probe.withLock { p -> Bool in
+            guard var q = p, q.tid == pid, strlen(name) == q.name.count,
+                  q.name.withUnsafeBytes({ memcmp(name, $0.baseAddress!, q.name.count) }) == 0 else { return false }
+            q.seen = true
+            p = q
+            return true
         }
     }
 

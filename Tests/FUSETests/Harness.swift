@@ -22,8 +22,13 @@ enum FUSEAvailability {
         do {
             try withMount(ToyFS(), checkLeftovers: false) { _ in }
             return nil
+        } catch let error as Errno where [EPERM, EACCES, ENODEV].contains(error.rawValue) {
+            return "a probe FUSE mount was refused: \(error)"
         } catch {
-            return "a probe FUSE mount failed: \(error)"
+            // The machine can mount; what went wrong after is a bug the tests themselves must
+            // show (a skip would hide it).
+            FileHandle.standardError.write(Data("FUSETests: the probe mount went wrong: \(error)\n".utf8))
+            return nil
         }
     }
 

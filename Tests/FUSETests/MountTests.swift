@@ -566,6 +566,22 @@ struct MountTests {
         }
     }
 
+    /// A session keeps the identity of the mount it made (by which it unmounts it at its end)
+    /// only once a lookup sent through that mount reached its own handler; the filesystem never
+    /// sees that lookup.
+    @Test func aMountIsConfirmedAsTheSessionsOwnByAProbe() throws {
+        let fs = ToyFS()
+        try withMount(fs) { m in
+            let (own, control, confirmed) = m.session.core.state.withLock { ($0.own, $0.control, $0.confirmed) }
+            #expect(own != nil, "the mount was not identified")
+            #expect(confirmed, "the probe did not reach the session")
+            #expect(m.session.mountIdentified)
+            if access("/sys/fs/fuse/connections", F_OK) == 0 { #expect(control != nil, "the fusectl folder was dropped") }
+            #expect(fs.mutate { $0.lookupNames.allSatisfy { !$0.starts(with: Array(".photogate-probe-".utf8)) } },
+                    "the filesystem saw the probe")
+        }
+    }
+
     /// A line read from `fd` within `timeout` seconds (without its newline), nil on timeout or EOF.
     private func readLine(_ fd: Int32, timeout: Double) -> String? {
         var line: [UInt8] = []

@@ -38,6 +38,8 @@ final class ToyFS: FileSystemOperations {
         var flushCalls: [Inode: Int] = [:]
         var maxReadSize = 0
         var lookupErrors: [FileName: Errno] = [:]
+        /// Every name looked up, in order.
+        var lookupNames: [[UInt8]] = []
         var pollHandles: [Inode: PollHandle] = [:]
         var openHandles: Set<UInt64> = []
     }
@@ -123,6 +125,7 @@ final class ToyFS: FileSystemOperations {
 
     func lookup(parent: Inode, name: FileName, context: RequestContext) throws(Errno) -> Entry {
         try state.withLock { (st: inout State) throws(Errno) -> Entry in
+            st.lookupNames.append(name.bytes)
             if let error = st.lookupErrors[name] { throw error }
             guard let dir = st.nodes[parent] else { throw .noEntry }
             guard dir.attributes.isDirectory else { throw .notDirectory }

@@ -106,6 +106,8 @@ struct Deploy {
     /// A mount unmounted before INIT frees its id and device at once: the daemon's fusectl folder
     /// and identity, read by them, are its own only if its connection still lives afterwards.
     @Test func aDaemonTakesNoOtherConnectionsFolderForItsOwn() throws { try script("control-reuse") }
+    /// Nor another mount of its type and source made elsewhere while its own was detached and held.
+    @Test func aDaemonTakesNoMountElsewhereForItsOwn() throws { try script("pin-detach") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
 }

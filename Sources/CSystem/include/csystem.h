@@ -22,6 +22,9 @@ int pg_is_fuse(const char *path);
 /// The f_type (superblock magic) of the filesystem `fd` is on, or -1 when fstatfs fails.
 long pg_fs_type(int fd);
 
+/// The calling thread's id (gettid(2)), as the kernel puts it in a FUSE request's pid.
+int pg_gettid(void);
+
 /// malloc_trim(0) (malloc.h): gives the heap's free pages back to the kernel; 1 if it released any.
 int pg_malloc_trim(void);
 

@@ -110,6 +110,9 @@ public enum MountDaemon {
             watcher.stop()
             return 1
         }
+        if !session.mountIdentified {
+            log("warning: the mount at \(settings.mountpoint) could not be told apart in the kernel's mount list, or was not this daemon's (it was unmounted, moved or covered as it was made); this daemon will not unmount it at its end")
+        }
         // Reads the daemon serves (all of them without passthrough, redacted files with it) come
         // in requests of the mount's readahead: 512 KiB instead of the kernel's 128 made a 1 GiB
         // read whose store copy is cached 3.3 GB/s instead of 2.4 (needs root; else unchanged).

@@ -1,0 +1,90 @@
+/* LD_PRELOADed into a photogate daemon by pin-detach.sh. Right after the daemon's mount(2) of
+ * RT_MP: a child (the pinner) holds the new mount's root, the mount is detached lazily (its
+ * connection lives on, held by the pinner), and a victim FUSE file system of the same type and
+ * source is mounted at RT_VICTIM and left unserved. On SIGUSR1 the pinner asks the detached mount
+ * for its statfs (a request only the daemon can answer) and exits. At the daemon's exit this logs
+ * whether the victim's connection was aborted and whether its mount is still listed. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+static int victim_dev = -1;
+
+static void logf_(const char *fmt, ...) {
+    const char *path = getenv("RT_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+static void ids(const char *p, const char *tag) {
+    struct statx sx;
+    if (statx(AT_FDCWD, p, AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) == 0)
+        logf_("%s: mnt_id=%llu dev=%u:%u\n", tag, (unsigned long long)sx.stx_mnt_id, sx.stx_dev_major, sx.stx_dev_minor);
+}
+
+int mount(const char *src, const char *tgt, const char *type, unsigned long flags, const void *data) {
+    static int (*real)(const char *, const char *, const char *, unsigned long, const void *);
+    if (!real) real = dlsym(RTLD_NEXT, "mount");
+    int r = real(src, tgt, type, flags, data);
+    const char *mp = getenv("RT_MP"), *victim = getenv("RT_VICTIM");
+    if (r || !mp || !victim || getenv("RT_DONE") || !tgt || strcmp(tgt, mp)) return r;
+    int saved = errno;
+    setenv("RT_DONE", "1", 1);
+    ids(mp, "ours");
+    int pin = open(mp, O_PATH | O_CLOEXEC);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pid_t pinner = fork();
+    if (pinner == 0) {
+        /* Only the pin: no copy of the daemon's /dev/fuse or anything else. */
+        dup2(pin, 3);
+        close_range(4, ~0U, 0);
+        sigprocmask(SIG_BLOCK, &usr1, NULL);
+        int sig;
+        sigwait(&usr1, &sig);
+        struct statfs sf;
+        fstatfs(3, &sf);
+        _exit(0);
+    }
+    close(pin);
+    logf_("pinner: %d\n", (int)pinner);
+    if (umount2(mp, MNT_DETACH)) logf_("cannot detach ours: %s\n", strerror(errno));
+    victim_dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    char o[128];
+    snprintf(o, sizeof o, "fd=%d,rootmode=40000,user_id=0,group_id=0", victim_dev);
+    if (real(src, victim, type, flags, o)) logf_("cannot mount the victim: %s\n", strerror(errno));
+    else ids(victim, "victim");
+    errno = saved;
+    return r;
+}
+
+__attribute__((destructor)) static void at_exit_(void) {
+    if (victim_dev < 0) return;
+    struct pollfd pf = { .fd = victim_dev, .events = 0 };
+    poll(&pf, 1, 0);
+    char line[1024];
+    int listed = 0;
+    const char *victim = getenv("RT_VICTIM");
+    FILE *mi = fopen("/proc/self/mountinfo", "r");
+    while (mi && victim && fgets(line, sizeof line, mi)) if (strstr(line, victim)) listed = 1;
+    if (mi) fclose(mi);
+    logf_("at exit: victim connection %s; victim mount %s\n", (pf.revents & POLLERR) ? "aborted" : "alive",
+          listed ? "listed" : "gone");
+}
