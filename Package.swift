@@ -32,7 +32,7 @@ let package = Package(
         // libfuse3 ahead of the one scripts/setup builds into .deps/fuse3.
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "CSystem"),
-        .target(name: "Threads"),
+        .target(name: "Threads", dependencies: ["CSystem"]),
         .target(name: "FUSE", dependencies: ["CFuse3", "CSystem", "Threads"]),
         .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),

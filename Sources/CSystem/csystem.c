@@ -25,6 +25,12 @@ int pg_is_fuse(const char *path) {
 
 #include <sys/syscall.h>
 
+#include <sys/prctl.h>
+
+void pg_set_thread_name(const char *name) {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 int pg_gettid(void) {
     return (int)syscall(SYS_gettid);
 }

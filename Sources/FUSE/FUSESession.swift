@@ -89,7 +89,7 @@ public final class FUSESession: @unchecked Sendable {
     /// Whether the mount was identified when it was made (MountIdentity.made) and, once ready
     /// (`waitUntilReady`), confirmed to be this session's: only then does the session unmount it
     /// at its end. False also before `mount(at:)`.
-    public var mountIdentified: Bool { core.state.withLock { $0.own != nil } }
+    public var mountIdentified: Bool { core.state.withLock { $0.trusted.own != nil } }
 
     /// Mounts the filesystem (`fuse_session_mount`). Errors: ENOENT/ENOTDIR for a bad mount
     /// point, ENODEV when /dev/fuse is missing, EACCES/EPERM when not allowed, EBUSY when this
@@ -196,6 +196,7 @@ public final class FUSESession: @unchecked Sendable {
             if st.phase == .created && st.unmountedBeforeRun { return 0 }
             guard st.phase == .mounted else { return -EINVAL }
             st.phase = .running
+            st.served = true
             return nil
         }
         if let start {
@@ -218,7 +219,9 @@ public final class FUSESession: @unchecked Sendable {
     /// as `umount -l` does: gone from the mount table, served until its last use ends, after which
     /// `run()` returns. `.gone`: unmounted already.
     public func detachMount() -> MountIdentity.Detached {
-        guard let own = core.state.withLock({ $0.own }) else { return .failed("this mount could not be identified when it was made") }
+        guard let own = core.state.withLock({ $0.trusted.own }) else {
+            return .failed("this mount could not be identified when it was made, or not confirmed to be this session's")
+        }
         // Alive: still serving, and the device reports no error (it does once the file system is
         // gone, and its device number may then be another mount's).
         return own.detach(alive: { [core] in

@@ -40,6 +40,18 @@ final class SessionCore: @unchecked Sendable {
         /// confirmOwnMount() was asked; it keeps `own` and `control` only when its probe got here.
         var confirmAsked = false
         var confirmed = false
+        /// The loop was started: from then on the session may end at any moment (a signal, its
+        /// connection cut), also while its identity is still unconfirmed.
+        var served = false
+
+        /// The mount's identity and fusectl folder as far as they may be acted on (aborted,
+        /// detached): before the loop serves, as identified when mounted; once it has served,
+        /// only as confirmOwnMount() confirmed them. In between (INIT, the probe: milliseconds
+        /// normally), a session that ends leaves its mount (cleared by the next mount there)
+        /// rather than act on one that may not be its own.
+        var trusted: (own: MountIdentity?, control: ConnectionControl?) {
+            !served || confirmed ? (own, control) : (nil, nil)
+        }
         var signalsInstalled = false
         /// unmount() asked the loop to stop (fuse_session_exit + a wake-up request).
         var exitRequested = false
@@ -132,7 +144,7 @@ final class SessionCore: @unchecked Sendable {
         // own mount (below) and destroy.
         // Has the kernel let go of the mount already (unmounted, and its last use gone)? Then its
         // fusectl folder is gone and the device reports an error: there is nothing to unmount.
-        let (own, control) = state.withLock { ($0.own, $0.control) }
+        let (own, control) = state.withLock { $0.trusted }
         var released = false
         if wasMounted {
             let deviceFD = fuse_session_fd(se)

@@ -1,3 +1,4 @@
+import CSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -12,17 +13,22 @@ public struct NativeThread: @unchecked Sendable {
     private let id: pthread_t
 
     private final class Start {
+        let name: String
         let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        init(_ name: String, _ body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
     }
 
-    /// Starts `body` on a new joinable thread. (`name` documents it; pthread_setname_np is not
-    /// visible from Swift's Glibc module.)
+    /// Starts `body` on a new joinable thread named `name` (its first 15 bytes, as
+    /// /proc/PID/task/TID/comm and top -H show it).
     public static func spawn(name: String, _ body: @escaping @Sendable () -> Void) -> NativeThread? {
-        let start = Unmanaged.passRetained(Start(body)).toOpaque()
+        let start = Unmanaged.passRetained(Start(name, body)).toOpaque()
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, { arg in
             let start = Unmanaged<Start>.fromOpaque(arg!).takeRetainedValue()
+            pg_set_thread_name(start.name)
             start.body()
             return nil
         }, start)

@@ -25,6 +25,10 @@ long pg_fs_type(int fd);
 /// The calling thread's id (gettid(2)), as the kernel puts it in a FUSE request's pid.
 int pg_gettid(void);
 
+/// Names the calling thread (prctl PR_SET_NAME; the kernel keeps the first 15 bytes), as
+/// /proc/PID/task/TID/comm, top -H and perf show it.
+void pg_set_thread_name(const char *name);
+
 /// malloc_trim(0) (malloc.h): gives the heap's free pages back to the kernel; 1 if it released any.
 int pg_malloc_trim(void);
 
