@@ -102,7 +102,8 @@ final class SessionCore: @unchecked Sendable {
     /// The lookup confirmOwnMount() sends: its random name and the thread that sends it.
     struct Probe: Sendable {
         let name: [UInt8]
-        let tid: Int32
+        /// 0 until the probing thread runs.
+        var tid: Int32 = 0
         var seen = false
     }
     /// Set while a probe is out, so that other lookups pay one relaxed load.
@@ -273,9 +274,13 @@ final class SessionCore: @unchecked Sendable {
         for _ in 0..<2 { random += Array(String(rng.next() as UInt64, radix: 16).utf8) }
         let name = random
         let sent = DispatchSemaphore(value: 0)
+        // Set before the thread starts, so that clearing it below is final even if the thread
+        // runs late; the thread fills in its id.
+        probe.withLock { $0 = Probe(name: name) }
+        probing.store(true, ordering: .releasing)
         let prober = NativeThread.spawn(name: "fuse-probe") { [self] in
-            probe.withLock { $0 = Probe(name: name, tid: pg_gettid()) }
-            probing.store(true, ordering: .releasing)
+            let tid = pg_gettid()
+            probe.withLock { $0?.tid = tid }
             let fd = own.openRoot()
             if fd >= 0 {
                 var st = stat()
@@ -309,7 +314,7 @@ final class SessionCore: @unchecked Sendable {
     func isProbe(parent: UInt64, name: UnsafePointer<CChar>?, pid: Int32) -> Bool {
         guard probing.load(ordering: .acquiring), parent == 1, let name else { return false }
         return probe.withLock { p -> Bool in
-            guard var q = p, q.tid == pid, strlen(name) == q.name.count,
+            guard var q = p, q.tid != 0, q.tid == pid, strlen(name) == q.name.count,
                   q.name.withUnsafeBytes({ memcmp(name, $0.baseAddress!, q.name.count) }) == 0 else { return false }
             q.seen = true
             p = q
