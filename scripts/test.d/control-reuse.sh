@@ -8,20 +8,13 @@
 PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
-cc=$(command -v cc || command -v clang || true)
-[[ -z $cc ]] && command -v swift >/dev/null && cc=$(dirname "$(readlink -f "$(command -v swift)")")/clang
-[[ -x $cc ]] || skip "no C compiler (cc, clang) to build the shim"
-"$cc" -shared -fPIC -O1 -o "$tmp/shim.so" "$root/scripts/test.d/c/reuse-before-init.c" -ldl || fail "cannot build the shim"
+shim=$(build_shim reuse-before-init)
 pg=$PHOTOGATE_BIN
-export PHOTOGATE_LIBRARY="$tmp/library"
-mkdir -p "$tmp/src" "$tmp/mnt" "$tmp/victim"
-cp "$corpus/exif.jpg" "$tmp/src/g.jpg"
-"$pg" init >/dev/null
-"$pg" import "$tmp/src" >/dev/null
-"$pg" authorize org.example.A --access read-write --status authorized >/dev/null
+mkdir -p "$tmp/mnt" "$tmp/victim"
+one_photo_library "$tmp" org.example.A
 on_exit "force_unmount '$tmp/mnt'; umount -l '$tmp/victim'"
 # The mount itself may fail or succeed (its mount went before INIT); the daemon ends either way.
-RT_MP="$tmp/mnt" RT_VICTIM="$tmp/victim" RT_LOG="$tmp/shim.log" LD_PRELOAD="$tmp/shim.so" \
+RT_MP="$tmp/mnt" RT_VICTIM="$tmp/victim" RT_LOG="$tmp/shim.log" LD_PRELOAD="$shim" \
     "$pg" mount org.example.A "$tmp/mnt" >/dev/null 2>&1 || true
 ended() { grep -q "at exit" "$tmp/shim.log" 2>/dev/null; }
 wait_until 30 ended || fail "the daemon did not end, or the shim did not run: $(cat "$tmp/shim.log" 2>/dev/null)"

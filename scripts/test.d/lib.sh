@@ -81,3 +81,27 @@ LATER
     PG="$PHOTOGATE_BIN" DIR="$dir" SRC="$src" APP="$app" unshare -m --propagation private bash "$dir/later.sh" "$@" || status=$?
     return $status
 }
+
+# build_shim NAME: builds scripts/test.d/c/NAME.c into $tmp/NAME.so (an LD_PRELOAD shim), with cc,
+# clang, or the clang beside swift; skips the test without a compiler. Prints the path.
+build_shim() {
+    local cc
+    cc=$(command -v cc || command -v clang || true)
+    [[ -z $cc ]] && command -v swift >/dev/null && cc=$(dirname "$(readlink -f "$(command -v swift)")")/clang
+    [[ -x $cc ]] || skip "no C compiler (cc, clang) to build the shim $1"
+    "$cc" -shared -fPIC -O1 -o "$tmp/$1.so" "$root/scripts/test.d/c/$1.c" -ldl >&2 || fail "cannot build the shim $1"
+    echo "$tmp/$1.so"
+}
+
+# one_photo_library DIR APP...: a library at DIR/library (exported as PHOTOGATE_LIBRARY) holding one
+# photo with EXIF (g.jpg), each APP authorized read-write.
+one_photo_library() {
+    local dir=$1 app
+    shift
+    mkdir -p "$dir/src"
+    cp "$corpus/exif.jpg" "$dir/src/g.jpg"
+    export PHOTOGATE_LIBRARY="$dir/library"
+    "$PHOTOGATE_BIN" init >/dev/null
+    "$PHOTOGATE_BIN" import "$dir/src" >/dev/null
+    for app in "$@"; do "$PHOTOGATE_BIN" authorize "$app" --access read-write --status authorized >/dev/null; done
+}

@@ -9,13 +9,8 @@ source "$(dirname "$0")/lib.sh"
 need_fuse
 command -v python3 >/dev/null || skip "python3 is missing"
 pg=$PHOTOGATE_BIN
-export PHOTOGATE_LIBRARY="$tmp/library"
-mkdir -p "$tmp/src" "$tmp/a" "$tmp/b"
-cp "$corpus/exif.jpg" "$tmp/src/g.jpg"
-"$pg" init >/dev/null
-"$pg" import "$tmp/src" >/dev/null
-"$pg" authorize org.example.A --access read-write --status authorized >/dev/null
-"$pg" authorize org.example.B --access read-write --status authorized >/dev/null
+mkdir -p "$tmp/a" "$tmp/b"
+one_photo_library "$tmp" org.example.A org.example.B
 on_exit "force_unmount '$tmp/a'; force_unmount '$tmp/b'"
 sleep 600 & life=$!
 on_exit "kill -9 $life"

@@ -10,13 +10,8 @@
 PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
-cc=$(command -v cc || command -v clang || true)
-[[ -z $cc ]] && command -v swift >/dev/null && cc=$(dirname "$(readlink -f "$(command -v swift)")")/clang
-[[ -x $cc ]] || skip "no C compiler (cc, clang) to build the shim"
-"$cc" -shared -fPIC -O1 -o "$tmp/shim.so" "$root/scripts/test.d/c/pin-and-detach.c" -ldl || fail "cannot build the shim"
+shim=$(build_shim pin-and-detach)
 pg=$PHOTOGATE_BIN
-mkdir -p "$tmp/src"
-cp "$corpus/exif.jpg" "$tmp/src/g.jpg"
 
 # Whatever happens: the victim's connection is aborted (a thread waiting on it would keep the
 # daemon from ending), the holder and the daemon go, nothing stays mounted.
@@ -34,15 +29,12 @@ round() {
     local name=$1 when=$2 d="$tmp/$1"
     local log="$d/shim.log"
     mkdir -p "$d/mnt" "$d/victim"
-    export PHOTOGATE_LIBRARY="$d/library"
-    "$pg" init >/dev/null
-    "$pg" import "$tmp/src" >/dev/null
-    "$pg" authorize org.example.A --access read-write --status authorized >/dev/null
+    one_photo_library "$d" org.example.A
     on_exit "umount -l '$d/victim'; force_unmount '$d/mnt'"
     on_exit "pkill -KILL -f 'mount org.example.A $d/mnt '"
     on_exit "victim_abort '$log'"
     on_exit 'p=$(sed -n "s/^pinner: //p" "'"$log"'" 2>/dev/null); [[ -n $p ]] && kill -9 $p'
-    RT_MP="$d/mnt" RT_VICTIM="$d/victim" RT_LOG="$log" LD_PRELOAD="$tmp/shim.so" \
+    RT_MP="$d/mnt" RT_VICTIM="$d/victim" RT_LOG="$log" LD_PRELOAD="$shim" \
         "$pg" mount org.example.A "$d/mnt" >/dev/null 2>&1 &
     local cli=$!
     wait_until 30 grep -qs "^victim: " "$log" || skip "$name: the victim could not be mounted: $(cat "$log" 2>/dev/null)"

@@ -4,39 +4,9 @@
  * source is mounted at RT_VICTIM and left unserved. On SIGUSR1 the pinner asks the detached mount
  * for its statfs (a request only the daemon can answer) and exits. At the daemon's exit this logs
  * whether the victim's connection was aborted and whether its mount is still listed. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
+#include "shim-common.h"
 #include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/vfs.h>
-#include <unistd.h>
-
-static int victim_dev = -1;
-
-static void logf_(const char *fmt, ...) {
-    const char *path = getenv("RT_LOG");
-    FILE *f = path ? fopen(path, "a") : NULL;
-    if (!f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
-static void ids(const char *p, const char *tag) {
-    struct statx sx;
-    if (statx(AT_FDCWD, p, AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) == 0)
-        logf_("%s: mnt_id=%llu dev=%u:%u\n", tag, (unsigned long long)sx.stx_mnt_id, sx.stx_dev_major, sx.stx_dev_minor);
-}
 
 int mount(const char *src, const char *tgt, const char *type, unsigned long flags, const void *data) {
     static int (*real)(const char *, const char *, const char *, unsigned long, const void *);
@@ -75,16 +45,4 @@ int mount(const char *src, const char *tgt, const char *type, unsigned long flag
     return r;
 }
 
-__attribute__((destructor)) static void at_exit_(void) {
-    if (victim_dev < 0) return;
-    struct pollfd pf = { .fd = victim_dev, .events = 0 };
-    poll(&pf, 1, 0);
-    char line[1024];
-    int listed = 0;
-    const char *victim = getenv("RT_VICTIM");
-    FILE *mi = fopen("/proc/self/mountinfo", "r");
-    while (mi && victim && fgets(line, sizeof line, mi)) if (strstr(line, victim)) listed = 1;
-    if (mi) fclose(mi);
-    logf_("at exit: victim connection %s; victim mount %s\n", (pf.revents & POLLERR) ? "aborted" : "alive",
-          listed ? "listed" : "gone");
-}
+__attribute__((destructor)) static void at_exit_(void) { report_victim(getenv("RT_VICTIM")); }

@@ -3,37 +3,9 @@
  * (possible before INIT) and mounts another FUSE file system, the victim, which the kernel gives
  * the freed mount id and device number. At the daemon's exit it logs whether the victim's
  * connection was aborted and whether its mount is still listed. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "shim-common.h"
 
-static int victim_dev = -1, victim_root = -1;
-
-static void logf_(const char *fmt, ...) {
-    const char *path = getenv("RT_LOG");
-    FILE *f = path ? fopen(path, "a") : NULL;
-    if (!f) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
-static void ids(const char *p, const char *tag) {
-    struct statx sx;
-    if (statx(AT_FDCWD, p, AT_STATX_DONT_SYNC, STATX_MNT_ID, &sx) == 0)
-        logf_("%s: mnt_id=%llu dev=%u:%u\n", tag, (unsigned long long)sx.stx_mnt_id, sx.stx_dev_major, sx.stx_dev_minor);
-}
+static int victim_root = -1;
 
 static void race(void) {
     const char *mp = getenv("RT_MP"), *victim = getenv("RT_VICTIM");
@@ -61,15 +33,4 @@ int open(const char *p, int flags, ...) {
 }
 int open64(const char *p, int flags, ...) __attribute__((alias("open")));
 
-__attribute__((destructor)) static void at_exit(void) {
-    if (victim_dev < 0) return;
-    struct pollfd pf = { .fd = victim_dev, .events = 0 };
-    poll(&pf, 1, 0);
-    char line[1024];
-    int listed = 0;
-    FILE *mi = fopen("/proc/self/mountinfo", "r");
-    while (mi && fgets(line, sizeof line, mi)) if (strstr(line, "fuse.victim")) listed = 1;
-    if (mi) fclose(mi);
-    logf_("at exit: victim connection %s; victim mount %s\n", (pf.revents & POLLERR) ? "aborted" : "alive",
-          listed ? "listed" : "gone");
-}
+__attribute__((destructor)) static void at_exit_(void) { report_victim("fuse.victim"); }
