@@ -24,6 +24,14 @@ final class ConnectionControl: Sendable {
     /// fusectl's superblock magic ("fuse" control).
     private static let magic: Int = 0x6573_5543
 
+    /// Whether fusectl is mounted at /sys/fs/fuse/connections (the folder is there either way).
+    static var available: Bool {
+        let fd = open("/sys/fs/fuse/connections", MountIdentity.oPath | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return pg_fs_type(fd) == magic
+    }
+
     /// Opens the control folder of the connection behind `mount`, just made. The caller must
     /// then check that its own connection still lives (its /dev/fuse reports no error): only
     /// then is the device number, and so the folder opened by it, this connection's (a mount

@@ -494,11 +494,8 @@ struct MountTests {
     /// execs; closing the session's own then does not end the connection. A request that process
     /// makes after the loop stopped (a chdir into the mount before its exec, say) waited for ever,
     /// and the process with it: a test run hung so. The session now aborts its connection itself.
-    @Test func anEndedSessionsConnectionEndsThoughAChildHoldsACopyOfTheDevice() throws {
-        guard access("/sys/fs/fuse/connections", F_OK) == 0 else {
-            Issue.record("fusectl is not mounted at /sys/fs/fuse/connections: the session cannot abort its connection here")
-            return
-        }
+    @Test(.enabled(if: ConnectionControl.available, "needs fusectl mounted at /sys/fs/fuse/connections (the session aborts its connection there)"))
+    func anEndedSessionsConnectionEndsThoughAChildHoldsACopyOfTheDevice() throws {
         let fs = ToyFS()
         fs.addDirectory("inside")
         var toChild: [Int32] = [-1, -1], fromChild: [Int32] = [-1, -1]
@@ -551,11 +548,8 @@ struct MountTests {
     /// the session; its mount must go with it. The device then reports an error as it does once
     /// the kernel has let go of the mount, and the session took that for "nothing to unmount":
     /// a dead mount was left ("Transport endpoint is not connected").
-    @Test func aConnectionAbortedThroughFusectlLeavesNoMountBehind() throws {
-        guard access("/sys/fs/fuse/connections", F_OK) == 0 else {
-            Issue.record("fusectl is not mounted at /sys/fs/fuse/connections: cannot abort a connection here")
-            return
-        }
+    @Test(.enabled(if: ConnectionControl.available, "needs fusectl mounted at /sys/fs/fuse/connections"))
+    func aConnectionAbortedThroughFusectlLeavesNoMountBehind() throws {
         try withMount(ToyFS()) { m in
             let own = try #require(m.session.core.state.withLock { $0.own }, "the mount was not identified")
             let abort = "/sys/fs/fuse/connections/\((UInt64(own.major) << 20) | UInt64(own.minor))/abort"
@@ -576,7 +570,7 @@ struct MountTests {
             #expect(own != nil, "the mount was not identified")
             #expect(confirmed, "the probe did not reach the session")
             #expect(m.session.mountIdentified)
-            if access("/sys/fs/fuse/connections", F_OK) == 0 { #expect(control != nil, "the fusectl folder was dropped") }
+            if ConnectionControl.available { #expect(control != nil, "the fusectl folder was dropped") }
             #expect(fs.mutate { $0.lookupNames.allSatisfy { !$0.starts(with: Array(".photogate-probe-".utf8)) } },
                     "the filesystem saw the probe")
         }

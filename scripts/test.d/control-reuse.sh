@@ -8,6 +8,7 @@
 PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
+[[ $(stat -f -c %t /sys/fs/fuse/connections 2>/dev/null) == 65735543 ]] || skip "fusectl is not mounted at /sys/fs/fuse/connections (the race is at the daemon's open of its folder there)"
 shim=$(build_shim reuse-before-init)
 pg=$PHOTOGATE_BIN
 mkdir -p "$tmp/mnt" "$tmp/victim"
