@@ -148,7 +148,7 @@ final class SessionCore: @unchecked Sendable {
         let (own, control) = state.withLock { $0.trusted }
         var released = false
         if wasMounted {
-            let deviceFD = fuse_session_fd(se)
+            let deviceFD = deviceDescriptor
             released = control?.alive.map { !$0 } ?? deviceReportsError()
             // Closing our descriptor ends the connection only if it is the last one: a process
             // forked and not yet exec'd holds a copy, and a request it makes meanwhile (its chdir
@@ -192,8 +192,8 @@ final class SessionCore: @unchecked Sendable {
     /// unmounted and let go of, or the connection aborted), and the mount's id and device may be
     /// another mount's by now. False without a session.
     func deviceReportsError() -> Bool {
-        guard let se else { return false }
-        var p = pollfd(fd: fuse_session_fd(se), events: 0, revents: 0)
+        guard se != nil else { return false }
+        var p = pollfd(fd: deviceDescriptor, events: 0, revents: 0)
         return poll(&p, 1, 0) == 1 && (p.revents & Int16(POLLERR | POLLNVAL)) != 0
     }
 
@@ -291,8 +291,9 @@ final class SessionCore: @unchecked Sendable {
             }
             sent.signal()
         }
-        // A mount that is not ours may never answer: the thread is left waiting then.
-        let answered = prober != nil && sent.wait(timeout: .now() + max(timeout, 0)) == .success
+        // A mount that is not ours may never answer: the thread is left waiting then. The proof
+        // is the handler seeing the probe, not the answer coming back.
+        if prober != nil { _ = sent.wait(timeout: .now() + max(timeout, 0)) }
         prober?.detach()
         probing.store(false, ordering: .releasing)
         let seen = probe.withLock { p -> Bool in
@@ -300,7 +301,7 @@ final class SessionCore: @unchecked Sendable {
             return p?.seen == true
         }
         state.withLock { st in
-            if answered && seen {
+            if seen {
                 st.confirmed = true
             } else {
                 st.own = nil

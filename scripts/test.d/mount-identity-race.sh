@@ -12,12 +12,8 @@ source "$(dirname "$0")/lib.sh"
 need_fuse
 command -v python3 >/dev/null || skip "python3 is missing"
 pg=$PHOTOGATE_BIN
-export PHOTOGATE_LIBRARY="$tmp/library"
-mkdir -p "$tmp/src" "$tmp/race"
-cp "$corpus/exif.jpg" "$tmp/src/g.jpg"
-"$pg" init >/dev/null
-"$pg" import "$tmp/src" >/dev/null
-"$pg" authorize org.example.A --access read-write --status authorized >/dev/null
+mkdir -p "$tmp/race"
+one_photo_library "$tmp" org.example.A
 cat >"$tmp/xchg.py" <<'PY'
 import ctypes, sys
 libc = ctypes.CDLL(None, use_errno=True)
