@@ -137,6 +137,7 @@ struct Live {
         _ = listing(mp)
         _ = statErrno(mp + "/x.jpg")
         #expect(eventually { (try? f.pg("requests", "--json").stdout.contains(app)) == true })
+        #expect(String(decoding: readAll(mp + "/.photogate/status") ?? [], as: UTF8.self).contains("\"askedOnAccess\" : true"))
         let reqs = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("requests", "--json").stdout.utf8)) as? [[String: Any]])
         #expect(reqs.count == 1)
         #expect(reqs.first?["kind"] as? String == "read-write")
@@ -151,7 +152,9 @@ struct Live {
         try f.pg("options", other, "--new-app", "--prevent-prompt", "on")   // before its first mount
         let mq = try f.mount(other)
         _ = listing(mq)
-        usleep(300_000)
+        // The mount decides at the touch, before any recording starts: its status says it did
+        // not ask, so no request can be on its way (no wait needed).
+        #expect(String(decoding: readAll(mq + "/.photogate/status") ?? [], as: UTF8.self).contains("\"askedOnAccess\" : false"))
         #expect(!(try f.pg("requests", "--json").stdout.contains(other)))
         try f.unmount(mq)
     }

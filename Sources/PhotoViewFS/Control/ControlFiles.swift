@@ -37,6 +37,9 @@ extension PhotoFS {
             "readPath": readPathBox.withLock { $0?() } ?? (passthrough ? "passthrough" : "daemon"),
             // Who opens files: the daemon, or the kernel alone (a no-open mount).
             "opens": (noOpen ? MountRecord.Opens.kernel : .daemon).rawValue,
+            // Whether this mount asked the person on the app's behalf: a not-determined app's
+            // first touch records a request, unless prevent-prompt (noteAccess).
+            "askedOnAccess": requested.load(ordering: .relaxed),
         ]
         // How many OPEN requests reached the daemon: one in a no-open mount (answered ENOSYS).
         if noOpen { obj["opensAnswered"] = opensAnswered.load(ordering: .relaxed) }
