@@ -39,7 +39,8 @@ struct MountTable {
         "$PG" mount org.example.Crowd "$MP2" || exit 96
         pid=$("$PG" mounts --json | awk -F'[:,]' '/"pid"/ {gsub(/ /, "", $2); print $2; exit}')
         kill -TERM "$pid" || exit 97
-        for i in $(seq 500); do grep -q " $MP2 " /proc/self/mounts || break; sleep 0.02; done
+        # The daemon unmounts before it exits: wait for its exit (a pidfd; at most 30 s).
+        python3 -c 'import os, select, sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)' "$pid" || exit 99
         grep -q " $MP2 " /proc/self/mounts && exit 98
         exit 0
         """

@@ -114,18 +114,22 @@ public enum TestSupport {
         t.start()
         let out = outPipe.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        while !errData.done { usleep(1000) }
         return Output(status: p.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
                       stderr: String(decoding: errData.value, as: UTF8.self))
     }
 
+    /// Data handed over by another thread; `value` waits until it is set.
     final class LockedData: @unchecked Sendable {
-        private let lock = NSLock()
+        private let cond = NSCondition()
         private var data = Data()
         private var finished = false
-        func set(_ d: Data) { lock.lock(); data = d; finished = true; lock.unlock() }
-        var done: Bool { lock.lock(); defer { lock.unlock() }; return finished }
-        var value: Data { lock.lock(); defer { lock.unlock() }; return data }
+        func set(_ d: Data) { cond.lock(); data = d; finished = true; cond.broadcast(); cond.unlock() }
+        var value: Data {
+            cond.lock()
+            defer { cond.unlock() }
+            while !finished { cond.wait() }
+            return data
+        }
     }
 
     public static func which(_ tool: String) -> Bool {
