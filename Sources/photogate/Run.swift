@@ -274,10 +274,20 @@ struct Run: PhotogateCommand {
             if let m = masks.first(where: { pathBytes($0.path, within: insidePath) != nil }) {
                 throw CommandFailure("cannot pass that folder in: the library would show at \(String(decoding: m.path, as: UTF8.self)), inside the pictures folder \(inside), which is the view", .usage)
             }
+            // bubblewrap names the sandbox's first process here: signals to this run go to its
+            // process group (spawnAndWait).
+            var infoPipe: [Int32] = [-1, -1]
+            guard pipe(&infoPipe) == 0 else {
+                throw CommandFailure("cannot make a pipe: \(String(cString: strerror(errno)))", .failure)
+            }
+            defer { close(infoPipe[1]) }
+            for fd in infoPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            args += ["--info-fd", "\(3 + handed.count)"]
+            handed.append(infoPipe[1])
             let argv = args.map { Array($0.utf8) }
                 + masks.flatMap { m in m.isFolder ? [Array("--tmpfs".utf8), m.path] : [Array("--ro-bind".utf8), Array("/dev/null".utf8), m.path] }
                 + (["--chdir", home, "--"] + command).map { Array($0.utf8) }
-            status = try spawnAndWait(argv, handing: handed)
+            status = try spawnAndWait(argv, handing: handed, info: infoPipe[0])
         }
         if status != 0 { throw ExitCode(status) }
     }
@@ -322,11 +332,20 @@ func runCapturing(_ path: String, _ args: [String]) throws -> (Int32, String) {
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
-/// Runs argv[0] with our stdin/stdout/stderr and default signal dispositions, while this process
-/// ignores SIGINT/SIGTERM/SIGHUP/SIGQUIT (so it can unmount after); returns the exit status, or
-/// 128+N when the child died of signal N. `handing[i]` becomes the child's descriptor 3 + i; no
-/// other descriptor reaches it.
-func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = []) throws -> Int32 {
+/// Runs argv[0] (bubblewrap) with our stdin/stdout/stderr and default signal dispositions, in a
+/// process group of its own; returns the exit status, or 128+N when the child died of signal N.
+/// `handing[i]` becomes the child's descriptor 3 + i; no other descriptor reaches it.
+///
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process (a ^C at the terminal, `timeout`, a
+/// supervisor stopping it) go to the command in the sandbox, which may handle them (a script's
+/// trap, rsync removing its partial file); this process waits for it to end and unmounts after.
+/// Sent straight to bubblewrap, a ^C ended bubblewrap, which killed the sandbox (SIGKILL: no
+/// handler ran); sent to this process, a SIGTERM was ignored and the command ran on. `info`
+/// (taken, closed here) is the read end of the pipe given to bubblewrap's --info-fd: it names the
+/// sandbox's first process, whose process group the command is in.
+func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1) throws -> Int32 {
+    var infoFD = info
+    defer { if infoFD >= 0 { close(infoFD) } }
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
@@ -338,7 +357,9 @@ func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = []) throws -> Int32 {
     sigemptyset(&empty)
     posix_spawnattr_setsigdefault(&attr, &defaults)
     posix_spawnattr_setsigmask(&attr, &empty)
-    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+    // A process group of its own: the terminal's ^C reaches this process only, which relays it.
+    posix_spawnattr_setpgroup(&attr, 0)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
     // Arguments as bytes: a path in them need not be UTF-8.
     let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { a in
         let p = UnsafeMutablePointer<CChar>.allocate(capacity: a.count + 1)
@@ -348,8 +369,13 @@ func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = []) throws -> Int32 {
     } + [nil]
     defer { cargs.forEach { $0?.deallocate() } }
     var pid: pid_t = 0
-    let old = forwarded.map { signal($0, SIG_IGN) }
-    defer { for (sig, h) in zip(forwarded, old) { signal(sig, h) } }
+    // Caught from before the spawn (kept until relayed); else, as before, ignored here.
+    let relaying = pg_relay_begin() == 0
+    let old = relaying ? [] : forwarded.map { signal($0, SIG_IGN) }
+    defer {
+        if relaying { pg_relay_end() }
+        for (sig, h) in zip(forwarded, old) { signal(sig, h) }
+    }
     // Only stdin, stdout and stderr reach the child: Foundation's Process and the caller leave
     // descriptors open (a connected socket among them), which would give the sandbox a way out.
     var actions = posix_spawn_file_actions_t()
@@ -364,7 +390,10 @@ func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = []) throws -> Int32 {
     let rc = posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, environ)
     guard rc == 0 else { throw CommandFailure("cannot run \(String(decoding: argv[0], as: UTF8.self)): \(String(cString: strerror(rc)))", .failure) }
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    if !relaying || pg_relay_wait(pid, infoFD, &status) != 0 {
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    }
+    infoFD = -1   // pg_relay_wait closed it
     let exited = status & 0x7f == 0
     return exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
 }

@@ -228,6 +228,35 @@ set +e; out=$("$pg" mount org.example.Killed "$tmp/kmp" --while-pid $gone 2>&1);
 has "is not running" "$out" || fail "a mount for an ended process says: $out"
 ! is_mounted "$tmp/kmp" || fail "a mount for an ended process was made"
 
+# Termination signals sent to `run` reach the command, which may handle them; run waits for it
+# and unmounts after. A SIGTERM to run (timeout(1), a supervisor) was ignored and the command ran
+# on; a ^C at the terminal (SIGINT to run's process group) ended bubblewrap, which killed the
+# sandbox without running the command's handler.
+"$pg" authorize org.example.Signalled --access read-write --status limited >/dev/null
+signalled() { grep -q " photogate:org.example.Signalled " /proc/self/mountinfo; }
+on_exit 'for m in $(awk '"'"'/ photogate:org.example.Signalled / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
+# (30 s: without the relay, a SIGTERM is ignored and the run ends only when the command does.)
+trapping='trap "touch /flag/caught-\$1; kill \$s 2>/dev/null; exit 3" "$1"; touch /flag/in; sleep 30 & s=$!; wait $s'
+# (BLOCKED: run started with the signals blocked, as a test runner or supervisor may leave them;
+# the mask survives exec, and blocked they were never relayed.)
+blocked=(python3 -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+os.execvp(sys.argv[1], sys.argv[1:])')
+for variant in TERM INT HUP TERM-BLOCKED; do
+    sig=${variant%-BLOCKED}
+    wrap=(); [[ $variant == *-BLOCKED ]] && wrap=("${blocked[@]}")
+    rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"
+    # In a session of its own, as a shell's foreground job is: its process group is run's.
+    setsid "${wrap[@]}" "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- sh -c "$trapping" sh $sig & runner=$!
+    on_exit "kill -9 $runner 2>/dev/null"
+    wait_until 30 test -e "$tmp/signalled/in" || fail "the command did not start (SIG$sig)"
+    if [[ $sig == TERM ]]; then kill -TERM "$runner"; else kill -$sig -- -"$runner"; fi
+    set +e; wait "$runner"; status=$?; set -e
+    [[ -e $tmp/signalled/caught-$sig ]] || fail "SIG$sig to run did not reach the command's handler (exit $status)"
+    [[ $status == 3 ]] || fail "run exits with the command's status after SIG$sig: $status"
+    ! signalled || fail "the view stayed mounted after SIG$sig: $(grep Signalled /proc/self/mountinfo)"
+done
+
 # Nothing but stdin, stdout and stderr comes in (photogate's own descriptors and the caller's: a
 # socket among them would reach the host's network), no capabilities even as root (with them the
 # command could unmount a mask), no PHOTOGATE_* variable (the library's location).

@@ -87,6 +87,23 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
     pkill -KILL -u "$user" -f "run org.example.Gone" || fail "no run to kill"
     wait "$runner" 2>/dev/null || true
     wait_until 20 eval '! gone_mounted' || fail "a run of $user killed with SIGKILL left its view mounted: $(grep Gone /proc/self/mountinfo)"
+    # SIGTERM and a ^C (SIGINT to run's process group) reach the user's command in its own user
+    # namespace, which handles them; run exits with its status and unmounts the view.
+    as_user authorize org.example.Stopped --access read-write --status authorized >/dev/null
+    on_exit 'for m in $(awk '"'"'/ photogate:org.example.Stopped / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
+    for sig in TERM INT; do
+        rm -f "$home/sig/in" "$home/sig/caught"
+        setsid runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" run org.example.Stopped --bind "$home/sig:/sig" -- \
+            sh -c 'trap "touch /sig/caught; kill \$s 2>/dev/null; exit 3" '$sig'; touch /sig/in; sleep 30 & s=$!; wait $s' & runner=$!
+        on_exit "kill -9 $runner 2>/dev/null"
+        wait_until 30 test -e "$home/sig/in" || fail "the command did not start (SIG$sig)"
+        stopped_run=$(pgrep -u "$user" -f "run org.example.Stopped") || fail "no run to signal"
+        if [[ $sig == TERM ]]; then kill -TERM "$stopped_run"; else kill -INT -- -"$runner"; fi
+        set +e; wait "$runner"; status=$?; set -e
+        [[ -e $home/sig/caught ]] || fail "SIG$sig to the run of $user did not reach the command's handler (exit $status)"
+        [[ $status == 3 ]] || fail "the run of $user exits with the command's status after SIG$sig: $status"
+        ! grep -q " photogate:org.example.Stopped " /proc/self/mountinfo || fail "the view of $user stayed mounted after SIG$sig"
+    done
 else
     say "photogate run as $user not checked: bwrap cannot make namespaces for that user here"
 fi

@@ -57,4 +57,16 @@ int pg_pidfd_open(int pid);
 /// yet). 0 on success, -1 with errno set.
 int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned *dev_minor);
 
+/// photogate run: SIGINT, SIGTERM, SIGHUP and SIGQUIT caught (from here until pg_relay_end) and
+/// kept for pg_relay_wait, which relays them to the sandboxed command. Call before spawning, so
+/// that a signal that comes meanwhile is kept. 0, or -1 with errno.
+int pg_relay_begin(void);
+/// Waits for `pid` (bubblewrap, spawned in a process group of its own, after pg_relay_begin),
+/// relaying each caught signal to the process group of the sandbox's first process, whose pid
+/// bubblewrap writes to `info_fd` (--info-fd; this takes the descriptor and closes it), or to
+/// bubblewrap itself before that. Stores waitpid's status: 0, or -1 with errno (no pidfd).
+int pg_relay_wait(int pid, int info_fd, int *status);
+/// Restores the dispositions pg_relay_begin found.
+void pg_relay_end(void);
+
 #endif
