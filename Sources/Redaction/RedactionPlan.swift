@@ -328,3 +328,59 @@ private func appendLEB128(_ out: inout [UInt8], _ value: UInt64) {
         out.append(b)
     } while v != 0
 }
+
+// MARK: - Bytes written since
+
+extension RedactionPlan {
+    /// The plan left for a file whose `written` ranges (sorted, disjoint, as `WrittenRanges` keeps
+    /// them) were overwritten since the plan was made: those bytes are the writer's own, the rest
+    /// still the original's and patched as before.
+    public func excluding(_ written: [Range<UInt64>]) -> RedactionPlan {
+        guard !written.isEmpty, !patches.isEmpty else { return self }
+        var out: [Patch] = []
+        var w = 0
+        for p in patches {
+            var start = p.offset
+            let end = p.end
+            while w < written.count && written[w].upperBound <= start { w += 1 }
+            var k = w
+            while start < end {
+                guard k < written.count, written[k].lowerBound < end else {
+                    out.append(piece(p, start, end))
+                    break
+                }
+                let hole = written[k]
+                if hole.lowerBound > start { out.append(piece(p, start, hole.lowerBound)) }
+                start = max(start, hole.upperBound)
+                k += 1
+            }
+        }
+        return RedactionPlan(patches: out)
+    }
+
+    private func piece(_ p: Patch, _ from: UInt64, _ to: UInt64) -> Patch {
+        let bytes = p.replacement.map { Array($0[Int(from - p.offset)..<Int(to - p.offset)]) }
+        return Patch(offset: from, length: UInt32(to - from), replacement: bytes)
+    }
+}
+
+/// Byte ranges written into a file, kept sorted and merged.
+public struct WrittenRanges: Sendable, Equatable {
+    public private(set) var ranges: [Range<UInt64>] = []
+
+    public init() {}
+
+    public mutating func insert(_ r: Range<UInt64>) {
+        guard !r.isEmpty else { return }
+        var lower = r.lowerBound, upper = r.upperBound
+        // Every range touching or overlapping r merges into it.
+        let first = ranges.firstIndex { $0.upperBound >= lower } ?? ranges.count
+        var last = first
+        while last < ranges.count && ranges[last].lowerBound <= upper {
+            lower = min(lower, ranges[last].lowerBound)
+            upper = max(upper, ranges[last].upperBound)
+            last += 1
+        }
+        ranges.replaceSubrange(first..<last, with: [lower..<upper])
+    }
+}

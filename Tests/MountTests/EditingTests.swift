@@ -234,4 +234,101 @@ struct Editing {
         #expect(temps.isEmpty, "\(temps)")
         try f.unmount(again)
     }
+
+    /// Reads through a handle open for writing are the app's reads too: with strip-location on,
+    /// an edit's copy holds the location but the app reads it redacted, in place or mapped; the
+    /// bytes it never wrote keep the location in the version it saves.
+    @Test func anEditByAStripLocationAppNeverReadsTheLocation() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["p.jpg"], gps: true)
+        let viewer = "org.example.Viewer"
+        try f.pg("authorize", editor, "--status", "limited")
+        try f.pg("grant", editor, "p.jpg")
+        try f.pg("options", editor, "--strip-location", "on")
+        try f.pg("grant", editor, "--edit", "p.jpg")
+        try f.pg("authorize", viewer, "--status", "authorized")
+        let mp = try f.mount(editor)
+        let vw = try f.mount(viewer)
+        let shown = try #require(readAll(mp + "/p.jpg"))
+        let original = try #require(readAll(vw + "/p.jpg"))
+        #expect(shown != original, "the plain read is not redacted")
+        let fd = open(mp + "/p.jpg", O_RDWR)
+        #expect(fd >= 0, "open O_RDWR: errno \(errno)")
+        var got = [UInt8](repeating: 0, count: original.count + 4096)
+        let n = pread(fd, &got, got.count, 0)
+        #expect(n == shown.count && Array(got.prefix(max(n, 0))) == shown, "a read through the edit is not the redacted file")
+        let dump = f.dir + "/through-edit.jpg"
+        try TestMedia.write(Array(got.prefix(max(n, 0))), to: dump)
+        #expect(try StripLocation.locationLeft(in: dump).isEmpty, "the edit's handle reads the location")
+        // Bytes after the JPEG's end are the app's: written, saved, and read back as written.
+        let tail = Array("appended by the editor".utf8)
+        #expect(tail.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(original.count)) } == tail.count)
+        #expect(pread(fd, &got, got.count, 0) == original.count + tail.count)
+        #expect(Array(got[original.count..<original.count + tail.count]) == tail && Array(got.prefix(shown.count)) == shown)
+        #expect(close(fd) == 0, "the save failed: errno \(errno)")
+        // The person's other app sees the new version: the location the editor never saw is kept.
+        #expect(eventually { readAll(vw + "/p.jpg") == original + tail }, "the saved version lost bytes the editor did not write")
+        // (Its own reads of the saved version are redacted as any: bytes past a JPEG's end too.)
+        #expect(eventually { readAll(mp + "/p.jpg")?.count == original.count + tail.count })
+        let after = try #require(readAll(mp + "/p.jpg"))
+        try TestMedia.write(after, to: dump)
+        #expect(try StripLocation.locationLeft(in: dump).isEmpty, "the editor reads the location of its own save")
+        try f.unmount(vw)
+        try f.unmount(mp)
+    }
+
+    /// A revoke (of the photo, or of the consent to edit it) reaches a handle already open for
+    /// writing: reads and writes fail once the photo is gone, and the close saves nothing.
+    @Test func anEditOpenBeforeARevokeSavesNothing() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["p.jpg", "q.jpg"])
+        try f.pg("authorize", editor, "--status", "limited")
+        try f.pg("grant", editor, "p.jpg", "q.jpg")
+        try f.pg("grant", editor, "--edit", "p.jpg", "q.jpg")
+        let mp = try f.mount(editor)
+        let extra = Array("written before the revoke".utf8)
+        // The photo revoked while open.
+        let size = try #require(readAll(mp + "/p.jpg")).count
+        let fd = open(mp + "/p.jpg", O_RDWR)
+        #expect(fd >= 0, "open O_RDWR: errno \(errno)")
+        #expect(extra.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(size)) } == extra.count)
+        try f.pg("revoke", editor, "p.jpg")
+        #expect(eventually { statErrno(mp + "/p.jpg") == ENOENT })
+        var buf = [UInt8](repeating: 0, count: 64)
+        #expect(pread(fd, &buf, buf.count, 0) == -1 && errno == EACCES, "a revoked photo still reads through an edit")
+        #expect(extra.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == -1 && errno == EACCES, "a revoked photo still takes writes")
+        #expect(close(fd) == -1 && errno == EACCES, "the close of an edit of a revoked photo did not fail")
+        #expect(try versions(f, try assetID(f, "p.jpg")).count <= 1, "an edit of a revoked photo was saved")
+        // The consent to edit withdrawn while open: the photo stays visible, the save is refused.
+        let qsize = try #require(readAll(mp + "/q.jpg")).count
+        let fq = open(mp + "/q.jpg", O_RDWR)
+        #expect(fq >= 0, "open O_RDWR: errno \(errno)")
+        #expect(extra.withUnsafeBytes { pwrite(fq, $0.baseAddress, $0.count, off_t(qsize)) } == extra.count)
+        try f.pg("revoke", editor, "--edit", "q.jpg")
+        #expect(close(fq) == -1 && errno == EACCES, "the close of an edit whose consent was withdrawn did not fail")
+        #expect(try versions(f, try assetID(f, "q.jpg")).count <= 1, "an edit without consent was saved")
+        #expect(readAll(mp + "/q.jpg")?.count == qsize)
+        #expect(try f.pg("refused", editor).stdout.contains("q.jpg"))
+        try verifyClean(f)
+        try f.unmount(mp)
+    }
+
+    /// An app denied while it writes a new file: the close fails and nothing is added.
+    @Test func aFileWrittenAcrossADenialIsNotAdded() throws {
+        let f = try MountFixture()
+        let camera = "org.example.Camera"
+        try f.pg("authorize", camera, "--access", "add-only", "--status", "authorized")
+        let mp = try f.mount(camera, access: "add-only")
+        let photo = try TestMedia.jpeg(tag: "across a denial")
+        let fd = open(mp + "/late.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        #expect(fd >= 0, "create: errno \(errno)")
+        let half = photo.count / 2
+        #expect(photo.withUnsafeBytes { write(fd, $0.baseAddress, half) } == half)
+        try f.pg("authorize", camera, "--access", "add-only", "--status", "denied")
+        #expect(eventually { String(decoding: readAll(mp + "/.photogate/status") ?? [], as: UTF8.self).contains("denied") })
+        _ = photo.withUnsafeBytes { write(fd, $0.baseAddress! + half, photo.count - half) }
+        #expect(close(fd) == -1 && errno == EACCES, "the close of a file written across a denial did not fail")
+        #expect(try f.assetsJSON().isEmpty, "a file written across a denial was added")
+        try f.unmount(mp)
+    }
 }

@@ -81,6 +81,14 @@ extension PhotoFS {
             discardLocked(f)
             throw Errno(e)
         }
+        // The person may have withdrawn the app's access while it wrote (denied, or add-only no
+        // longer authorized): what it wrote after is not added.
+        guard model.withLock({ $0.policy.canCreate }) else {
+            log("refused \(f.name) from \(appID): its access was withdrawn while it wrote it")
+            noteRefusal(f.name, "the app's access was withdrawn while it wrote this file")
+            discardLocked(f)
+            throw .accessDenied
+        }
         let result: AppFileCommit
         do {
             result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,

@@ -1,6 +1,7 @@
 import FUSE
 import Foundation
 import PhotoLibrary
+import Redaction
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,6 +47,10 @@ extension PhotoFS {
     /// open(2) for writing of a visible asset the app may edit.
     func openEdit(_ node: AssetNode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         try mayEdit(node)
+        // Location stripped: the copy is of the version this view shows, and reads of it are
+        // redacted like every other read of this app (a file whose metadata cannot be parsed with
+        // confidence is refused for editing as for reading).
+        let plan = try readPlan(for: node)
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
         // One edit per asset at a time: a second writer joins it (one file, several writers).
@@ -62,16 +67,24 @@ extension PhotoFS {
         // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
         // as a truncate after this open.)
         let size: UInt64
-        do {
-            size = try library.copyCurrentVersion(rowID: node.rowID, to: temp.fd)
-        } catch {
-            dropSessionTemp(temp)
-            log("cannot open \(node.name) for editing: \(error)")
-            throw mountErrno(for: error)
+        if node.strip {
+            do throws(Errno) { size = try copyShownVersion(node, to: temp.fd) } catch {
+                dropSessionTemp(temp)
+                throw error
+            }
+        } else {
+            do {
+                size = try library.copyCurrentVersion(rowID: node.rowID, to: temp.fd)
+            } catch {
+                dropSessionTemp(temp)
+                log("cannot open \(node.name) for editing: \(error)")
+                throw mountErrno(for: error)
+            }
         }
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
         f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
+        f.redaction = plan
         f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
@@ -90,10 +103,47 @@ extension PhotoFS {
         return OpenReply(handle: h, directIO: true)
     }
 
+    /// Copies the version the view shows (`node.path`, whose redaction plan the view has) into an
+    /// edit's temp file: with location stripped, the plan must describe the bytes copied, and the
+    /// current version may be a moment newer than the view. Returns the size copied.
+    func copyShownVersion(_ node: AssetNode, to out: Int32) throws(Errno) -> UInt64 {
+        let src = try openOriginal(node)
+        defer { FDBudget.mount.close(src) }
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        var total: UInt64 = 0
+        while true {
+            let n = buf.withUnsafeMutableBytes { b in pread(src, b.baseAddress, b.count, off_t(total)) }
+            if n < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+            if n == 0 { return total }
+            var done = 0
+            while done < n {
+                let w = buf.withUnsafeBytes { b in pwrite(out, b.baseAddress! + done, n - done, off_t(total) + off_t(done)) }
+                if w < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+                done += w
+            }
+            total += UInt64(n)
+        }
+    }
+
+    /// May this edit still be saved? The app must still see the asset under the inode it opened,
+    /// and still be allowed to edit it (consent withdrawn, the asset revoked, the app denied, or a
+    /// newer version or strip-location in between: the edit is refused, nothing is saved).
+    func editStillAllowed(_ f: SessionFile, rowID: Int64) -> Bool {
+        guard stillVisible(rowID: rowID, ino: f.ino) else { return false }
+        guard let decision = try? library.editDecision(app: appID, rowID: rowID, access: access) else { return false }
+        return decision.isAllowed
+    }
+
     /// The last close of an edit: the temp becomes the asset's new version (or nothing changes
     /// when the bytes are the current version's); what is not complete media is refused and the
     /// current version stays.
     func commitEditLocked(_ f: SessionFile, rowID: Int64, last: Bool) throws(Errno) {
+        guard editStillAllowed(f, rowID: rowID) else {
+            log("refused an edit of \(f.name) from \(appID): it may no longer edit it (revoked, denied or replaced meanwhile)")
+            noteRefusal(f.name, "edit refused: the app may no longer edit this photo; the current version stays")
+            discardLocked(f)
+            throw .accessDenied
+        }
         guard Glibc.fsync(f.fd) == 0 else {
             let e = errno
             discardLocked(f)

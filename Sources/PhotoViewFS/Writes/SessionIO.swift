@@ -1,6 +1,7 @@
 import FUSE
 import Foundation
 import PhotoLibrary
+import Redaction
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,6 +33,8 @@ extension PhotoFS {
                 if size > f.counted { try admitGrowth(f, to: size) }
                 if ftruncate(f.fd, off_t(size)) != 0 { f.hash?.invalidate(); throw Errno(errno) }
                 f.hash?.noteTruncate(to: size)
+                // What was cut off is gone: anything there later is the app's (zeros or its writes).
+                if f.redaction != nil { f.written.insert(size..<UInt64.max) }
                 f.size = size
                 f.dirty = true
                 if let handle { f.handles[handle] = false }
@@ -60,10 +63,18 @@ extension PhotoFS {
         guard let f = edit ? editSession(ino) : session(ino) else { throw .accessDenied }
         return try f.run { () throws(Errno) -> ReadReply in
             guard f.isWriting, f.fd >= 0 else { throw .accessDenied }
+            // An edit reads only while the app still sees the asset as it opened it (a revoke, a
+            // denial, strip-location turned on or a newer version end it), as reads of originals do.
+            if let row = f.editing, !stillVisible(rowID: row, ino: f.ino) { throw .accessDenied }
             var buf = [UInt8](repeating: 0, count: size)
             let n = buf.withUnsafeMutableBytes { b in pread(f.fd, b.baseAddress, size, off_t(offset)) }
             if n < 0 { throw Errno(errno) }
             buf.removeLast(size - n)
+            if let plan = f.redaction {
+                // Location stripped: the original's bytes the app has not overwritten stay redacted.
+                let left = plan.excluding(f.written.ranges)
+                buf.withUnsafeMutableBytes { b in left.apply(to: b, fileOffset: UInt64(offset)) }
+            }
             return .bytes(buf)
         }
     }

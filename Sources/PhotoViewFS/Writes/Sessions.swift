@@ -126,6 +126,8 @@ extension PhotoFS {
                 log("write to \(f.name) after it became an asset: refused")
                 throw .accessDenied
             }
+            // An edit the app may no longer make (revoked, denied, replaced): refused at once.
+            if let row = f.editing, !stillVisible(rowID: row, ino: f.ino) { throw .accessDenied }
             f.handles[handle] = false
             if f.ready {
                 writer.clearReady(tempPath: f.tempPath)
@@ -153,6 +155,7 @@ extension PhotoFS {
                 done += n
             }
             f.dirty = true
+            if f.redaction != nil { f.written.insert(UInt64(offset)..<UInt64(offset) + UInt64(done)) }
             f.hash?.noteWrite(offset: UInt64(offset), count: done)
             f.size = max(f.size, UInt64(offset) + UInt64(done))
             f.mtime = .now
