@@ -93,6 +93,38 @@ import Glibc
     }
 }
 
+extension OtherUsers {
+    /// A file being written into a mount other users reach (allow_other) is its writer's bytes:
+    /// in an add-only mount nobody reads the library, and another user does not read an upload
+    /// in flight either, whatever its mode bits say.
+    @Test func anotherUserReadsNoFileBeingWritten() throws {
+        guard fuseAvailable, let user = try Self.secondUser("anotherUserReadsNoFileBeingWritten") else { return }
+        let f = try MountFixture()
+        let open = try Self.openFolder()
+        defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
+        try f.pg("authorize", "org.example.Camera", "--access", "add-only", "--status", "authorized")
+        let m = try f.mount("org.example.Camera", access: "add-only", extra: ["-o", "allow_other"], at: open + "/m")
+        let photo = try TestMedia.jpeg(tag: "an upload in flight")
+        let fd = Glibc.open(m + "/IMG_5001.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        #expect(fd >= 0, "create: errno \(errno)")
+        let half = photo.count / 2
+        #expect(photo.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, half) } == half)
+        let o = try Self.shellAs(user, "cat \"$1/IMG_5001.jpg\" | wc -c", m)
+        #expect(!o.stderr.isEmpty && o.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0",
+                "another user read \(o.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) bytes of an upload in flight: \(o.stderr)")
+        // The writer itself still reads back its own bytes, and the upload completes.
+        let back = Glibc.open(m + "/IMG_5001.jpg", O_RDONLY)
+        var buf = [UInt8](repeating: 0, count: half)
+        #expect(back >= 0 && pread(back, &buf, half, 0) == half && buf == Array(photo.prefix(half)))
+        if back >= 0 { Glibc.close(back) }
+        #expect(photo.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + half, photo.count - half) } == photo.count - half)
+        #expect(Glibc.close(fd) == 0)
+        #expect(try f.assetsJSON().count == 1)
+        try f.unmount(m)
+        withExtendedLifetime(f) {}
+    }
+}
+
 /// The photos a mount lists (the folders and control files aside).
 func photos(_ m: String) -> [String] { listing(m).filter { $0.hasSuffix(".jpg") } }
 

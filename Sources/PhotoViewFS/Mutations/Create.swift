@@ -50,7 +50,7 @@ extension PhotoFS {
     func openNewSession(_ f: SessionFile, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
-        f.run { f.handles[h] = false; f.openers[h] = opener }
+        f.run { f.handles[h] = false; f.openers[h] = opener; f.creator = context.uid }
         handles.withLock { $0[h] = .other(SessionHandle(ino: f.ino, edit: false)) }
         return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
     }

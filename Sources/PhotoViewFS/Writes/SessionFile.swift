@@ -42,6 +42,10 @@ final class SessionFile: @unchecked Sendable {
     var state: State = .writing
     /// The handles open on this file: true once the app closed (flushed) it after its last write.
     var handles: [UInt64: Bool] = [:]
+    /// The user who created it: only they (or root) open it again while it is written. In a
+    /// mount other users reach (allow_other), a file being written is its writer's own bytes, not
+    /// something to read (add-only: not even for the app's other users).
+    var creator: UInt32?
     /// The process (thread group) that opened each handle.
     var openers: [UInt64: Int32] = [:]
     /// Written (or truncated) since the last commit attempt.

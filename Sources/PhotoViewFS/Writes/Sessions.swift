@@ -69,6 +69,8 @@ extension PhotoFS {
         let accmode = flags & O_ACCMODE
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         try f.run { () throws(Errno) in
+            // Another user (allow_other) opens none of the files this mount writes for its creator.
+            if let c = f.creator, c != context.uid, context.uid != 0 { throw .accessDenied }
             switch f.state {
             case .discarded:
                 throw .noEntry
