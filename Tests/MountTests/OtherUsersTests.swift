@@ -125,6 +125,64 @@ extension OtherUsers {
     }
 }
 
+extension OtherUsers {
+    /// Another user's opens (allow_other) hold the daemon's descriptors within a share of its
+    /// budget: one user holding every photo open took the whole budget, and the owner's next
+    /// open failed with EMFILE.
+    @Test func anotherUserTakesOnlyAShareOfTheDescriptors() throws {
+        guard fuseAvailable, let user = try Self.secondUser("anotherUserTakesOnlyAShareOfTheDescriptors") else { return }
+        let f = try MountFixture()
+        let open = try Self.openFolder()
+        defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        let mp = open + "/m"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        // A daemon with 600 descriptors: a budget of 600 - 256, others' share half, each user's an eighth.
+        let m = try TestSupport.run("/bin/sh", ["-c", "ulimit -n 600 && exec \"$0\" \"$@\"", TestSupport.photogateBinary,
+                                                "mount", "org.example.Frame", mp, "-o", "allow_other"], environment: f.env)
+        #expect(m.status == 0, "\(m.stderr)")
+        defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+        holder.arguments = ["-u", user, "--", "python3", "-c", """
+            import os, sys
+            fds, err = [], 0
+            while len(fds) < 5000:
+                try: fds.append(os.open(sys.argv[1], os.O_RDONLY))
+                except OSError as e: err = e.errno; break
+            print(len(fds), err, flush=True)
+            sys.stdin.read()
+            """, mp + "/a.jpg"]
+        let input = Pipe(), output = Pipe()
+        holder.standardInput = input
+        holder.standardOutput = output
+        try holder.run()
+        defer { try? input.fileHandleForWriting.close(); holder.waitUntilExit() }
+        var line = Data()
+        while !line.contains(0x0a) {
+            let d = output.fileHandleForReading.availableData
+            if d.isEmpty { break }
+            line.append(d)
+        }
+        let fields = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+        #expect(fields.count == 2, "the holder said: \(String(decoding: line, as: UTF8.self))")
+        let (held, err) = (fields.first ?? -1, fields.last ?? -1)
+        #expect(err == Int(EMFILE), "the open past the share failed with errno \(err)")
+        #expect(held >= 16 && held <= (600 - 256) / 8, "another user held \(held) descriptors")
+        // The owner opens as before while that user holds its share.
+        var mine: [Int32] = []
+        defer { for fd in mine { close(fd) } }
+        for _ in 0..<100 {
+            let fd = Glibc.open(mp + "/a.jpg", O_RDONLY)
+            if fd < 0 { break }
+            mine.append(fd)
+        }
+        #expect(mine.count == 100, "the owner's open failed after \(mine.count): errno \(errno)")
+        withExtendedLifetime(f) {}
+    }
+}
+
 /// The photos a mount lists (the folders and control files aside).
 func photos(_ m: String) -> [String] { listing(m).filter { $0.hasSuffix(".jpg") } }
 

@@ -23,6 +23,23 @@ import Glibc
         #expect(b.inUse == 0)
     }
 
+    /// Users other than the owner: each within an eighth of the budget, all within half.
+    @Test func otherUsersShareHalfTheBudgetAnEighthEach() throws {
+        let b = FDBudget(limit: 160)
+        #expect(b.perUserLimit == 20 && b.othersLimit == 80)
+        for _ in 0..<20 { try b.charge(user: 1001) }
+        #expect(throws: Errno(EMFILE)) { try b.charge(user: 1001) }
+        for u: UInt32 in 1002...1004 { for _ in 0..<20 { try b.charge(user: u) } }
+        #expect(b.heldByOthers() == 80)
+        #expect(throws: Errno(EMFILE)) { try b.charge(user: 1005) }
+        b.uncharge(user: 1001)
+        #expect(b.heldByOthers(user: 1001) == 19)
+        try b.charge(user: 1005)
+        #expect(throws: Errno(EMFILE)) { try b.charge(user: 1001) }
+        b.uncharge(user: 4242)   // never charged: nothing
+        #expect(b.heldByOthers() == 80)
+    }
+
     /// Real descriptors: an app's opens stop at the budget, and the process can still open files
     /// (the reserve), and everything comes back at close.
     @Test func openingStopsAtTheBudgetAndLeavesTheRestOfTheProcessWorking() throws {

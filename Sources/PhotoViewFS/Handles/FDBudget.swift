@@ -42,6 +42,40 @@ public final class FDBudget: Sendable {
     /// Descriptors held now.
     public var inUse: Int { held.load(ordering: .relaxed) }
 
+    /// Users other than the mount's owner (a mount with allow_other) hold their opens' descriptors
+    /// from shares of the budget too: all of them together at most half of it, each at most an
+    /// eighth. So no other user can take the owner's descriptors, nor one of them all the others'.
+    public var othersLimit: Int { max(16, limit / 2) }
+    public var perUserLimit: Int { max(16, limit / 8) }
+    private struct Shares { var total = 0; var byUser: [UInt32: Int] = [:] }
+    private let shares = Mutex(Shares())
+
+    /// Counts one descriptor against `user`'s share (EMFILE when that share or the others' is
+    /// spent); `acquire` is still needed for the budget itself.
+    public func charge(user: UInt32) throws(Errno) {
+        let (perUser, others) = (perUserLimit, othersLimit)
+        try shares.withLock { s throws(Errno) in
+            let mine = s.byUser[user, default: 0]
+            guard mine < perUser, s.total < others else { throw Errno(EMFILE) }
+            s.byUser[user] = mine + 1
+            s.total += 1
+        }
+    }
+
+    /// Gives back a descriptor counted with `charge`.
+    public func uncharge(user: UInt32) {
+        shares.withLock { s in
+            guard let mine = s.byUser[user], mine > 0 else { return }
+            s.byUser[user] = mine == 1 ? nil : mine - 1
+            s.total -= 1
+        }
+    }
+
+    /// Descriptors held by users other than the owner, and by `user` among them.
+    public func heldByOthers(user: UInt32? = nil) -> Int {
+        shares.withLock { s in user.map { s.byUser[$0, default: 0] } ?? s.total }
+    }
+
     /// Takes `count` descriptors from the budget, or fails with EMFILE when fewer are left.
     public func acquire(_ count: Int = 1) throws(Errno) {
         var current = held.load(ordering: .relaxed)

@@ -42,6 +42,9 @@ struct AssetHandle: Sendable {
     let ino: Inode
     let fd: Int32
     let plan: RedactionPlan?
+    /// The user other than the mount's owner whose share of the descriptor budget holds `fd`
+    /// (FDBudget.charge), nil for the owner.
+    var user: UInt32? = nil
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         guard fs.stillVisible(rowID: rowID, ino: ino) else { throw .accessDenied }

@@ -53,6 +53,19 @@ extension PhotoFS {
         }
         let accmode = flags & O_ACCMODE
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
+        // Another user (allow_other) reads within a share of the descriptor budget (FDBudget).
+        let other: UInt32? = context.uid == uid ? nil : context.uid
+        if let other, !wantsWrite, !FixedInode.all.contains(inode) {
+            try FDBudget.mount.charge(user: other)
+            do throws(Errno) {
+                if let reply = try openForReading(inode, user: other) { return reply }
+                if let reply = try openAssetForReading(inode, user: other) { return reply }
+            } catch {
+                FDBudget.mount.uncharge(user: other)
+                throw error
+            }
+            FDBudget.mount.uncharge(user: other)
+        }
         if !wantsWrite, !FixedInode.all.contains(inode), let reply = try openForReading(inode) { return reply }
         let resolved = resolve(inode)
         switch resolved {
@@ -90,15 +103,10 @@ extension PhotoFS {
         case .aliased(let n)?: (n, true)
         default: nil
         }
-        if let (node, aliased) = asset {
+        if let (node, _) = asset {
             // Writing makes a new version, where the app may edit (originals are never modified).
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
-            let plan = try readPlan(for: node)
-            let fd = try openOriginal(node)
-            var path = node.path
-            let key = path.withUTF8 { PhotoFS.pathKey(UnsafeRawBufferPointer($0)) }
-            return readOpened(inode, AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan), owned: node.owned,
-                              aliased: aliased, pathKey: key)
+            if let reply = try openAssetForReading(inode, user: nil) { return reply }
         }
         // A file this mount created.
         return try openSession(inode, flags: flags, context: context)
@@ -125,7 +133,24 @@ extension PhotoFS {
     /// alias; location not stripped). Its path is written into a buffer on the stack, and the
     /// handle is kept inline (`OpenEntry.asset`): nothing is allocated. nil: not such an open,
     /// for the general path to decide.
-    func openForReading(_ inode: Inode) throws(Errno) -> OpenReply? {
+    /// A visible asset's original opened for reading by the general path (an alias, location
+    /// stripped), nil when the inode is not such an asset.
+    func openAssetForReading(_ inode: Inode, user: UInt32?) throws(Errno) -> OpenReply? {
+        let (node, aliased): (AssetNode, Bool)
+        switch resolve(inode) {
+        case .asset(let n)?: (node, aliased) = (n, false)
+        case .aliased(let n)?: (node, aliased) = (n, true)
+        default: return nil
+        }
+        let plan = try readPlan(for: node)
+        let fd = try openOriginal(node)
+        var path = node.path
+        let key = path.withUTF8 { PhotoFS.pathKey(UnsafeRawBufferPointer($0)) }
+        return readOpened(inode, AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan, user: user), owned: node.owned,
+                          aliased: aliased, pathKey: key)
+    }
+
+    func openForReading(_ inode: Inode, user: UInt32? = nil) throws(Errno) -> OpenReply? {
         enum Outcome { case elsewhere, failed(Errno), opened(NodeStore.OpenBrief, Int32, Int) }
         let outcome = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: PhotoFS.briefPathCapacity) { buf -> Outcome in
             guard let b = model.withLock({ $0.store.brief(ino: inode, pathInto: buf) }), b.bits & NodeStore.strip == 0 else {
@@ -147,7 +172,7 @@ extension PhotoFS {
         case .elsewhere: return nil
         case .failed(let e): throw e
         case .opened(let b, let fd, let key):
-            return readOpened(inode, AssetHandle(rowID: b.rowID, ino: b.ino, fd: fd, plan: nil), owned: b.bits & NodeStore.owned != 0,
+            return readOpened(inode, AssetHandle(rowID: b.rowID, ino: b.ino, fd: fd, plan: nil, user: user), owned: b.bits & NodeStore.owned != 0,
                               aliased: false, pathKey: key)
         }
     }
@@ -248,7 +273,9 @@ extension PhotoFS {
 
     public func release(_ inode: Inode, handle: UInt64, flags: Int32) {
         switch handles.withLock({ $0.removeValue(forKey: handle) }) {
-        case .asset(let a)?: FDBudget.mount.close(a.fd)
+        case .asset(let a)?:
+            FDBudget.mount.close(a.fd)
+            if let user = a.user { FDBudget.mount.uncharge(user: user) }
         case .other(let h)?: h.release(self, handle: handle)
         case nil: break
         }
