@@ -68,7 +68,9 @@ extension Library {
     }
 
     /// An app renames an asset it created: it keeps seeing the name it chose; the library's
-    /// display name follows when free, else gets a suffix.
+    /// display name follows when free, else gets a suffix. A view records an update only if the
+    /// name it sees changed (the app's: its own name; others': the display name), so the app
+    /// never learns from its history that a display name it cannot see came or went.
     public func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws {
         try write { db in
             guard let owner = try String.fetchOne(db, sql: "SELECT owner_app FROM assets WHERE rowid = ?", arguments: [rowID]),
@@ -79,7 +81,7 @@ extension Library {
             let display = DisplayName.unique(DisplayName.sanitize(Array(name.utf8))) { c in
                 (try? Bool.fetchOne(taken, arguments: [c, rowID])) != nil
             }
-            try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+            try ViewDelta.tracking(db, [rowID], renamed: [rowID]) {
                 try db.execute(sql: "UPDATE assets SET owner_name = ?, display_name = ? WHERE rowid = ?", arguments: [name, display, rowID])
             }
             try Library.record(db, .rename, app: app.rawValue, asset: rowID)

@@ -41,11 +41,19 @@ struct ViewDelta {
         return out
     }
 
+    /// `updated`: assets whose content or facts changed, an update in every view that sees them
+    /// before and after. `renamed`: assets whose names alone changed (display name, own name),
+    /// an update only in the views where the name it is seen under changed: the app that created
+    /// an asset sees its own name, so its library display name moving (`reclaimName`: the person
+    /// imported a photo of that name, which the app may not see) changes nothing it sees and must
+    /// tell it nothing. `beforeDisplay`: the display names of `renamed` before the change.
     static func record(_ db: Database, before: Visibility, after: Visibility, updated: Set<Int64> = [],
-                       beforeNames: Names = [:]) throws {
+                       renamed: Set<Int64> = [], beforeNames: Names = [:], beforeDisplay: [Int64: String] = [:]) throws {
         let apps = Set(before.keys).union(after.keys)
         guard !apps.isEmpty else { return }
         var afterNames: Names?
+        let afterDisplay = renamed.isEmpty ? [:] : try displayNames(db, renamed)
+        let touched = updated.union(renamed)
         // app_seq numbered here, one lookup per app, rather than by the trigger (an UPDATE of each
         // new row: half the CPU of a 10,000-asset grant). The same numbers: max + 1, 2, 3...
         let insert = try db.cachedStatement(sql: """
@@ -58,11 +66,14 @@ struct ViewDelta {
         for app in apps.sorted() {
             let b = before[app] ?? [], a = after[app] ?? []
             var seq: Int64? = nil
-            for (kind, set) in [(AppChangeKind.removed, b.subtracting(a)), (.inserted, a.subtracting(b)), (.updated, a.intersection(b).intersection(updated))] {
+            for (kind, set) in [(AppChangeKind.removed, b.subtracting(a)), (.inserted, a.subtracting(b)), (.updated, a.intersection(b).intersection(touched))] {
                 if set.isEmpty { continue }
                 if kind != .removed && afterNames == nil { afterNames = try names(db, after) }
                 let names = kind == .removed ? beforeNames[app] : afterNames?[app]
                 for r in set.sorted() {
+                    // A rename only: an update where this view's name for it changed.
+                    if kind == .updated && !updated.contains(r)
+                        && (beforeNames[app]?[r] ?? beforeDisplay[r]) == (names?[r] ?? afterDisplay[r]) { continue }
                     let next = try (seq ?? Int64.fetchOne(last, arguments: [app]) ?? 0) + 1
                     seq = next
                     try insert.execute(arguments: [app, now, kind.rawValue, r, names?[r], r, next])
@@ -75,12 +86,24 @@ struct ViewDelta {
 
     /// Runs a change to these assets and records what it did to every app's view. Errors
     /// propagate, so a change and its history commit or roll back together.
-    static func tracking<T>(_ db: Database, _ rowIDs: [Int64], updated: Set<Int64> = [], _ body: () throws -> T) throws -> T {
+    /// `updated` and `renamed`: as for `record`.
+    static func tracking<T>(_ db: Database, _ rowIDs: [Int64], updated: Set<Int64> = [], renamed: Set<Int64> = [],
+                            _ body: () throws -> T) throws -> T {
         let before = try visibility(db, rowIDs)
         let beforeNames = try names(db, before)
+        let beforeDisplay = renamed.isEmpty ? [:] : try displayNames(db, renamed)
         let result = try body()
-        try record(db, before: before, after: visibility(db, rowIDs), updated: updated, beforeNames: beforeNames)
+        try record(db, before: before, after: visibility(db, rowIDs), updated: updated, renamed: renamed,
+                   beforeNames: beforeNames, beforeDisplay: beforeDisplay)
         return result
+    }
+
+    /// The display names of these assets, by row id.
+    static func displayNames(_ db: Database, _ rowIDs: Set<Int64>) throws -> [Int64: String] {
+        let statement = try db.cachedStatement(sql: "SELECT display_name FROM assets WHERE rowid = ?")
+        var out: [Int64: String] = [:]
+        for r in rowIDs { out[r] = try String.fetchOne(statement, arguments: [r]) }
+        return out
     }
 
     static func recordStatus(_ db: Database, app: String, detail: String) throws {

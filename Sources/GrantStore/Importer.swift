@@ -402,13 +402,16 @@ extension Library {
     /// `photogate grant B NAME` hand over the app's file. The app-owned asset holding `name`
     /// moves to an alternative display name (`NAME-1.jpg`...); its app keeps seeing the name it
     /// chose (owner_name), other apps see the rename like any other, and mounts follow at once.
+    /// The app that created it sees nothing change, so nothing reaches its history or its mount:
+    /// an `updated` there would tell it the person now has a photo of that name, and when, though
+    /// it may not see that photo.
     static func reclaimName(_ db: Database, _ name: String) throws {
         guard let r = try Row.fetchOne(db, sql: "SELECT rowid FROM assets WHERE display_name = ? AND owner_app IS NOT NULL",
                                        arguments: [name]) else { return }
         let rowID: Int64 = r[0]
         let taken = try db.cachedStatement(sql: "SELECT 1 FROM assets WHERE display_name = ?")
         let moved = DisplayName.unique(name) { (try? Bool.fetchOne(taken, arguments: [$0])) != nil }
-        try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+        try ViewDelta.tracking(db, [rowID], renamed: [rowID]) {
             try db.execute(sql: "UPDATE assets SET display_name = ? WHERE rowid = ?", arguments: [moved, rowID])
         }
         try record(db, .rename, asset: rowID, detail: "import took its name")

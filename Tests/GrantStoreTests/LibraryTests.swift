@@ -733,4 +733,64 @@ let camera = AppID("org.example.Camera")!
         #expect(try t.library.view(for: editor, access: .readWrite).entries.map(\.name) == ["DSCN0099.jpg"])
         #expect(try t.library.lastChange() > seq)
     }
+
+    /// The app's entries after `token`, as `KIND NAME` (its feed's lines without the tokens).
+    static func feed(_ t: TempLibrary, _ app: AppID, since token: Int64) throws -> [String] {
+        guard case .changes(let list, _) = try t.library.changes(app, since: token) else { return ["expired"] }
+        return list.map { "\($0.kind.rawValue) \($0.name ?? "")" }
+    }
+
+    /// An app that names its files like photos the person may import must not learn from its
+    /// history when one arrives: the person's import moves the app's file to another display
+    /// name, which the app never sees (it sees its own name), so nothing reaches the app; apps
+    /// that see the file under its display name see it renamed.
+    @Test func aPersonsImportOfAnAppsNameTellsThatAppNothing() throws {
+        let t = try TempLibrary()
+        let other = AppID("org.example.Other")!
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.authorize(viewer, access: .readWrite, status: .authorized)
+        try t.library.authorize(other, access: .readWrite, status: .limited)
+        let bait = try t.appFile(editor, "IMG_0002.jpg")
+        #expect(bait.displayName == "IMG_0002.jpg")
+        try t.library.grant(other, [bait.id])
+        let tokens = try [editor, viewer, other].map { try t.library.latestChangeToken($0) }
+        let viewBefore = try t.library.view(for: editor, access: .readWrite)
+        // The person imports a photo of that name, granted to no one.
+        let real = try #require(try t.importJPEGs(["IMG_0002.jpg"]).first)
+        #expect(real.displayName == "IMG_0002.jpg")
+        #expect(try t.library.asset(rowID: bait.rowID)?.displayName == "IMG_0002-1.jpg")
+        // The owner: no entry, and its view (names, rows) is what it was.
+        #expect(try HostileApps.feed(t, editor, since: tokens[0]) == [])
+        #expect(try t.library.latestChangeToken(editor) == tokens[0])
+        let viewAfter = try t.library.view(for: editor, access: .readWrite)
+        #expect(viewAfter.entries.map(\.name) == viewBefore.entries.map(\.name))
+        #expect(viewAfter.entries.map(\.name) == ["IMG_0002.jpg"])
+        // An app that sees everything sees the photo arrive and the app's file renamed.
+        #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated IMG_0002-1.jpg", "inserted IMG_0002.jpg"])
+        // An app granted the app's file sees it renamed, and nothing of the hidden photo.
+        #expect(try HostileApps.feed(t, other, since: tokens[2]) == ["updated IMG_0002-1.jpg"])
+    }
+
+    /// The same rule for an app's rename of its own file: its history says `updated` when the
+    /// name it sees changes, not when only the library's display name moves (here: back to the
+    /// name it chose, once another app's file of that name is gone, which it could not see).
+    @Test func anOwnRenameRecordsAnUpdateOnlyWhereTheSeenNameChanged() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.authorize(camera, access: .readWrite, status: .limited)
+        try t.library.authorize(viewer, access: .readWrite, status: .authorized)
+        let first = try t.appFile(camera, "X.jpg")
+        let mine = try t.appFile(editor, "X.jpg")
+        #expect(first.displayName == "X.jpg" && mine.displayName == "X-1.jpg")
+        try t.library.dissolveOwnAsset(rowID: first.rowID, app: camera)
+        let tokens = try [editor, viewer].map { try t.library.latestChangeToken($0) }
+        try t.library.renameOwnAsset(rowID: mine.rowID, app: editor, to: "X.jpg")
+        #expect(try t.library.asset(rowID: mine.rowID)?.displayName == "X.jpg")
+        #expect(try HostileApps.feed(t, editor, since: tokens[0]) == [])
+        #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated X.jpg"])
+        // A rename the app sees is an update in its history as before.
+        try t.library.renameOwnAsset(rowID: mine.rowID, app: editor, to: "Y.jpg")
+        #expect(try HostileApps.feed(t, editor, since: tokens[0]) == ["updated Y.jpg"])
+        #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated X.jpg", "updated Y.jpg"])
+    }
 }
