@@ -257,7 +257,15 @@ public final class Importer {
             if let a = options.album { albumID = try Library.createAlbum(db, a, shared: false, mustBeNew: false) }
             var sharedID: Int64? = nil
             if let s = options.sharedAlbum { sharedID = try Library.createAlbum(db, s, shared: true, mustBeNew: false) }
-            let byHash = try db.cachedStatement(sql: "SELECT \(Library.assetColumns) FROM assets WHERE content_hash = ? ORDER BY rowid LIMIT 1")
+            // Content already in the library is one of the person's own assets (owner_app IS
+            // NULL), in Recently Deleted too (importing a deleted photo again restores it).
+            // Never an app's: matching one handed the person's photo to the app (its name, its
+            // edits, restored from its trash) and told the app, through its history, that the
+            // person has those exact bytes. Such an import is a new asset of the person's, with
+            // its own store file (files are named by asset id); the app's is left alone.
+            let byHash = try db.cachedStatement(sql: """
+                SELECT \(Library.assetColumns) FROM assets WHERE content_hash = ? AND owner_app IS NULL ORDER BY rowid LIMIT 1
+                """)
             var out: [(Pending, Asset, Bool)] = []
             var restored = Set<Int64>()
             for p in items {

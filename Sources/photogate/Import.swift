@@ -14,7 +14,8 @@ struct Import: PhotogateCommand {
         discussion: """
             Originals are copied into the store durably (temporary file, fsync, rename); --reference \
             indexes them where they are instead. The media type comes from the content. The same \
-            content imported twice is one asset. Files that are not photos or videos are skipped \
+            content imported twice is one asset (one in Recently Deleted comes back); a file with \
+            the bytes of an app's file is a new asset of yours, and the app's is left alone. Files that are not photos or videos are skipped \
             with a warning naming each; the exit code is then 65 and everything else was imported.
 
             Example: photogate import ~/DCIM --album "Summer 2024"

@@ -27,12 +27,13 @@ final class TempLibrary {
         return summary.imported
     }
 
-    /// A file `app` writes and names `name` (committed as a mount commits it).
-    func appFile(_ app: AppID, _ name: String) throws -> Asset {
+    /// A file `app` writes and names `name` (committed as a mount commits it): `bytes`, or a
+    /// unique JPEG.
+    func appFile(_ app: AppID, _ name: String, bytes given: [UInt8]? = nil) throws -> Asset {
         let writer = try StoreWriter(library: library, purpose: "test")
         let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
         defer { close(fd) }
-        let bytes = try TestMedia.jpeg(tag: "\(app)-\(name)-\(UUID())")
+        let bytes = try given ?? TestMedia.jpeg(tag: "\(app)-\(name)-\(UUID())")
         _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         return try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: app, name: name).asset
     }
@@ -769,6 +770,52 @@ let camera = AppID("org.example.Camera")!
         #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated IMG_0002-1.jpg", "inserted IMG_0002.jpg"])
         // An app granted the app's file sees it renamed, and nothing of the hidden photo.
         #expect(try HostileApps.feed(t, other, since: tokens[2]) == ["updated IMG_0002-1.jpg"])
+    }
+
+    /// Red team (import dedupe): the person imports files whose bytes an app's assets have, one
+    /// of them in Recently Deleted. Each becomes the person's own asset under its own name, with
+    /// its own store file; the app's assets stay the app's, as they were (the trashed one still
+    /// trashed), out of the person's album, and the app's history gets nothing. Content the
+    /// person has (in Recently Deleted too) is still deduplicated: a trashed photo comes back.
+    @Test func thePersonsImportIsNeverAbsorbedIntoAnAppsAsset() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let holidayBytes = try TestMedia.jpeg(tag: "holiday-\(UUID())"), beachBytes = try TestMedia.jpeg(tag: "beach-\(UUID())")
+        let bait = try t.appFile(editor, "bait.jpg", bytes: holidayBytes)
+        let live = try t.appFile(editor, "live.jpg", bytes: beachBytes)
+        try t.library.moveToTrash(rowIDs: [bait.rowID], by: editor)
+        let trashedBait = try #require(try t.library.asset(rowID: bait.rowID))
+        #expect(trashedBait.isTrashed)
+        let token = try t.library.latestChangeToken(editor)
+        let src = t.dir + "/person"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(holidayBytes, to: src + "/holiday.jpg")
+        try TestMedia.write(beachBytes, to: src + "/beach.jpg")
+        let s = try Importer(library: t.library, options: ImportOptions(album: "Trip")).run([src])
+        #expect(s.duplicates.isEmpty)
+        #expect(s.imported.map(\.displayName).sorted() == ["beach.jpg", "holiday.jpg"])
+        let holiday = try #require(s.imported.first { $0.displayName == "holiday.jpg" })
+        let beach = try #require(s.imported.first { $0.displayName == "beach.jpg" })
+        #expect(holiday.owner == nil && beach.owner == nil && !holiday.isTrashed)
+        #expect(holiday.contentHash == bait.contentHash && beach.contentHash == live.contentHash)
+        #expect(t.library.originalPath(holiday) != t.library.originalPath(bait))
+        #expect(FileManager.default.contents(atPath: t.library.originalPath(holiday)).map { [UInt8]($0) } == holidayBytes)
+        // The app's assets: untouched.
+        #expect(try t.library.asset(rowID: bait.rowID) == trashedBait)
+        #expect(try t.library.asset(rowID: live.rowID) == live)
+        #expect(Set(try t.library.assets(album: "Trip").map(\.id)) == [holiday.id, beach.id])
+        #expect(try HostileApps.feed(t, editor, since: token) == [])
+        #expect(try t.library.view(for: editor, access: .readWrite).entries.map(\.name) == ["live.jpg"])
+        // Two assets with the same bytes, each with its own file: verify finds nothing wrong.
+        let report = try Verifier(library: t.library).run()
+        #expect(report.ok, "\(report.problems)")
+        // The person's own photo in Recently Deleted: imported again, it comes back (unchanged).
+        try t.library.moveToTrash(rowIDs: [holiday.rowID])
+        let again = try Importer(library: t.library, options: ImportOptions()).run([src + "/holiday.jpg"])
+        #expect(again.imported.isEmpty && again.duplicates.map(\.id) == [holiday.id])
+        #expect(try t.library.asset(rowID: holiday.rowID)?.isTrashed == false)
+        #expect(try t.library.asset(rowID: bait.rowID) == trashedBait)
+        #expect(try HostileApps.feed(t, editor, since: token) == [])
     }
 
     /// The same rule for an app's rename of its own file: its history says `updated` when the

@@ -82,4 +82,42 @@ struct PersonsImports {
         try f.unmount(mv)
         try f.unmount(mp)
     }
+
+    /// The app stores a photo it and the person both have, deletes it, and watches its feed: the
+    /// person's `photogate import` of those bytes is a new photo of the person's under its own
+    /// name ("1 imported"), not the app's file brought back from Recently Deleted, and the app's
+    /// feed and listing say nothing of it.
+    @Test func thePersonsImportOfBytesAnAppDeletedStaysThePersons() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["granted.jpg", "later.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "granted.jpg")
+        let mp = try f.mount(app)
+        let bytes = try TestMedia.jpeg(tag: "holiday-\(UUID())")
+        try writeOwn(f, mp, "bait.jpg", bytes)
+        #expect(unlink(mp + "/bait.jpg") == 0)
+        #expect(eventually { (try? f.pg("trash", "--json").stdout.contains("bait.jpg")) == true })
+        let feed = Feed(mp)
+        #expect(feed.fd >= 0)
+        let src = f.dir + "/person"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(bytes, to: src + "/holiday.jpg")
+        let o = try f.pg("import", src + "/holiday.jpg")
+        #expect(o.stdout.contains("1 imported, 0 already in the library") || o.stderr.contains("1 imported, 0 already in the library"),
+                "\(o.stdout) \(o.stderr)")
+        let assets = try f.assetsJSON()
+        #expect(assets.contains { $0["name"] as? String == "holiday.jpg" && $0["owner"] is NSNull })
+        #expect(!assets.contains { $0["name"] as? String == "bait.jpg" })
+        #expect(try f.pg("trash", "--json").stdout.contains("bait.jpg"))
+        // A change the app does see, after it: once its line is in, the mount caught up.
+        try f.pg("grant", app, "later.jpg")
+        #expect(eventually { feed.lines.contains("inserted later.jpg") })
+        // Its own delete may be in (the feed was opened as the mount caught up with it).
+        #expect(feed.lines.filter { $0 != "removed bait.jpg" } == ["inserted later.jpg"])
+        #expect(listing(mp) == ["granted.jpg", "later.jpg"])
+        // Two assets with the same bytes: the library checks out.
+        #expect(try f.pgStatus("verify").status == 0)
+        feed.close()
+        try f.unmount(mp)
+    }
 }
