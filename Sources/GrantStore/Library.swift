@@ -67,6 +67,8 @@ public final class Library: Sendable {
 
     /// Creates a new library (fails if one exists).
     public static func create(at paths: LibraryPaths) throws -> Library {
+        // Another user's folder is theirs to make a library in (see LibraryOwnership).
+        try LibraryOwnership.check(paths)
         let fm = FileManager.default
         if fm.fileExists(atPath: paths.database) { throw LibraryError.libraryExists(paths.root) }
         // Private to its owner whatever the umask (see LibraryPrivacy): folders 0700, files 0600,
@@ -97,6 +99,9 @@ public final class Library: Sendable {
     /// Opens an existing library.
     public static func open(at paths: LibraryPaths) throws -> Library {
         guard access(paths.database, F_OK) == 0 else { throw LibraryError.libraryMissing(paths.root) }
+        // First of all: nothing of a library another user owns is read, written or trusted (its
+        // catalog, crash recovery, migrations, the mount registry, the bell, the logs).
+        try LibraryOwnership.check(paths)
         try LibraryPrivacy.ensure(paths)
         return try Library(paths: paths, creating: false)
     }

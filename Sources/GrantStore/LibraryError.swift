@@ -8,6 +8,9 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     case libraryTooNew(String)
     case libraryBusy(String)
     case libraryDamaged(String)
+    /// The library folder at `library`, or one of its parts (`path`), belongs to the user `owner`,
+    /// who is neither the caller (`caller`, the effective uid) nor root (`LibraryOwnership`).
+    case notOwner(library: String, path: String, owner: UInt32, caller: UInt32)
     case invalidAppID(String)
     case unknownApp(String)
     case unknownAssets([String])
@@ -31,6 +34,17 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
             return "the library at \(p) was written by a newer photogate; this version refuses to open it so that nothing is damaged"
         case .libraryBusy(let p): return "the library at \(p) is busy (locked by another process); try again"
         case .libraryDamaged(let m): return "the library database is damaged: \(m)"
+        case .notOwner(let library, let path, let owner, let caller):
+            let what = path == library ? "the library at \(library)" : "\(path) in the library at \(library)"
+            let name = LibraryPrivacy.accountName(owner)
+            let how = name.map { "e.g. `runuser -u \($0) -- photogate ...` or `sudo -u \($0) photogate ...`" }
+                ?? "e.g. `sudo -u '#\(owner)' photogate ...`"
+            return """
+                \(what) belongs to \(LibraryPrivacy.userName(owner)), and you are \(LibraryPrivacy.userName(caller)): \
+                photogate refuses to use a library that another user owns, since its owner decides what photogate \
+                would read and write there with your rights. Run the command as its owner instead, \(how); \
+                nothing was changed
+                """
         case .invalidAppID(let id): return "invalid app id '\(id)': \(PhotoLibraryRule.appID)"
         case .unknownApp(let id): return "unknown app '\(id)'"
         case .unknownAssets(let names):

@@ -112,8 +112,53 @@ public enum LibraryPrivacy {
     }
 
     static func userName(_ uid: uid_t) -> String {
-        if let pw = getpwuid(uid), let n = pw.pointee.pw_name { return "\(String(cString: n)) (uid \(uid))" }
+        if let n = accountName(uid) { return "\(n) (uid \(uid))" }
         return "uid \(uid)"
+    }
+
+    /// The login name of `uid`, if the system knows one.
+    static func accountName(_ uid: uid_t) -> String? {
+        guard let pw = getpwuid(uid), let n = pw.pointee.pw_name else { return nil }
+        return String(cString: n)
+    }
+}
+
+/// Whose library a process may use, as git's `safe.directory` decides whose repository: one that
+/// belongs to the process's effective user, or to root. Whoever owns a library folder decides
+/// everything photogate reads there: the catalog (whose store paths name the files photogate
+/// renames, copies, serves and deletes, and whose referenced originals a mount serves), the temp
+/// files crash recovery moves into the store, the bell and the logs it writes. A process of
+/// another user that trusted it (root above all: `sudo photogate ...`, the photogate-shared@
+/// unit, a mount with allow_other) would do with its own rights whatever that owner chose:
+/// rename a file of theirs to /etc/ld.so.preload, append to any file, serve /etc/shadow to every
+/// user. So such a library is refused (exit 74) before anything in it is read or written, and its
+/// owner is named: the command is to be run as them (runuser, sudo -u). A library of root's may be
+/// opened by others (it is 0700: only root gets in), since root can change any file anyway.
+public enum LibraryOwnership {
+    /// Throws `LibraryError.notOwner` when the library folder, or an entry photogate makes in it
+    /// (`LibraryPrivacy.entries`: the database and its WAL, store/, tmp/, run/...), belongs to
+    /// someone other than `uid` (the effective uid) and root. A symbolic link is checked, and so
+    /// is what it leads to: another user's link could be turned to anything at any moment.
+    /// Nothing there yet (a library to be created) passes; a path that cannot be examined (no
+    /// permission on a folder above it) is left to the open that follows, which fails.
+    public static func check(_ paths: LibraryPaths, uid: uid_t = geteuid()) throws {
+        try checkEntry(paths.root, library: paths.root, uid: uid)
+        for e in LibraryPrivacy.entries {
+            try checkEntry(paths.root + "/" + e, library: paths.root, uid: uid)
+        }
+    }
+
+    static func checkEntry(_ path: String, library: String, uid: uid_t) throws {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        if st.st_uid != uid && st.st_uid != 0 {
+            throw LibraryError.notOwner(library: library, path: path, owner: st.st_uid, caller: uid)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFLNK else { return }
+        guard stat(path, &st) == 0 else { return }
+        if st.st_uid != uid && st.st_uid != 0 {
+            throw LibraryError.notOwner(library: library, path: path, owner: st.st_uid, caller: uid)
+        }
     }
 }
 

@@ -48,7 +48,8 @@ final class CLI: @unchecked Sendable {
 }
 
 enum Code {
-    static let usage: Int32 = 64, badInput: Int32 = 65, notFound: Int32 = 66, missing: Int32 = 67, conflict: Int32 = 68, tooNew: Int32 = 70
+    static let usage: Int32 = 64, badInput: Int32 = 65, notFound: Int32 = 66, missing: Int32 = 67, conflict: Int32 = 68, tooNew: Int32 = 70,
+        notOwner: Int32 = 74
 }
 
 @Suite(.serialized) struct CLIBasics {
@@ -84,7 +85,7 @@ enum Code {
         let c = try CLI(initialize: false)
         let o = try c.run("help", "exit-codes")
         #expect(o.status == 0)
-        for code in ["64", "65", "66", "67", "68", "69", "70", "71", "72"] { #expect(o.stdout.contains(code), "\(code)") }
+        for code in ["64", "65", "66", "67", "68", "69", "70", "71", "72", "73", "74"] { #expect(o.stdout.contains(code), "\(code)") }
     }
 
     @Test func everySubcommandHasHelpWithAnExample() throws {

@@ -128,21 +128,41 @@ enum Privacy {
         #expect(try Privacy.runAs(user, ["ls", library + "/store"]).status != 0)
     }
 
+    /// A library open to others that belongs to someone else is refused, and nothing changes:
+    /// root's library to another user (68: it is open, and they cannot tighten it), a user's
+    /// library to root (74: not root's to use at all, whatever its modes; see LibraryOwnership).
+    /// Its owner makes it private by using it.
     @Test func someoneElsesOpenLibraryIsRefused() throws {
         guard let user = try Privacy.secondUser("someoneElsesOpenLibraryIsRefused") else { return }
-        let c = try CLI()
-        try c.ok("import", try c.photos(["a.jpg"]))
-        #expect(try TestSupport.run("chmod", ["-R", "go+rX", c.library]).status == 0)
-        #expect(try TestSupport.run("chown", ["-R", user, c.library]).status == 0)
-        // root does not own it: it may not silently change another user's files, nor use them open.
-        let o = try c.run("assets")
+        // A folder the other user can reach (the tests' temp folders are 0700 all the way down).
+        var template = Array("/tmp/photogate-privacy.XXXXXX".utf8CString)
+        let home = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }.map { String(cString: $0) })
+        defer { TestSupport.remove(home) }
+        chmod(home, 0o755)
+        let c = try CLI(initialize: false)
+        let library = home + "/library"
+        try c.ok("init", library)
+        try c.ok("import", "--library", library, try c.photos(["a.jpg"]))
+        #expect(try TestSupport.run("chmod", ["-R", "go+rX", library]).status == 0)
+        func mode() -> mode_t {
+            var st = stat()
+            return stat(library, &st) == 0 ? st.st_mode & 0o777 : 0
+        }
+        // root's, open: another user may not silently change root's files, nor use them open.
+        let o = try Privacy.runAs(user, [TestSupport.photogateBinary, "assets", "--library", library])
         #expect(o.status == Code.conflict, "\(o.status) \(o.stderr)")
-        #expect(o.stderr.contains("open to other users") && o.stderr.contains(user), "\(o.stderr)")
-        var st = stat()
-        #expect(stat(c.library, &st) == 0 && st.st_mode & 0o777 == 0o755, "the refusal changed the library")
-        // Once its owner made it private, it opens.
-        #expect(try TestSupport.run("chmod", ["-R", "go-rwx", c.library]).status == 0)
-        #expect(try c.run("assets").status == 0)
-        _ = try TestSupport.run("chown", ["-R", "root", c.library])
+        #expect(o.stderr.contains("open to other users") && o.stderr.contains("root"), "\(o.stderr)")
+        #expect(mode() == 0o755, "the refusal changed the library")
+        // The user's, open: root does not use it at all.
+        #expect(try TestSupport.run("chown", ["-R", user, library]).status == 0)
+        let r = try c.run("assets", "--library", library)
+        #expect(r.status == Code.notOwner, "\(r.status) \(r.stderr)")
+        #expect(r.stderr.contains("belongs to \(user)") && r.stderr.contains("runuser -u \(user)"), "\(r.stderr)")
+        #expect(mode() == 0o755, "the refusal changed the library")
+        // Its owner makes it private by using it.
+        let owner = try Privacy.runAs(user, [TestSupport.photogateBinary, "assets", "--library", library])
+        #expect(owner.status == 0, "\(owner.stderr)")
+        #expect(owner.stderr.contains("made it private"), "\(owner.stderr)")
+        #expect(mode() == 0o700)
     }
 }

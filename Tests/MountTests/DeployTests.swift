@@ -96,6 +96,8 @@ struct Deploy {
     @Test func systemdUnitsVerify() throws { try script("units") }
     @Test func fstabLinesMount() throws { try script("fstab") }
     @Test func secondUserMountsThroughFusermount() throws { try script("user") }
+    /// root refuses a library another user owns (grant, import, mount, verify...), changing nothing.
+    @Test func rootRefusesALibraryAnotherUserOwns() throws { try script("foreign-library") }
     @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
     /// A view mounted for a run follows the run, whoever else uses it, and touches no other mount.
     @Test func runLifelineKeepsAReusedViewAndTouchesNoOtherMount() throws { try script("run-lifeline") }
