@@ -12,12 +12,12 @@ extension Library {
     public func redaction(rowID: Int64, path expected: String? = nil) throws -> RedactionResult {
         let stored = try read { db -> (RedactionResult, Int, String)? in
             guard let row = try Row.fetchOne(db, sql: """
-                SELECT redaction, redaction_refusal, redaction_version, store_path, reference_path FROM assets WHERE rowid = ?
+                SELECT redaction, redaction_refusal, redaction_version, store_path, reference_path, id FROM assets WHERE rowid = ?
                 """, arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }
             let version: Int = row[2]
-            let path = (row[4] as String?) ?? (paths.store + "/" + ((row[3] as String?) ?? ""))
+            let path = try (row[4] as String?) ?? storeFile((row[3] as String?) ?? "", of: row[5])
             if let why: String = row[1] { return (.refuse(reason: why), version, path) }
             guard let blob: Data = row[0] else { return (.refuse(reason: "no redaction facts recorded"), version, path) }
             do {
@@ -92,7 +92,7 @@ extension Library {
     /// without truncating, a name it wrote before starts from those bytes. Returns the size.
     public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 {
         guard let a = try asset(rowID: rowID), let rel = a.storePath else { throw LibraryError.unknownAssets([String(rowID)]) }
-        return try copyFile(at: paths.store + "/" + rel, to: fd)
+        return try copyFile(at: try storeFile(rel, of: a.id), to: fd)
     }
 
     /// Copies a file of the library (or a referenced original) into `fd` from its start.
@@ -149,6 +149,7 @@ extension Library {
             }
             return path
         }
-        if let rel { unlink(paths.store + "/" + rel) }
+        // (A store path of another shape than photogate writes names no file of the store.)
+        if let rel, StorePath.isValid(rel) { unlink(paths.store + "/" + rel) }
     }
 }

@@ -71,10 +71,29 @@ extension Library {
                      storePath: row[C.storePath.index], referencePath: row[C.referencePath.index])
     }
 
-    /// Absolute path of an asset's original.
-    public func originalPath(_ a: Asset) -> String {
+    /// Absolute path of an asset's original: its referenced file, or its file in the store.
+    /// Throws `badStorePath` for a store path photogate never writes (`StorePath`), rather than
+    /// name a file outside the store.
+    public func originalPath(_ a: Asset) throws -> String {
         if let r = a.referencePath { return r }
-        return paths.store + "/" + (a.storePath ?? "")
+        return try storeFile(a.storePath ?? "", of: a.id)
+    }
+
+    /// The absolute path of the store file a catalog row names (`store_path`), never one outside
+    /// the store: a value of another shape than photogate writes (`StorePath`) is
+    /// `badStorePath`. `asset`: the asset's id (or what else names the row), for the message.
+    func storeFile(_ rel: String, of asset: String) throws -> String {
+        guard StorePath.isValid(rel) else { throw Library.badStorePath(rel, of: asset) }
+        return paths.store + "/" + rel
+    }
+
+    /// An asset whose catalog row names a store file photogate never made: it is damaged, and
+    /// treated as missing.
+    static func badStorePath(_ rel: String, of asset: String) -> LibraryError {
+        .libraryDamaged("""
+            asset \(asset) names the store file '\(rel)', which is not a path photogate makes \
+            (xx/<16 hex digits>.<extension>, inside store/): the asset is treated as missing; `photogate verify` reports it
+            """)
     }
 
     /// Every asset not in Recently Deleted, optionally only one album's, in capture order.

@@ -122,6 +122,9 @@ public final class StoreWriter: @unchecked Sendable {
     /// One file of a dead process's temp folder (see `recover`).
     private static func recoverFile(_ library: Library, path: String, id: String) -> Recovered {
         func moveIntoStore(_ rel: String) -> Recovered {
+            // A row naming a store path photogate never writes (a damaged catalog): the file is
+            // moved nowhere by it, nor deleted; `photogate verify` reports both.
+            guard StorePath.isValid(rel) else { return .later }
             // Already there (a rename that did happen): this is a leftover link or copy.
             guard Glibc.access(library.paths.store + "/" + rel, F_OK) != 0 else { return .discard }
             return (try? install(library, tempPath: path, storePath: rel, durable: true)) != nil ? .kept : .later
@@ -263,7 +266,7 @@ public final class StoreWriter: @unchecked Sendable {
     /// the temp folder under its id, where recovery (at the process's end, or the next start)
     /// moves it: deleting it, as a failed commit's caller does, would leave a row without a file.
     static func install(_ library: Library, tempPath: String, storePath rel: String, durable: Bool) throws {
-        let dest = library.paths.store + "/" + rel
+        let dest = try library.storeFile(rel, of: (tempPath as NSString).lastPathComponent)
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }

@@ -114,6 +114,22 @@ public final class Verifier {
         var size: UInt64
         var storePath: String?
         var referencePath: String?
+        /// A store path of another shape than photogate writes (`StorePath`), kept only to be
+        /// reported: no path is built from it (`storePath` is then nil).
+        var badStorePath: String? = nil
+
+        init(id: String, name: String, hash: String, size: UInt64, storePath: String?, referencePath: String?) {
+            self.id = id
+            self.name = name
+            self.hash = hash
+            self.size = size
+            if let s = storePath, !StorePath.isValid(s) {
+                badStorePath = s
+            } else {
+                self.storePath = storePath
+            }
+            self.referencePath = referencePath
+        }
     }
 
     /// The store paths the catalog accounts for. The single place to extend when other rows (say,
@@ -270,6 +286,12 @@ public final class Verifier {
                     problems.append(VerifyProblem(kind: .referenceChanged, path: ref, asset: a.id, name: a.name,
                                                   detail: "the referenced original changed since it was imported (" + r.mismatch(a) + ")"))
                 }
+            } else if let bad = a.badStorePath {
+                // Not for repair either: it would write where that path leads.
+                problems.append(VerifyProblem(kind: .missing, path: "", asset: a.id, name: a.name,
+                                              detail: "the catalog names the store file '\(bad)', which is not a path photogate makes "
+                                                  + "(xx/<16 hex digits>.<extension>, inside store/): the asset is treated as missing",
+                                              action: "nothing to repair: trash the asset, or import its original again"))
             } else {
                 wanted.append(problems.count)
                 problems.append(VerifyProblem(kind: .missing, path: "", asset: a.id, name: a.name, detail: "the catalog names no original"))

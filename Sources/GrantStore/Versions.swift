@@ -140,11 +140,11 @@ extension Library {
     /// The stored path of the asset's current version (store or reference), for copy-on-write opens.
     public func currentPath(rowID: Int64) throws -> String {
         try read { db in
-            guard let r = try Row.fetchOne(db, sql: "SELECT store_path, reference_path FROM assets WHERE rowid = ?", arguments: [rowID]) else {
+            guard let r = try Row.fetchOne(db, sql: "SELECT store_path, reference_path, id FROM assets WHERE rowid = ?", arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }
             if let ref: String = r[1] { return ref }
-            return paths.store + "/" + ((r[0] as String?) ?? "")
+            return try storeFile((r[0] as String?) ?? "", of: r[2])
         }
     }
 

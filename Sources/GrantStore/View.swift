@@ -154,6 +154,13 @@ extension Library {
             // Columns: see assetColumns (0...15), then the facts (FactsReader).
             let facts = grants.map { FactsReader.facts(h, rowID: rowID, grants: $0) } ?? FactsReader.facts(h)
             guard context.isVisible(facts) else { return }
+            // A row naming a store file photogate never writes (`StorePath`: "../../etc/shadow")
+            // is damaged: it is in no view, so no mount ever builds a path from it (verify
+            // reports it). A few byte compares on SQLite's own copy of the text.
+            if let p = sqlite3_column_text(h, C.storePath.rawValue),
+               !StorePath.isValid(UnsafeRawBufferPointer(start: p, count: Int(sqlite3_column_bytes(h, C.storePath.rawValue)))) {
+                return
+            }
             let owned = facts.isOwned, trashed = facts.isTrashed
             var f: ViewRows.Flags = []
             if owned { f.insert(.owned) }

@@ -131,7 +131,8 @@ struct Pick: PhotogateCommand {
                 openExternally: ExternalViewer.available().map { tool in
                     { a in
                         guard let asset = try? library.asset(rowID: a.key) else { return "cannot find \(a.name)" }
-                        return ExternalViewer.open(library.originalPath(asset), with: tool)
+                        guard let path = try? library.originalPath(asset) else { return "\(a.name) has no original (see photogate verify)" }
+                        return ExternalViewer.open(path, with: tool)
                             ? "opened \(a.name) with xdg-open" : "xdg-open could not open \(a.name)"
                     }
                 })
@@ -231,7 +232,7 @@ enum PickDetails {
         if let f = full {
             out.append(row("Owner", f.owner?.rawValue ?? "-"))
             out.append(row("Hash", f.contentHash))
-            out.append(row("File", library.originalPath(f)))
+            out.append(row("File", (try? library.originalPath(f)) ?? "- (damaged: see photogate verify)"))
         }
         let granted = model.isGranted(a)
         let kind = model.mode == .selection ? "in the selection" : "picked"

@@ -262,4 +262,32 @@ import Glibc
         #expect(o.stdout.contains("70"))
         #expect(try c.run("verify").status == Code.missing)
     }
+
+    /// The red team's row: the bytes of an asset that verifies, under a store path that leads out
+    /// of the store ("../../escaped.jpg"). Repair restored "missing" files by copying a verified
+    /// original there, i.e. wrote chosen bytes at a chosen path: now the asset is reported
+    /// missing (its store path is not one photogate makes), never repaired, and nothing is written.
+    @Test func aStorePathOutOfTheStoreIsReportedAndNeverRepaired() throws {
+        let (c, assets) = try library()
+        let a = assets[0]
+        let size = try #require(a["size"] as? Int), hash = try #require(a["hash"] as? String)
+        #expect(hash.allSatisfy { $0.isLetter || $0.isNumber || $0 == ":" })
+        let escaped = c.dir + "/escaped.jpg"   // library/store/../../escaped.jpg
+        try c.sql("""
+            INSERT INTO assets (id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
+                                content_hash, store_path)
+            VALUES ('bbbbbbbbbbbbbbbb', 'b-copy.jpg', 'jpeg', 'photo', \(size), 0, 0, 0, '\(hash)', '../../escaped.jpg')
+            """)
+        for repair in [false, true] {
+            let (o, report) = repair ? try verify(c, "--repair") : try verify(c)
+            #expect(o.status == Self.damaged, "\(o.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: escaped), "verify (repair: \(repair)) wrote outside the library")
+            let p = problems(report, "missing").first { $0["id"] as? String == "bbbbbbbbbbbbbbbb" }
+            #expect(field(p, "detail").contains("'../../escaped.jpg'") && field(p, "detail").contains("not a path photogate makes"), "\(report)")
+            #expect(p?["repaired"] as? Bool == false)
+            #expect(field(p, "path") == "")
+            #expect((report["problems"] as? [[String: Any]])?.count == 1, "\(report)")
+        }
+    }
+
 }

@@ -25,7 +25,7 @@ enum EditHelp {
         throws -> (original: Asset, edited: Asset, stored: String, fileID: String, dead: String) {
         let a = try t.importJPEGs(["a.jpg"])[0]
         let e = try save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: tag)).asset
-        let stored = t.library.originalPath(e)
+        let stored = try t.library.originalPath(e)
         let fileID = ((stored as NSString).lastPathComponent as NSString).deletingPathExtension
         let dead = t.library.paths.tmp + "/" + folder
         try FileManager.default.createDirectory(atPath: dead, withIntermediateDirectories: true)
@@ -209,7 +209,7 @@ let viewer = AppID("org.example.Viewer")!
         try lib.authorize(camera, access: .readWrite, status: .limited)   // does not see it
         try lib.grant(editor, [a.id], stripLocation: true)
         try lib.grantEdit(editor, [a.id])
-        let originalPath = lib.originalPath(a)
+        let originalPath = try lib.originalPath(a)
         let originalHash = try EditHelp.sha(originalPath)
         #expect(originalHash == a.contentHash)
         #expect(!a.hasLocation)
@@ -227,7 +227,7 @@ let viewer = AppID("org.example.Viewer")!
         #expect(after.storePath != a.storePath)
         #expect(after.addedDate == a.addedDate)
         let current = try lib.currentPath(rowID: a.rowID)
-        #expect(current == lib.originalPath(after))
+        #expect(try current == lib.originalPath(after))
         #expect(try EditHelp.sha(current) == after.contentHash)
         // The strip-location plan covers the new GPS.
         let plan = try #require(try EditHelp.plan(t, a.rowID))
@@ -274,7 +274,7 @@ let viewer = AppID("org.example.Viewer")!
         let t = try TempLibrary()
         let lib = t.library
         let a = try t.importJPEGs(["a.jpg"])[0]
-        let original = try [UInt8](Data(contentsOf: URL(fileURLWithPath: lib.originalPath(a))))
+        let original = try [UInt8](Data(contentsOf: URL(fileURLWithPath: try lib.originalPath(a))))
         let seq = try lib.lastChange()
         let (same, changed) = try EditHelp.save(t, a.rowID, app: editor, original)
         #expect(!changed)
@@ -309,7 +309,7 @@ let viewer = AppID("org.example.Viewer")!
         let lib = t.library
         let a = try t.importJPEGs(["a.jpg"])[0]
         try lib.authorize(viewer, access: .readWrite, status: .authorized)
-        let originalHash = try EditHelp.sha(lib.originalPath(a))
+        let originalHash = try EditHelp.sha(try lib.originalPath(a))
         // Never edited: the original alone, current.
         var list = try lib.versions(a.id).versions
         #expect(list.count == 1 && list[0].isOriginal && list[0].isCurrent && list[0].contentHash == a.contentHash && list[0].app == nil)
@@ -343,9 +343,9 @@ let viewer = AppID("org.example.Viewer")!
         #expect(try EditHelp.plan(t, a.rowID)?.isEmpty == false)
         #expect(throws: LibraryError.self) { try lib.revert(a.id, to: 9) }
         // Every stored version is intact, the original above all.
-        #expect(try EditHelp.sha(lib.originalPath(a)) == originalHash)
-        #expect(try EditHelp.sha(lib.originalPath(e1)) == e1.contentHash)
-        #expect(try EditHelp.sha(lib.originalPath(e2)) == e2.contentHash)
+        #expect(try EditHelp.sha(try lib.originalPath(a)) == originalHash)
+        #expect(try EditHelp.sha(try lib.originalPath(e1)) == e1.contentHash)
+        #expect(try EditHelp.sha(try lib.originalPath(e2)) == e2.contentHash)
         // The schema refuses a current version that does not exist.
         #expect(throws: (any Error).self) {
             try lib.pool.write { db in try db.execute(sql: "UPDATE assets SET current_version = 42 WHERE rowid = ?", arguments: [a.rowID]) }
@@ -413,10 +413,10 @@ let viewer = AppID("org.example.Viewer")!
         try EditHelp.put(fd, try TestMedia.jpeg(tag: "retry"))
         let e = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd).asset
         // As if the rename had failed: the file is back where it was.
-        #expect(rename(lib.originalPath(e), path) == 0)
+        #expect(rename(try lib.originalPath(e), path) == 0)
         let again = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd)
         #expect(!again.changed)
-        #expect(try EditHelp.sha(lib.originalPath(e)) == e.contentHash)
+        #expect(try EditHelp.sha(try lib.originalPath(e)) == e.contentHash)
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
@@ -437,7 +437,7 @@ let viewer = AppID("org.example.Viewer")!
         let e = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: scratch, fd: fd)
         #expect(e.changed)
         #expect(!FileManager.default.fileExists(atPath: scratch))
-        #expect(try EditHelp.sha(lib.originalPath(e.asset)) == e.asset.contentHash)
+        #expect(try EditHelp.sha(try lib.originalPath(e.asset)) == e.asset.contentHash)
         let fileID = try lib.read { db in try String.fetchOne(db, sql: "SELECT file_id FROM versions WHERE asset_rowid = ? AND version = 1", arguments: [a.rowID]) }
         #expect(fileID.map(Library.isFileID) == true)
         #expect(e.asset.storePath?.contains(fileID ?? "-") == true)
@@ -463,7 +463,7 @@ let viewer = AppID("org.example.Viewer")!
         #expect(now.contentHash == "sha256:" + hexString(SHA256.hash(bytes)) && now.hasLocation)
         #expect(try lib.assets().count == 1)
         #expect(try lib.versions(a.id).versions.map(\.app) == [nil, editor])
-        #expect(try EditHelp.sha(lib.originalPath(now)) == now.contentHash)
-        #expect(try EditHelp.sha(lib.originalPath(a)) == a.contentHash)
+        #expect(try EditHelp.sha(try lib.originalPath(now)) == now.contentHash)
+        #expect(try EditHelp.sha(try lib.originalPath(a)) == a.contentHash)
     }
 }

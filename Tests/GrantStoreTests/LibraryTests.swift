@@ -108,7 +108,7 @@ let camera = AppID("org.example.Camera")!
             #expect(a.hasLocation)
             #expect(a.contentHash.hasPrefix("sha256:"))
             #expect(a.id.count == 16)
-            let path = t.library.originalPath(a)
+            let path = try t.library.originalPath(a)
             #expect(path.hasPrefix(t.library.paths.store))
             let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
             #expect(UInt64(bytes.count) == a.byteSize)
@@ -178,7 +178,7 @@ let camera = AppID("org.example.Camera")!
         let s = try Importer(library: t.library, options: ImportOptions(reference: true)).run([file])
         let a = try #require(s.imported.first)
         #expect(a.referencePath != nil)
-        #expect(t.library.originalPath(a).hasSuffix("/ref.jpg"))
+        #expect(try t.library.originalPath(a).hasSuffix("/ref.jpg"))
         #expect(try FileManager.default.subpathsOfDirectory(atPath: t.library.paths.store).isEmpty)
     }
 
@@ -274,7 +274,7 @@ let camera = AppID("org.example.Camera")!
         let summary = try Importer(library: t.library, options: ImportOptions()).run([src])
         #expect(summary.imported.count == 3)
         for a in summary.imported {
-            let stored = try [UInt8](Data(contentsOf: URL(fileURLWithPath: t.library.originalPath(a))))
+            let stored = try [UInt8](Data(contentsOf: URL(fileURLWithPath: try t.library.originalPath(a))))
             let same = stored == sources[a.displayName]   // not inside #expect: it would print megabytes
             #expect(same, "\(a.displayName) differs from its source")
             #expect("sha256:" + hexString(SHA256.hash(stored)) == a.contentHash)
@@ -286,7 +286,7 @@ let camera = AppID("org.example.Camera")!
     @Test func aRedactionIsOnlyGivenForTheVersionAsked() throws {
         let t = try TempLibrary()
         let a = try t.importJPEGs(["gps.jpg"], gps: true)[0]
-        let path = t.library.originalPath(a)
+        let path = try t.library.originalPath(a)
         guard case .plan(let p) = try t.library.redaction(rowID: a.rowID, path: path) else { Issue.record("a GPS JPEG must have a plan"); return }
         #expect(!p.isEmpty)
         #expect(throws: LibraryError.self) { try t.library.redaction(rowID: a.rowID, path: path + ".older-version") }
@@ -309,7 +309,7 @@ let camera = AppID("org.example.Camera")!
         #expect(version == MediaScanner.version)
         // A stale plan whose original is gone refuses (fails closed), and is not stored as final.
         try t.library.write { db in try db.execute(sql: "UPDATE assets SET redaction_version = 1 WHERE rowid = ?", arguments: [a.rowID]) }
-        try FileManager.default.removeItem(atPath: t.library.originalPath(a))
+        try FileManager.default.removeItem(atPath: try t.library.originalPath(a))
         guard case .refuse = try t.library.redaction(rowID: a.rowID) else { Issue.record("a missing original must refuse"); return }
         let still = try t.library.read { db in try Int.fetchOne(db, sql: "SELECT redaction_version FROM assets WHERE rowid = ?", arguments: [a.rowID]) }
         #expect(still == 1)
@@ -798,8 +798,8 @@ let camera = AppID("org.example.Camera")!
         let beach = try #require(s.imported.first { $0.displayName == "beach.jpg" })
         #expect(holiday.owner == nil && beach.owner == nil && !holiday.isTrashed)
         #expect(holiday.contentHash == bait.contentHash && beach.contentHash == live.contentHash)
-        #expect(t.library.originalPath(holiday) != t.library.originalPath(bait))
-        #expect(FileManager.default.contents(atPath: t.library.originalPath(holiday)).map { [UInt8]($0) } == holidayBytes)
+        #expect(try t.library.originalPath(holiday) != t.library.originalPath(bait))
+        #expect(FileManager.default.contents(atPath: try t.library.originalPath(holiday)).map { [UInt8]($0) } == holidayBytes)
         // The app's assets: untouched.
         #expect(try t.library.asset(rowID: bait.rowID) == trashedBait)
         #expect(try t.library.asset(rowID: live.rowID) == live)

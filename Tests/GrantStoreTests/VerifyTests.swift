@@ -16,7 +16,7 @@ import Glibc
         let editor = AppID("org.example.Editor")!
         try t.library.authorize(editor, access: .readWrite, status: .authorized)
         let a = try #require(try t.importJPEGs(["e.jpg"]).first)
-        let originalPath = t.library.originalPath(a)
+        let originalPath = try t.library.originalPath(a)
         let before = try EditHelp.sha(originalPath)
         #expect(try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "edit 1")).changed)
         #expect(try EditHelp.save(t, a.rowID, app: editor, try TestMedia.jpeg(tag: "edit 2")).changed)
@@ -50,7 +50,7 @@ import Glibc
         let saved = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "saved.jpg").asset
         close(fd)
         #expect(saved.contentHash == imported.contentHash)
-        let path = t.library.originalPath(imported)
+        let path = try t.library.originalPath(imported)
         #expect(unlink(path) == 0)
 
         let report = try Verifier(library: t.library).run()
@@ -99,7 +99,7 @@ import Glibc
         let t = try TempLibrary()
         let assets = try t.importJPEGs((0..<40).map { "p\($0).jpg" })
         for a in assets.prefix(5) {
-            let fd = open(t.library.originalPath(a), O_RDWR)
+            let fd = open(try t.library.originalPath(a), O_RDWR)
             var b: UInt8 = 0x55
             _ = pwrite(fd, &b, 1, 40)
             close(fd)

@@ -121,7 +121,7 @@ struct DecisionAgreement {
                     if e.name != (asset.ownerName ?? asset.displayName) { stats["clash", default: 0] += 1 }
                     if e.strip && asset.hasLocation { stats["stripped", default: 0] += 1 }
                     if asset.isShared { stats["shared", default: 0] += 1 }
-                    let original = try #require(readAll(lib.originalPath(asset)), "\(context): original of \(asset.id)")
+                    let original = try #require(readAll(try lib.originalPath(asset)), "\(context): original of \(asset.id)")
                     let path = mp + "/" + e.name
                     let read = try #require(readAll(path), "\(context): the mount cannot read \(e.name)")
                     #expect(read.count == original.count, "\(context): \(e.name) has another size through the mount")

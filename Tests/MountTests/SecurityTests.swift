@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import CSysShims
+@testable import GrantStore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -185,5 +186,28 @@ struct Security {
         #expect(isMounted(victim), "the daemon unmounted another mount, the one its mount point's path led to")
         #expect(readAll(victim + "/a.jpg") != nil)
         try f.unmount(victim)
+    }
+
+    /// A catalog row whose store path leads out of the store (the red team served /etc/shadow
+    /// through a shared mount so): the asset is in no view, and its target is never served.
+    @Test func aStorePathOutOfTheStoreIsNeverServed() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--status", "authorized")
+        let secret = f.dir + "/secret.jpg"   // library/store/../../secret.jpg
+        let bytes = try TestMedia.jpeg(tag: "secret")
+        try TestMedia.write(bytes, to: secret)
+        let lib = try Library.open(at: LibraryPaths(root: f.library))
+        try lib.write { db in
+            try db.execute(sql: """
+                INSERT INTO assets (id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
+                                    content_hash, store_path)
+                VALUES ('cccccccccccccccc', 'secret.jpg', 'jpeg', 'photo', ?, 0, 0, 0, 'sha256:00', '../../secret.jpg')
+                """, arguments: [bytes.count])
+        }
+        let mp = try f.mount(app)
+        #expect(photos(mp) == ["a.jpg"])
+        #expect(openErrno(mp + "/secret.jpg", O_RDONLY) == ENOENT)
+        try f.unmount(mp)
     }
 }
