@@ -75,6 +75,44 @@ int pg_open_direct_write(const char *path) {
     return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
 }
 
+#include <sys/stat.h>
+
+int pg_open_in_folder(const char *dir, const char *sub, const char *name, int flags, unsigned int mode) {
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0) return -1;
+    if (sub != NULL) {
+        if ((flags & O_CREAT) && mkdirat(d, sub, 0700) != 0 && errno != EEXIST) {
+            int e = errno;
+            close(d);
+            errno = e;
+            return -1;
+        }
+        int s = openat(d, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        close(d);
+        if (s < 0) {
+            errno = e;
+            return -1;
+        }
+        d = s;
+    }
+    int fd = openat(d, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, (mode_t)mode);
+    int e = errno;
+    close(d);
+    if (fd < 0) {
+        errno = e;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    if (!(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
 #include <sqlite3.h>
 
 int pg_sqlite_keep_wal(void *db) {

@@ -215,9 +215,11 @@ public final class Library: Sendable {
 
     /// Tells every running mount that the database changed. Cheap: one small write to a file the
     /// daemons watch with inotify (IN_CLOSE_WRITE). A lost ring is harmless: daemons also compare
-    /// change sequence numbers when they wake for any other reason.
+    /// change sequence numbers when they wake for any other reason. The bell is opened in run/
+    /// following no symbolic link, and only a regular file is written: a link left at its name
+    /// never takes the byte to another file.
     public func ringBell() {
-        let fd = Glibc.open(paths.bell, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = pg_open_in_folder(paths.run, nil, "bell", O_WRONLY | O_CREAT, 0o600)
         if fd >= 0 {
             var b: UInt8 = 0x21
             _ = Glibc.pwrite(fd, &b, 1, 0)

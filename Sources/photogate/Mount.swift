@@ -183,9 +183,17 @@ struct Mount: PhotogateCommand {
 
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
                      noPassthrough: Bool, noOpen: Bool, whilePID: Int32?) throws {
-        let logs = library.paths.run + "/logs"
-        try? FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
-        let logPath = logs + "/\(app.rawValue).\(access.rawValue).log"
+        let logName = "\(app.rawValue).\(access.rawValue).log"
+        let logPath = library.paths.run + "/logs/" + logName
+        // Opened here, in run/logs/, following no symbolic link (at run/, logs/ or the log): a link
+        // left at its name never takes the daemon's output to another file.
+        let logFD = pg_open_in_folder(library.paths.run, "logs", logName, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        guard logFD >= 0 else {
+            let why = errno == ELOOP || errno == ENOTDIR ? "it, or a folder on its way in run/, is a symbolic link, which photogate does not follow"
+                : errno == EINVAL ? "it is not a regular file" : String(cString: strerror(errno))
+            throw CommandFailure("cannot open the daemon's log \(logPath): \(why)", .mountFailed)
+        }
+        defer { close(logFD) }
         var p: [Int32] = [0, 0]
         guard pipe(&p) == 0 else { throw CommandFailure("pipe failed", .failure) }
         for fd in p { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
@@ -199,7 +207,7 @@ struct Mount: PhotogateCommand {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, logFD, 1)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         posix_spawn_file_actions_adddup2(&actions, p[1], 3)
         // The daemon must not keep our caller's pipes open (a caller waiting for our output

@@ -87,6 +87,11 @@ struct Run: PhotogateCommand {
                 if mkdir(base, 0o700) != 0 && errno != EEXIST {
                     throw CommandFailure("cannot make \(base): \(String(cString: strerror(errno)))", .failure)
                 }
+                // A folder, not a symbolic link to one elsewhere (photogate follows none in run/).
+                var baseStat = stat()
+                guard lstat(base, &baseStat) == 0, (baseStat.st_mode & S_IFMT) == S_IFDIR else {
+                    throw CommandFailure("\(base) is not a folder (a symbolic link?): remove it", .failure)
+                }
                 var template = Array((base + "/XXXXXX").utf8CString)
                 guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
                     throw CommandFailure("cannot make a folder in \(base): \(String(cString: strerror(errno)))", .failure)

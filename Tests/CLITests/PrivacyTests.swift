@@ -165,4 +165,26 @@ enum Privacy {
         #expect(owner.stderr.contains("made it private"), "\(owner.stderr)")
         #expect(mode() == 0o700)
     }
+
+    /// run/bell is opened following no symbolic link, and only a regular file is rung: a link
+    /// left at its name (the red team's, to a file of root's) takes no byte elsewhere, and a FIFO
+    /// there does not hang the command.
+    @Test func theBellIsNeverFollowedOutOfRun() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg"]))
+        let bell = c.library + "/run/bell"
+        let victim = c.dir + "/victim"
+        try Data("root's own bytes\n".utf8).write(to: URL(fileURLWithPath: victim))
+        unlink(bell)
+        #expect(symlink(victim, bell) == 0)
+        try c.ok("grant", "--new-app", "org.example.Editor", "a.jpg")
+        try c.ok("authorize", "org.example.Other", "--access", "read-write", "--status", "authorized")
+        #expect(FileManager.default.contents(atPath: victim) == Data("root's own bytes\n".utf8), "a command rang the bell through the symlink")
+        // A FIFO nobody reads: an open for writing that blocked would never return.
+        unlink(bell)
+        #expect(mkfifo(bell, 0o600) == 0)
+        let o = try TestSupport.run("timeout", ["-s", "KILL", "20", TestSupport.photogateBinary, "revoke", "org.example.Editor", "a.jpg"],
+                                    environment: ["PHOTOGATE_LIBRARY": c.library])
+        #expect(o.status == 0, "\(o.status) \(o.stderr)")
+    }
 }

@@ -77,4 +77,25 @@ struct MountPrivacy {
         #expect(stat(f.library, &st) == 0 && st.st_mode & 0o077 == 0)
         try f.unmount(mp)
     }
+
+    /// The daemon's log is opened in run/logs/ following no symbolic link: a link left at its name
+    /// (the red team's, to a file of root's) takes none of the daemon's output; the mount says why
+    /// it cannot start (exit 72) and nothing is mounted.
+    @Test func theDaemonLogIsNeverFollowedOutOfRun() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--status", "authorized")
+        let victim = f.dir + "/victim"
+        try Data("root's own bytes\n".utf8).write(to: URL(fileURLWithPath: victim))
+        try FileManager.default.createDirectory(atPath: f.library + "/run/logs", withIntermediateDirectories: true)
+        #expect(symlink(victim, f.library + "/run/logs/\(app).read-write.log") == 0)
+        let mp = f.dir + "/log-mnt"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let o = try f.pgStatus("mount", app, mp)
+        if o.status == 0 { _ = try? f.pg("unmount", mp) }
+        #expect(o.status == 72, "\(o.status) \(o.stderr)")
+        #expect(o.stderr.contains("symbolic link"), "\(o.stderr)")
+        #expect(!isMounted(mp))
+        #expect(FileManager.default.contents(atPath: victim) == Data("root's own bytes\n".utf8), "the daemon logged through the symlink")
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import PhotoLibrary
 @testable import PhotoViewFS
 
 /// A mount's record in the library's run/mounts: who opens its files is read back as written, a
@@ -26,5 +27,40 @@ import Testing
         let again = try JSONDecoder().decode(MountRecord.self, from: JSONEncoder().encode(r))
         #expect(again == r)
         #expect(String(decoding: try JSONEncoder().encode(r), as: UTF8.self).contains("\"opens\":\"kernel\""))
+    }
+}
+
+
+/// A mount's record is written in run/mounts/ following no symbolic link: a link left at the name
+/// of its temp file takes no byte elsewhere, and a record that is a link is not read.
+@Suite struct MountRecordFiles {
+    struct Locations: LibraryLocations {
+        let storeRoot: String
+        let runDir: String
+    }
+
+    @Test func recordsFollowNoSymbolicLink() throws {
+        let dir = NSTemporaryDirectory() + "/photogate-records-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let library = Locations(storeRoot: dir + "/store", runDir: dir + "/run")
+        try FileManager.default.createDirectory(atPath: dir + "/run/mounts", withIntermediateDirectories: true)
+        let victim = dir + "/victim"
+        try Data("root's own bytes\n".utf8).write(to: URL(fileURLWithPath: victim))
+        let record = MountRecord(app: "org.example.A", access: "read-write", mountpoint: "/m", pid: 424242, readPath: "daemon",
+                                 libfuse: "3.17.2", started: 0)
+        #expect(symlink(victim, dir + "/run/mounts/.424242.json.tmp") == 0)
+        MountRegistry.write(record, library: library)
+        #expect(FileManager.default.contents(atPath: victim) == Data("root's own bytes\n".utf8), "the record was written through the symlink")
+        #expect(MountRegistry.records(library).isEmpty)
+        // Its final name a link to a record elsewhere: not read either.
+        let elsewhere = dir + "/elsewhere.json"
+        try JSONEncoder().encode(record).write(to: URL(fileURLWithPath: elsewhere))
+        #expect(symlink(elsewhere, dir + "/run/mounts/424242.json") == 0)
+        #expect(MountRegistry.records(library).isEmpty)
+        // Control: written and read back where nothing is in the way.
+        unlink(dir + "/run/mounts/.424242.json.tmp")
+        unlink(dir + "/run/mounts/424242.json")
+        MountRegistry.write(record, library: library)
+        #expect(MountRegistry.records(library).map(\.record) == [record])
     }
 }

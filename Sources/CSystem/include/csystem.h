@@ -42,6 +42,15 @@ int pg_removexattr(const char *path, const char *name);
 /// filesystem has no direct I/O).
 int pg_open_direct_write(const char *path);
 
+/// The regular file `name` in the folder `dir`, or in `dir`'s sub-folder `sub` when `sub` is not
+/// NULL (made 0700 first when `flags` has O_CREAT), opened with `flags` (and `mode` when it is
+/// created), O_CLOEXEC, following no symbolic link at `dir`'s last component, at `sub` or at
+/// `name` (each is opened relative to the folder before it, with O_NOFOLLOW). Never blocks on a
+/// FIFO. For the files photogate makes in a library's run/ folder (the bell, the daemons' logs,
+/// the mount registry): a symbolic link left there never takes a write elsewhere. -1 with errno:
+/// ELOOP (or ENOTDIR) for a symbolic link, EINVAL for something else than a regular file.
+int pg_open_in_folder(const char *dir, const char *sub, const char *name, int flags, unsigned int mode);
+
 /// For a connection (sqlite3 *) of a photogate library: no checkpoint when it closes
 /// (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE), so the last connection to close leaves the WAL and its index
 /// in place instead of syncing, copying and deleting them (the next process would then recreate

@@ -1,3 +1,4 @@
+import CSystem
 import FUSE
 import Foundation
 import PhotoLibrary
@@ -39,13 +40,23 @@ public struct MountRecord: Codable, Sendable, Equatable {
 public enum MountRegistry {
     static func dir(_ library: some LibraryLocations) -> String { library.runDir + "/mounts" }
 
+    /// Written in run/mounts/ following no symbolic link (there, at mounts/, or at the file).
     static func write(_ r: MountRecord, library: some LibraryLocations) {
         let d = dir(library)
-        try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-        if let data = try? JSONEncoder().encode(r) {
-            let tmp = d + "/.\(r.pid).json.tmp"
-            if (try? data.write(to: URL(fileURLWithPath: tmp))) != nil { rename(tmp, d + "/\(r.pid).json") }
-        }
+        guard let data = try? JSONEncoder().encode(r) else { return }
+        let name = ".\(r.pid).json.tmp"
+        let fd = pg_open_in_folder(library.runDir, "mounts", name, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { return }
+        let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        if written == data.count { rename(d + "/" + name, d + "/\(r.pid).json") } else { unlink(d + "/" + name) }
+    }
+
+    /// A record file's bytes, read following no symbolic link (nor blocking on a FIFO).
+    static func contents(_ library: some LibraryLocations, _ name: String) -> Data? {
+        let fd = pg_open_in_folder(library.runDir, "mounts", name, O_RDONLY, 0)
+        guard fd >= 0 else { return nil }
+        return try? FileHandle(fileDescriptor: fd, closeOnDealloc: true).readToEnd()
     }
 
     static func remove(pid: Int32, library: some LibraryLocations) { unlink(dir(library) + "/\(pid).json") }
@@ -61,7 +72,7 @@ public enum MountRegistry {
         let d = dir(library)
         return ((try? FileManager.default.contentsOfDirectory(atPath: d)) ?? []).compactMap { name in
             guard name.hasSuffix(".json") && !name.hasPrefix("."),
-                  let data = FileManager.default.contents(atPath: d + "/" + name),
+                  let data = contents(library, name),
                   let r = try? JSONDecoder().decode(MountRecord.self, from: data) else { return nil }
             return (name, r)
         }
