@@ -52,18 +52,29 @@ public final class Importer {
         }
     }
 
-    /// Expands the arguments into regular files, recursively, following symbolic links but never
-    /// looping. Problems (missing, unreadable, loops) come back as skipped entries.
+    /// Why a symbolic link met while walking a folder is skipped.
+    public static let linkInFolder = "a symbolic link inside a folder (not followed: name it on the command line to import what it leads to)"
+
+    /// Expands the arguments into regular files, recursively, never looping. A symbolic link named
+    /// on the command line is followed (the person chose it); one met while walking a folder is
+    /// not: it is skipped and reported. A folder can be written by someone else than whoever
+    /// imports it (root importing a user's folder into a shared library), and a link there to a
+    /// file only the importer may read (/root/..., /etc/shadow) would copy that file into the
+    /// library. Problems (missing, unreadable, links, loops) come back as skipped entries.
     public static func collect(_ paths: [String]) -> (files: [String], problems: [(String, String)]) {
         var files: [String] = []
         var problems: [(String, String)] = []
         var visited = Set<[UInt64]>()
         func walk(_ path: String, depth: Int) {
             var st = stat()
-            if stat(path, &st) != 0 {
+            if (depth == 0 ? stat(path, &st) : lstat(path, &st)) != 0 {
                 let e = errno
                 let why = e == ELOOP ? "symbolic link loop" : e == ENOENT ? "no such file or directory" : String(cString: strerror(e))
                 problems.append((path, why))
+                return
+            }
+            if (st.st_mode & S_IFMT) == S_IFLNK {
+                problems.append((path, Importer.linkInFolder))
                 return
             }
             if (st.st_mode & S_IFMT) == S_IFDIR {
@@ -110,6 +121,9 @@ public final class Importer {
                     progress: (Int, Int) -> Void = { _, _ in }) throws -> ImportSummary {
         var summary = ImportSummary()
         let (files, problems) = Importer.collect(paths)
+        // Files named on the command line may be symbolic links; files found in folders are
+        // opened following none (one swapped for a link since the walk is refused then).
+        let named = Set(paths)
         for (p, why) in problems {
             summary.skipped.append((p, why))
             event(.skipped(source: p, reason: why))
@@ -124,7 +138,7 @@ public final class Importer {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let workers = files.count < 2 ? 1 : max(1, min(8, Importer.workerCount ?? (cores + 1)))
         let pipeline = PreparePipeline(count: files.count, workers: workers, window: 4 * workers) { i in
-            try importer.prepare(files[i])
+            try importer.prepare(files[i], follow: named.contains(files[i]))
         }
         pipeline.start()
         // On a fatal error, the temp copies not yet handed to `flush` go (and however this
@@ -171,10 +185,12 @@ public final class Importer {
     static let workerCount: Int? = ProcessInfo.processInfo.environment["PHOTOGATE_IMPORT_THREADS"].flatMap { Int($0) }
 
     /// Reads, scans, hashes and (unless referencing) copies one file into a fsynced temp file.
-    func prepare(_ path: String) throws -> Pending? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    /// `follow`: the path may be a symbolic link (it was named on the command line).
+    func prepare(_ path: String, follow: Bool = true) throws -> Pending? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW))
         guard fd >= 0 else {
             let e = errno
+            if e == ELOOP && !follow { throw LibraryError.badInput(Importer.linkInFolder) }
             throw LibraryError.badInput(e == EACCES ? "permission denied" : String(cString: strerror(e)))
         }
         defer { Glibc.close(fd) }

@@ -16,7 +16,9 @@ struct Import: PhotogateCommand {
             indexes them where they are instead. The media type comes from the content. The same \
             content imported twice is one asset (one in Recently Deleted comes back); a file with \
             the bytes of an app's file is a new asset of yours, and the app's is left alone. Files that are not photos or videos are skipped \
-            with a warning naming each; the exit code is then 65 and everything else was imported.
+            with a warning naming each; the exit code is then 65 and everything else was imported. \
+            Symbolic links inside a folder are skipped the same way (not followed); a symbolic link \
+            named on the command line is followed.
 
             Example: photogate import ~/DCIM --album "Summer 2024"
             """)

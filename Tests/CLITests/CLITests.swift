@@ -138,14 +138,40 @@ enum Code {
         #expect(o.stdout.contains("good.jpg"))
     }
 
+    /// A link to the folder itself: inside the folder it is skipped (links there are not
+    /// followed); named as well on the command line, it is followed and found to loop.
     @Test func symlinkLoopInAFolder() throws {
         let c = try CLI()
         let src = try c.photos(["x.jpg"])
         try FileManager.default.createSymbolicLink(atPath: src + "/loop", withDestinationPath: src)
-        let o = try c.run("import", src)
+        let o = try c.run("import", src, src + "/loop")
         #expect(o.status == Code.badInput)
-        #expect(o.stderr.contains("loop"))
+        #expect(o.stderr.contains("skipped \(src)/loop: a symbolic link inside a folder"), "\(o.stderr)")
+        #expect(o.stderr.contains("skipped \(src)/loop: symbolic link loop"), "\(o.stderr)")
         #expect(o.stdout.contains("1 imported"))
+    }
+
+    /// F4: walking a folder follows no symbolic link (a folder someone else writes, imported by
+    /// root, could link to a file only root may read): it is skipped and reported, in the text
+    /// and the JSON, with exit 65. A link named on the command line is followed.
+    @Test func symlinksInsideAFolderAreSkippedAndNamedOnesFollowed() throws {
+        let c = try CLI()
+        let src = try c.photos(["own.jpg"])
+        let elsewhere = try c.photos(["private.jpg"])
+        #expect(symlink(elsewhere + "/private.jpg", src + "/link.jpg") == 0)
+        let o = try c.run("import", src)
+        #expect(o.status == Code.badInput, "\(o.stderr)")
+        #expect(o.stderr.contains("skipped \(src)/link.jpg: a symbolic link inside a folder (not followed"), "\(o.stderr)")
+        #expect(o.stdout.contains("1 imported, 0 already in the library, 1 skipped"), "\(o.stdout)")
+        func names() throws -> [String] { try #require(try c.json("assets") as? [[String: Any]]).compactMap { $0["name"] as? String }.sorted() }
+        #expect(try names() == ["own.jpg"])
+        let j = try c.run("import", "--json", src)
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(j.stdout.utf8)) as? [String: Any])
+        #expect((report["skipped"] as? [[String: Any]])?.map { $0["path"] as? String } == [src + "/link.jpg"], "\(report)")
+        #expect(try names() == ["own.jpg"])
+        // Named on the command line, the link is followed.
+        try c.ok("import", src + "/link.jpg")
+        #expect(try names() == ["link.jpg", "own.jpg"])
     }
 
     @Test func importNeedsPaths() throws {
