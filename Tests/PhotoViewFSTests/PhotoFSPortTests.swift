@@ -357,4 +357,14 @@ import Glibc
         #expect(after.blocks - after.blocksFree == 1)
         #expect(before.blocks - before.blocksFree == 0)
     }
+
+    /// Free space is the disk's rounded down to 64 MiB steps: to the byte, it moved with every
+    /// hidden import and grant, telling the app what happened elsewhere in the library.
+    @Test func statfsFreeSpaceMovesOnlyInCoarseSteps() throws {
+        let (_, fs, _) = try make(.limited)
+        let s = try fs.statfs(FixedInode.root)
+        #expect(s.blockSize > 0)
+        #expect((s.blocksFree * s.blockSize) % (64 << 20) == 0, "free space \(s.blocksFree * s.blockSize) is not in 64 MiB steps")
+        #expect(s.blocksAvailable == s.blocksFree)
+    }
 }

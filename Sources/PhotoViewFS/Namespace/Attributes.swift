@@ -74,6 +74,9 @@ extension PhotoFS {
         }
     }
 
+    /// The step `statfs` rounds free space down to.
+    static let freeSpaceStep: UInt64 = 64 << 20
+
     public func statfs(_ inode: Inode) throws(Errno) -> StatFS {
         var st = statvfs()
         guard statvfs(library.storeRoot, &st) == 0 else { return StatFS() }
@@ -81,7 +84,12 @@ extension PhotoFS {
         // contents (hidden assets among them) are none of the app's business.
         let bsize = UInt64(st.f_frsize)
         let visibleBytes = viewBytes.load(ordering: .relaxed)
-        let avail = UInt64(st.f_bavail)
+        // Free space rounded down to a step of 64 MiB: to the byte, it moved with every hidden
+        // import and every grant's database write (a red-team finding), telling an app what the
+        // person did elsewhere in the library. (Any process that can reach the disk itself still
+        // sees its free space: a library on a disk of its own keeps that private too.)
+        let step = max(1, PhotoFS.freeSpaceStep / max(bsize, 1))
+        let avail = UInt64(st.f_bavail) / step * step
         let used = (visibleBytes + bsize - 1) / bsize
         return StatFS(blockSize: bsize, blocks: avail + used, blocksFree: avail, blocksAvailable: avail,
                       files: UInt64(model.withLock { $0.nodes.count }) + 1_000_000, filesFree: 1_000_000, nameMax: 255)
