@@ -236,8 +236,10 @@ struct Editing {
     }
 
     /// Reads through a handle open for writing are the app's reads too: with strip-location on,
-    /// an edit's copy holds the location but the app reads it redacted, in place or mapped; the
-    /// bytes it never wrote keep the location in the version it saves.
+    /// an edit starts from the redacted bytes the app reads (in place or mapped), so no version it
+    /// saves holds a location it never saw. (A copy of the original with reads redacted let the
+    /// app cut the GPS block off from its pointer with a two-byte write, save, and read the
+    /// location back from its own version, which the scanner no longer found.)
     @Test func anEditByAStripLocationAppNeverReadsTheLocation() throws {
         let f = try MountFixture()
         try f.importPhotos(["p.jpg"], gps: true)
@@ -251,7 +253,7 @@ struct Editing {
         let vw = try f.mount(viewer)
         let shown = try #require(readAll(mp + "/p.jpg"))
         let original = try #require(readAll(vw + "/p.jpg"))
-        #expect(shown != original, "the plain read is not redacted")
+        #expect(shown != original && shown.count == original.count, "the plain read is not redacted in place")
         let fd = open(mp + "/p.jpg", O_RDWR)
         #expect(fd >= 0, "open O_RDWR: errno \(errno)")
         var got = [UInt8](repeating: 0, count: original.count + 4096)
@@ -260,21 +262,34 @@ struct Editing {
         let dump = f.dir + "/through-edit.jpg"
         try TestMedia.write(Array(got.prefix(max(n, 0))), to: dump)
         #expect(try StripLocation.locationLeft(in: dump).isEmpty, "the edit's handle reads the location")
-        // Bytes after the JPEG's end are the app's: written, saved, and read back as written.
-        let tail = Array("appended by the editor".utf8)
-        #expect(tail.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(original.count)) } == tail.count)
-        #expect(pread(fd, &got, got.count, 0) == original.count + tail.count)
-        #expect(Array(got[original.count..<original.count + tail.count]) == tail && Array(got.prefix(shown.count)) == shown)
+        // The attack: IFD0's GPSInfo entry (tag 0x8825, not itself redacted) renamed 0x8826, so
+        // that a scanner of the saved version finds no GPS block to redact.
+        let tagAt = try #require(Self.gpsInfoEntry(in: shown), "no GPSInfo entry in the test photo")
+        var edited = shown
+        let renamed: [UInt8] = shown[tagAt] == 0x88 ? [0x88, 0x26] : [0x26, 0x88]
+        edited.replaceSubrange(tagAt..<tagAt + 2, with: renamed)
+        #expect(renamed.withUnsafeBytes { pwrite(fd, $0.baseAddress, 2, off_t(tagAt)) } == 2)
         #expect(close(fd) == 0, "the save failed: errno \(errno)")
-        // The person's other app sees the new version: the location the editor never saw is kept.
-        #expect(eventually { readAll(vw + "/p.jpg") == original + tail }, "the saved version lost bytes the editor did not write")
-        // (Its own reads of the saved version are redacted as any: bytes past a JPEG's end too.)
-        #expect(eventually { readAll(mp + "/p.jpg")?.count == original.count + tail.count })
-        let after = try #require(readAll(mp + "/p.jpg"))
-        try TestMedia.write(after, to: dump)
-        #expect(try StripLocation.locationLeft(in: dump).isEmpty, "the editor reads the location of its own save")
+        // The saved version is what the editor read plus what it wrote: no byte of the location.
+        #expect(eventually { readAll(vw + "/p.jpg") == edited }, "the saved version holds bytes the editor never read")
+        #expect(try versions(f, try assetID(f, "p.jpg")).count == 2)
+        let saved = try #require(readAll(mp + "/p.jpg"))
+        #expect(saved == edited, "the editor reads its own save differently from what it wrote")
         try f.unmount(vw)
         try f.unmount(mp)
+    }
+
+    /// Where IFD0's GPSInfo entry (tag 0x8825, type LONG, count 1) starts in a JPEG's Exif, in
+    /// either byte order.
+    static func gpsInfoEntry(in bytes: [UInt8]) -> Int? {
+        let big: [UInt8] = [0x88, 0x25, 0x00, 0x04, 0x00, 0x00, 0x00, 0x01]
+        let little: [UInt8] = [0x25, 0x88, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00]
+        guard bytes.count >= 8 else { return nil }
+        for i in 0...(bytes.count - 8) where bytes[i] == 0x88 || bytes[i] == 0x25 {
+            let window = Array(bytes[i..<i + 8])
+            if window == big || window == little { return i }
+        }
+        return nil
     }
 
     /// A revoke (of the photo, or of the consent to edit it) reaches a handle already open for

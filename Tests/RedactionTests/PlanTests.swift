@@ -277,34 +277,3 @@ struct DateTests {
     }
 }
 
-@Suite("Plans over bytes written since")
-struct WrittenSinceTests {
-    @Test func writtenRangesMergeWhatTouchesOrOverlaps() {
-        var w = WrittenRanges()
-        w.insert(10..<20)
-        w.insert(30..<40)
-        w.insert(20..<25)          // touches the first
-        w.insert(5..<8)
-        w.insert(0..<0)            // empty: nothing
-        #expect(w.ranges == [5..<8, 10..<25, 30..<40])
-        w.insert(7..<31)           // spans three
-        #expect(w.ranges == [5..<40])
-        w.insert(50..<UInt64.max)
-        #expect(w.ranges == [5..<40, 50..<UInt64.max])
-    }
-
-    @Test func aPlanExcludingWrittenBytesPatchesOnlyTheRest() {
-        let plan = RedactionPlan(patches: [.init(offset: 10, length: 10), .init(offset: 30, length: 4, replacement: [1, 2, 3, 4])])
-        #expect(plan.excluding([]) == plan)
-        let left = plan.excluding([12..<15, 31..<33])
-        #expect(left.patches == [.init(offset: 10, length: 2), .init(offset: 15, length: 5),
-                                 .init(offset: 30, length: 1, replacement: [1]), .init(offset: 33, length: 1, replacement: [4])])
-        var bytes = [UInt8](repeating: 9, count: 40)
-        bytes.withUnsafeMutableBytes { left.apply(to: $0, fileOffset: 0) }
-        #expect(bytes[10..<12].allSatisfy { $0 == 0 } && bytes[12..<15].allSatisfy { $0 == 9 } && bytes[15..<20].allSatisfy { $0 == 0 })
-        #expect(Array(bytes[30..<34]) == [1, 9, 9, 4])
-        // Everything written: nothing left to patch; a write covering one patch whole drops it.
-        #expect(plan.excluding([0..<UInt64.max]).isEmpty)
-        #expect(plan.excluding([0..<25]).patches == [.init(offset: 30, length: 4, replacement: [1, 2, 3, 4])])
-    }
-}

@@ -47,9 +47,11 @@ extension PhotoFS {
     /// open(2) for writing of a visible asset the app may edit.
     func openEdit(_ node: AssetNode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         try mayEdit(node)
-        // Location stripped: the copy is of the version this view shows, and reads of it are
-        // redacted like every other read of this app (a file whose metadata cannot be parsed with
-        // confidence is refused for editing as for reading).
+        // Location stripped: the edit starts from the redacted bytes this app reads, never from the
+        // original's. (An edit of a copy holding the location, with reads redacted, let the app save
+        // a version whose location the scanner no longer found, a GPS block cut off from its
+        // pointer by a two-byte write, and then read it.) A file whose metadata cannot be parsed
+        // with confidence is refused for editing as for reading.
         let plan = try readPlan(for: node)
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
@@ -68,7 +70,10 @@ extension PhotoFS {
         // as a truncate after this open.)
         let size: UInt64
         if node.strip {
-            do throws(Errno) { size = try copyShownVersion(node, to: temp.fd) } catch {
+            do throws(Errno) {
+                size = try copyShownVersion(node, to: temp.fd)
+                if let plan { try PhotoFS.redactInPlace(temp.fd, size: size, plan) }
+            } catch {
                 dropSessionTemp(temp)
                 throw error
             }
@@ -84,7 +89,6 @@ extension PhotoFS {
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
         f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
-        f.redaction = plan
         f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
@@ -122,6 +126,21 @@ extension PhotoFS {
                 done += w
             }
             total += UInt64(n)
+        }
+    }
+
+    /// Writes a redaction plan into a file of `size` bytes: its ranges zeroed or replaced, as
+    /// redacted reads serve them.
+    static func redactInPlace(_ fd: Int32, size: UInt64, _ plan: RedactionPlan) throws(Errno) {
+        for p in plan.patches where p.offset < size {
+            let length = Int(min(UInt64(p.length), size - p.offset))
+            let bytes = p.replacement.map { Array($0.prefix(length)) } ?? [UInt8](repeating: 0, count: length)
+            var done = 0
+            while done < length {
+                let n = bytes.withUnsafeBytes { b in pwrite(fd, b.baseAddress! + done, length - done, off_t(p.offset) + off_t(done)) }
+                if n < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+                done += n
+            }
         }
     }
 

@@ -1,7 +1,6 @@
 import FUSE
 import Foundation
 import PhotoLibrary
-import Redaction
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -65,12 +64,6 @@ final class SessionFile: @unchecked Sendable {
     /// writable through descriptors still open elsewhere (a child that inherited one and exited
     /// sends that close too), until its last release discards it or a later close commits it.
     var hidden = false
-    /// An edit by an app whose location is stripped: the redaction of the version copied in (the
-    /// one its view shows). Reads through the edit get those bytes patched wherever the app has not
-    /// written since, as every other read of this app does: the copy holds the location.
-    var redaction: RedactionPlan?
-    /// What the app wrote, or cut off by a truncate, since the copy (kept with `redaction` only).
-    var written = WrittenRanges()
     /// The content hash of the temp file, computed behind the writes (nil: hashed at the commit).
     /// Set by `useTemp`, ended by `closeTemp`.
     private(set) var hash: RunningHash?

@@ -1,7 +1,6 @@
 import FUSE
 import Foundation
 import PhotoLibrary
-import Redaction
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,8 +32,6 @@ extension PhotoFS {
                 if size > f.counted { try admitGrowth(f, to: size) }
                 if ftruncate(f.fd, off_t(size)) != 0 { f.hash?.invalidate(); throw Errno(errno) }
                 f.hash?.noteTruncate(to: size)
-                // What was cut off is gone: anything there later is the app's (zeros or its writes).
-                if f.redaction != nil { f.written.insert(size..<UInt64.max) }
                 f.size = size
                 f.dirty = true
                 if let handle { f.handles[handle] = false }
@@ -70,11 +67,6 @@ extension PhotoFS {
             let n = buf.withUnsafeMutableBytes { b in pread(f.fd, b.baseAddress, size, off_t(offset)) }
             if n < 0 { throw Errno(errno) }
             buf.removeLast(size - n)
-            if let plan = f.redaction {
-                // Location stripped: the original's bytes the app has not overwritten stay redacted.
-                let left = plan.excluding(f.written.ranges)
-                buf.withUnsafeMutableBytes { b in left.apply(to: b, fileOffset: UInt64(offset)) }
-            }
             return .bytes(buf)
         }
     }

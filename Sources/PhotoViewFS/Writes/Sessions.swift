@@ -157,7 +157,6 @@ extension PhotoFS {
                 done += n
             }
             f.dirty = true
-            if f.redaction != nil { f.written.insert(UInt64(offset)..<UInt64(offset) + UInt64(done)) }
             f.hash?.noteWrite(offset: UInt64(offset), count: done)
             f.size = max(f.size, UInt64(offset) + UInt64(done))
             f.mtime = .now
