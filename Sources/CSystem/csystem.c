@@ -257,3 +257,26 @@ int pg_relay_wait(pid_t pid, int info_fd, int *status) {
     errno = saved;
     return -1;
 }
+
+#include <linux/openat2.h>
+#include <stdio.h>
+
+int pg_openat_no_symlinks(int dirfd, const char *path, int flags) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = (unsigned long long)(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_NO_SYMLINKS | (dirfd == AT_FDCWD ? 0 : RESOLVE_BENEATH);
+    long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS) return openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW);
+    return (int)fd;
+}
+
+long pg_fd_path(int fd, char *buf, unsigned long size) {
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, buf, size - 1);
+    if (n < 0) return -1;
+    if ((unsigned long)n >= size - 1) { errno = ENAMETOOLONG; return -1; }
+    buf[n] = '\0';
+    return (long)n;
+}

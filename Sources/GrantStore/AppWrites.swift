@@ -2,6 +2,10 @@ import Foundation
 import GRDB
 import PhotoLibrary
 import Redaction
+import CSystem
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Library {
     /// The redaction facts of an asset: computed at import or commit and stored; a plan stored by
@@ -95,9 +99,10 @@ extension Library {
         return try copyFile(at: try storeFile(rel, of: a.id), to: fd)
     }
 
-    /// Copies a file of the library (or a referenced original) into `fd` from its start.
-    public func copyFile(at path: String, to fd: Int32) throws -> UInt64 {
-        let src = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+    /// Copies a file of the library (or a referenced original: `reference`, opened with no symbolic
+    /// link anywhere on its path) into `fd` from its start.
+    public func copyFile(at path: String, reference: Bool = false, to fd: Int32) throws -> UInt64 {
+        let src = reference ? pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY) : Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard src >= 0 else { throw StoreWriter.ioError(errno, "open \(path)") }
         defer { Glibc.close(src) }
         let chunk = 1 << 20

@@ -138,7 +138,7 @@ public final class Importer {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let workers = files.count < 2 ? 1 : max(1, min(8, Importer.workerCount ?? (cores + 1)))
         let pipeline = PreparePipeline(count: files.count, workers: workers, window: 4 * workers) { i in
-            try importer.prepare(files[i], follow: named.contains(files[i]))
+            try importer.prepare(files[i], beneath: named.contains(files[i]) ? nil : Importer.namedRoot(of: files[i], among: paths))
         }
         pipeline.start()
         // On a fatal error, the temp copies not yet handed to `flush` go (and however this
@@ -184,13 +184,34 @@ public final class Importer {
     /// the disk leaves the cores busy). For measurements: PHOTOGATE_IMPORT_THREADS.
     static let workerCount: Int? = ProcessInfo.processInfo.environment["PHOTOGATE_IMPORT_THREADS"].flatMap { Int($0) }
 
+    /// The folder named on the command line that a walked file was found in (the longest).
+    static func namedRoot(of file: String, among named: [String]) -> String? {
+        named.filter { file.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }.max { $0.count < $1.count }
+    }
+
     /// Reads, scans, hashes and (unless referencing) copies one file into a fsynced temp file.
-    /// `follow`: the path may be a symbolic link (it was named on the command line).
-    func prepare(_ path: String, follow: Bool = true) throws -> Pending? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW))
+    /// `beneath`: the folder named on the command line it was found in, nil for a file named
+    /// there (which may be a symbolic link: the person chose it). A walked file is opened from
+    /// that folder with no symbolic link on the way: a folder swapped for a link between the walk
+    /// and the open (to /root, by whoever may write the folder) is skipped, not followed.
+    func prepare(_ path: String, beneath root: String? = nil) throws -> Pending? {
+        let fd: Int32
+        if let root {
+            let base = root.hasSuffix("/") ? root : root + "/"
+            let dir = Glibc.open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard dir >= 0 else { throw LibraryError.badInput(String(cString: strerror(errno))) }
+            var rel = Substring(path.dropFirst(base.count))
+            while rel.hasPrefix("/") { rel = rel.dropFirst() }
+            fd = pg_openat_no_symlinks(dir, String(rel), O_RDONLY)
+            let e = errno
+            Glibc.close(dir)
+            errno = e
+        } else {
+            fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        }
         guard fd >= 0 else {
             let e = errno
-            if e == ELOOP && !follow { throw LibraryError.badInput(Importer.linkInFolder) }
+            if e == ELOOP && root != nil { throw LibraryError.badInput(Importer.linkInFolder) }
             throw LibraryError.badInput(e == EACCES ? "permission denied" : String(cString: strerror(e)))
         }
         defer { Glibc.close(fd) }
@@ -198,7 +219,10 @@ public final class Importer {
         let name = (path as NSString).lastPathComponent
         if options.reference {
             let hash = try StoreWriter.hash(fd: fd, size: size)
-            let real = URL(fileURLWithPath: LibraryPaths.absolute(path)).resolvingSymlinksInPath().path
+            // Where the file opened really is (no link on the way), not where its path leads now.
+            var buf = [CChar](repeating: 0, count: 4096)
+            let real = pg_fd_path(fd, &buf, UInt(buf.count)) > 0 && buf[0] == 0x2f
+                ? String(cString: buf) : URL(fileURLWithPath: LibraryPaths.absolute(path)).resolvingSymlinksInPath().path
             return Pending(source: real, id: StoreWriter.randomID(), temp: nil,
                            facts: NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date), name: name)
         }

@@ -80,7 +80,10 @@ public final class LibraryStorePort: LibraryPort {
     public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 { try port { try library.copyOriginal(rowID: rowID, to: fd) } }
 
     public func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 {
-        try port { try library.copyFile(at: try library.currentPath(rowID: rowID), to: fd) }
+        try port {
+            let current = try library.currentOriginal(rowID: rowID)
+            return try library.copyFile(at: current.path, reference: current.reference, to: fd)
+        }
     }
 
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,

@@ -138,13 +138,17 @@ extension Library {
     // MARK: versions
 
     /// The stored path of the asset's current version (store or reference), for copy-on-write opens.
-    public func currentPath(rowID: Int64) throws -> String {
+    public func currentPath(rowID: Int64) throws -> String { try currentOriginal(rowID: rowID).path }
+
+    /// The same, and whether it is a referenced original (outside the store: to be opened with no
+    /// symbolic link on its path).
+    public func currentOriginal(rowID: Int64) throws -> (path: String, reference: Bool) {
         try read { db in
             guard let r = try Row.fetchOne(db, sql: "SELECT store_path, reference_path, id FROM assets WHERE rowid = ?", arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }
-            if let ref: String = r[1] { return ref }
-            return try storeFile((r[0] as String?) ?? "", of: r[2])
+            if let ref: String = r[1] { return (ref, true) }
+            return (try storeFile((r[0] as String?) ?? "", of: r[2]), false)
         }
     }
 

@@ -845,3 +845,34 @@ let camera = AppID("org.example.Camera")!
         #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated X.jpg", "updated Y.jpg"])
     }
 }
+
+/// Folders others may write, imported by someone with more rights (root importing a user's
+/// folder): what the walk found is opened from the named folder with no symbolic link on the way.
+@Suite struct ImportWalkRaces {
+    /// A folder swapped for a link (to a private folder) between the walk and the open: before,
+    /// the open followed it and imported the private file; now it is skipped as a link.
+    @Test func aFolderSwappedForALinkAfterTheWalkIsNotFollowed() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/user-folder"
+        try FileManager.default.createDirectory(atPath: src + "/b", withIntermediateDirectories: true)
+        try TestMedia.write(TestMedia.jpeg(tag: "the user's own"), to: src + "/b/x.jpg")
+        let secret = t.dir + "/private"
+        try FileManager.default.createDirectory(atPath: secret, withIntermediateDirectories: true)
+        let secretBytes = try TestMedia.jpeg(tag: "private, never to be imported")
+        try TestMedia.write(secretBytes, to: secret + "/x.jpg")
+        let files = Importer.collect([src]).files
+        #expect(files == [src + "/b/x.jpg"])
+        // The swap, after the walk.
+        #expect(rename(src + "/b", src + "/b.old") == 0 && symlink(secret, src + "/b") == 0)
+        let importer = try Importer(library: t.library, options: ImportOptions())
+        #expect(Importer.namedRoot(of: files[0], among: [src]) == src)
+        #expect(throws: LibraryError.badInput(Importer.linkInFolder)) { try importer.prepare(files[0], beneath: src) }
+        // With --reference, the path recorded is where the opened file is, never the link's target.
+        #expect(rename(src + "/b", src + "/b.link") == 0 && rename(src + "/b.old", src + "/b") == 0)
+        let referencing = try Importer(library: t.library, options: ImportOptions(reference: true))
+        let pending = try #require(try referencing.prepare(files[0], beneath: src))
+        #expect(pending.source == URL(fileURLWithPath: src + "/b/x.jpg").resolvingSymlinksInPath().path)
+        // A trailing slash on the named folder changes nothing.
+        #expect(throws: Never.self) { _ = try referencing.prepare(src + "//b/x.jpg", beneath: src + "/") }
+    }
+}

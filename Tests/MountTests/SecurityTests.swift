@@ -211,3 +211,34 @@ struct Security {
         try f.unmount(mp)
     }
 }
+
+extension Security {
+    /// A referenced original (import --reference) lives in a folder its owner may change: a folder
+    /// on its path swapped for a link to a private folder holding a file of the same size and an
+    /// older date made the daemon serve that file (root's mount with allow_other served
+    /// /etc/shadow). The path was recorded with no link in it, and the daemon opens it so or not
+    /// at all.
+    @Test func aReferencedOriginalsFolderSwappedForALinkServesNothing() throws {
+        let f = try MountFixture()
+        let pics = f.dir + "/user-pics", secretDir = f.dir + "/private"
+        for d in [pics, secretDir] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        let secret = try TestMedia.jpeg(tag: "private: served to no app, whatever a folder on the way becomes")
+        var decoy = try TestMedia.jpeg(tag: "decoy")
+        #expect(decoy.count < secret.count)
+        decoy += [UInt8](repeating: 0, count: secret.count - decoy.count)   // bytes after the JPEG's end
+        try TestMedia.write(secret, to: secretDir + "/p.jpg")
+        try TestMedia.write(decoy, to: pics + "/p.jpg")
+        // The private file older than the import, so that size and date both match.
+        var old = [timespec(tv_sec: 946_684_800, tv_nsec: 0), timespec(tv_sec: 946_684_800, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, secretDir + "/p.jpg", &old, 0) == 0)
+        try f.pg("import", "--reference", pics)
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        let mp = try f.mount("org.example.Frame")
+        #expect(readAll(mp + "/p.jpg") == decoy)
+        #expect(rename(pics, pics + ".old") == 0 && symlink(secretDir, pics) == 0)
+        let served = readAll(mp + "/p.jpg")
+        #expect(served != secret, "the private file behind the swapped folder was served")
+        #expect(served == nil, "a read through the swapped folder did not fail")
+        try f.unmount(mp)
+    }
+}

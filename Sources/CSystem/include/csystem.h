@@ -78,4 +78,14 @@ int pg_relay_wait(int pid, int info_fd, int *status);
 /// Restores the dispositions pg_relay_begin found.
 void pg_relay_end(void);
 
+/// openat2(dirfd, path, flags | O_CLOEXEC, RESOLVE_NO_SYMLINKS, and RESOLVE_BENEATH from a folder
+/// descriptor): fails with ELOOP if any part of `path` is a symbolic link (a folder on the way
+/// swapped for one). Kernels without openat2 get openat with O_NOFOLLOW (the last part only).
+/// -1 with errno.
+int pg_openat_no_symlinks(int dirfd, const char *path, int flags);
+
+/// The path of the file `fd` is open on (readlink of /proc/self/fd/N) into `buf`; its length, or
+/// -1 with errno.
+long pg_fd_path(int fd, char *buf, unsigned long size);
+
 #endif

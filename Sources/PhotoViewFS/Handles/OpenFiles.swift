@@ -2,6 +2,7 @@ import FUSE
 import Foundation
 import PhotoLibrary
 import Redaction
+import CSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -214,7 +215,12 @@ extension PhotoFS {
     /// The same by the original's path; `describe` (its name and path) only for a log line.
     func openOriginal(_ path: UnsafePointer<CChar>, inStore: Bool, size: UInt64, ctime: Int,
                       describe: () -> (name: String, path: String)) throws(Errno) -> Int32 {
-        let fd = try FDBudget.mount.opening { Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        // A referenced original (import --reference) lives in a folder someone else may write: its
+        // path was recorded with no symbolic link in it, and it is opened so, or not at all (a
+        // folder on the way swapped for a link to /etc would otherwise serve /etc/shadow).
+        let fd = try FDBudget.mount.opening {
+            inStore ? Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY)
+        }
         guard fd >= 0 else {
             let e = errno
             log("cannot open original of \(describe().name): \(String(cString: strerror(e)))")
