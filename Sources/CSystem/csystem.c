@@ -168,7 +168,13 @@ int pg_relay_begin(void) {
     sa.sa_handler = pg_relay_handler;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < PG_RELAYED; i++) sigaction(pg_relayed[i], &sa, &pg_relay_old[i]);
+    for (int i = 0; i < PG_RELAYED; i++) {
+        sigaction(pg_relayed[i], NULL, &pg_relay_old[i]);
+        // Ignored when run started (a shell's background job ignores SIGINT and SIGQUIT, so that a
+        // ^C at the terminal does not reach it): left ignored, here and in the command.
+        if (pg_relay_old[i].sa_handler == SIG_IGN) continue;
+        sigaction(pg_relayed[i], &sa, NULL);
+    }
     // A caller may have them blocked (a test runner, a supervisor; the mask survives exec): then
     // they would stay pending and never be relayed. This thread takes them.
     sigset_t relayed;
@@ -197,6 +203,11 @@ static pid_t pg_info_child_pid(const char *json) {
     long v = strtol(p, &end, 10);
     if (end == p || *end == '\0' || v <= 1 || v > 0x7fffffff) return 0;   // cut off, or not a pid
     return (pid_t)v;
+}
+
+int pg_signal_ignored(int sig) {
+    struct sigaction old;
+    return sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
 }
 
 int pg_relay_wait(pid_t pid, int info_fd, int *status) {

@@ -357,7 +357,10 @@ func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1) th
     var defaults = sigset_t()
     sigemptyset(&defaults)
     let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
-    for sig in forwarded + [SIGPIPE] { sigaddset(&defaults, sig) }
+    // One ignored when run started stays ignored for the command too (a background job of a
+    // shell ignores SIGINT and SIGQUIT: ^C at the terminal is not for it).
+    for sig in forwarded where pg_signal_ignored(sig) == 0 { sigaddset(&defaults, sig) }
+    sigaddset(&defaults, SIGPIPE)
     var empty = sigset_t()
     sigemptyset(&empty)
     posix_spawnattr_setsigdefault(&attr, &defaults)

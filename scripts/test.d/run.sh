@@ -242,9 +242,14 @@ trapping='trap "touch /flag/caught-\$1; kill \$s 2>/dev/null; exit 3" "$1"; touc
 blocked=(python3 -c 'import os, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 os.execvp(sys.argv[1], sys.argv[1:])')
+# (FOREGROUND: as a terminal's foreground job, with SIGINT and SIGQUIT at their defaults; this
+# script's background jobs start with them ignored, which run leaves as they are, below.)
+foreground=(python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])')
 for variant in TERM INT HUP TERM-BLOCKED; do
     sig=${variant%-BLOCKED}
-    wrap=(); [[ $variant == *-BLOCKED ]] && wrap=("${blocked[@]}")
+    wrap=("${foreground[@]}"); [[ $variant == *-BLOCKED ]] && wrap+=("${blocked[@]}")
     rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"
     # In a session of its own, as a shell's foreground job is: its process group is run's.
     setsid "${wrap[@]}" "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- sh -c "$trapping" sh $sig & runner=$!
@@ -256,6 +261,21 @@ for variant in TERM INT HUP TERM-BLOCKED; do
     [[ $status == 3 ]] || fail "run exits with the command's status after SIG$sig: $status"
     ! signalled || fail "the view stayed mounted after SIG$sig: $(grep Signalled /proc/self/mountinfo)"
 done
+
+# A signal ignored when run starts (a shell's background job ignores SIGINT: a ^C at the terminal
+# is not for it) stays ignored: run does not catch it, and the command inherits it ignored.
+rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"
+setsid sh -c 'trap "" INT; exec "$@"' sh "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- \
+    sh -c 'trap "touch /flag/caught-INT" INT; trap "touch /flag/caught-TERM; exit 3" TERM; touch /flag/in; sleep 30 & s=$!; wait $s; wait $s; exit 0' & runner=$!
+on_exit "kill -9 $runner 2>/dev/null"
+wait_until 30 test -e "$tmp/signalled/in" || fail "the command did not start (ignored SIGINT)"
+kill -INT -- -"$runner"
+# Then a SIGTERM, which is relayed after it (in order) and ends the command: had the SIGINT been
+# relayed, the command's INT trap would have run first.
+kill -TERM "$runner"
+set +e; wait "$runner"; status=$?; set -e
+[[ -e $tmp/signalled/caught-TERM && $status == 3 ]] || fail "run with SIGINT ignored: the SIGTERM after it was not relayed (exit $status)"
+[[ ! -e $tmp/signalled/caught-INT ]] || fail "a SIGINT ignored when run started reached the command"
 
 # Nothing but stdin, stdout and stderr comes in (photogate's own descriptors and the caller's: a
 # socket among them would reach the host's network), no capabilities even as root (with them the

@@ -93,7 +93,10 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
     on_exit 'for m in $(awk '"'"'/ photogate:org.example.Stopped / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
     for sig in TERM INT; do
         rm -f "$home/sig/in" "$home/sig/caught"
-        setsid runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" run org.example.Stopped --bind "$home/sig:/sig" -- \
+        # As a terminal's foreground job: SIGINT at its default (a background job ignores it).
+        setsid python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+            runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" run org.example.Stopped --bind "$home/sig:/sig" -- \
             sh -c 'trap "touch /sig/caught; kill \$s 2>/dev/null; exit 3" '$sig'; touch /sig/in; sleep 30 & s=$!; wait $s' & runner=$!
         on_exit "kill -9 $runner 2>/dev/null"
         wait_until 30 test -e "$home/sig/in" || fail "the command did not start (SIG$sig)"

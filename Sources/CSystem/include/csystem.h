@@ -67,7 +67,8 @@ int pg_pidfd_open(int pid);
 int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned *dev_minor);
 
 /// photogate run: SIGINT, SIGTERM, SIGHUP and SIGQUIT caught (from here until pg_relay_end) and
-/// kept for pg_relay_wait, which relays them to the sandboxed command. Call before spawning, so
+/// kept for pg_relay_wait, which relays them to the sandboxed command; one ignored when this is
+/// called stays ignored (and is not relayed). Call before spawning, so
 /// that a signal that comes meanwhile is kept. 0, or -1 with errno.
 int pg_relay_begin(void);
 /// Waits for `pid` (bubblewrap, spawned in a process group of its own, after pg_relay_begin),
@@ -75,6 +76,8 @@ int pg_relay_begin(void);
 /// bubblewrap writes to `info_fd` (--info-fd; this takes the descriptor and closes it), or to
 /// bubblewrap itself before that. Stores waitpid's status: 0, or -1 with errno (no pidfd).
 int pg_relay_wait(int pid, int info_fd, int *status);
+/// 1 when `sig` is ignored (SIG_IGN) in this process.
+int pg_signal_ignored(int sig);
 /// Restores the dispositions pg_relay_begin found.
 void pg_relay_end(void);
 
