@@ -1,5 +1,6 @@
 import Dispatch
 @testable import FUSE
+import CSystem
 import Foundation
 import Glibc
 import Synchronization
@@ -521,6 +522,9 @@ struct MountTests {
             posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
             posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
             posix_spawn_file_actions_adddup2(&actions, copy, 9)
+            // Nothing else of this process (other tests run in parallel: a descriptor of theirs in
+            // a mount of theirs, inherited here, made its unmount fail as busy).
+            pg_spawn_closefrom(&actions, 10)
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }

@@ -129,8 +129,21 @@ func openErrno(_ path: String, _ flags: Int32, _ mode: mode_t = 0o644) -> Int32 
     }
 }
 
+/// The whole file, or nil. Opened close-on-exec: Foundation's `contents(atPath:)` opens without
+/// O_CLOEXEC, so a child another test spawned meanwhile (suites run in parallel in one process)
+/// kept a descriptor in this test's mount, whose unmount then failed as busy.
 func readAll(_ path: String) -> [UInt8]? {
-    FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { return out }
+        out += buf[0..<n]
+    }
 }
 
 func inode(_ path: String) -> UInt64? {
