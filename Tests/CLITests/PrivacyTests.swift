@@ -96,10 +96,8 @@ enum Privacy {
         guard let user = try Privacy.secondUser("aSecondLocalUserCannotReadTheDatabaseOrTheStore") else { return }
         // A folder the other user can reach, like a Debian home (0755) in /tmp (1777): only the
         // library's own modes protect it (the tests' temp folders are 0700 all the way down).
-        var template = Array("/tmp/photogate-privacy.XXXXXX".utf8CString)
-        let home = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }.map { String(cString: $0) })
+        let home = try TestSupport.publicTempDir("privacy")
         defer { TestSupport.remove(home) }
-        chmod(home, 0o755)
         let c = try CLI(initialize: false)
         let library = home + "/library"
         func pg(_ args: String...) throws -> TestSupport.Output {
@@ -135,10 +133,8 @@ enum Privacy {
     @Test func someoneElsesOpenLibraryIsRefused() throws {
         guard let user = try Privacy.secondUser("someoneElsesOpenLibraryIsRefused") else { return }
         // A folder the other user can reach (the tests' temp folders are 0700 all the way down).
-        var template = Array("/tmp/photogate-privacy.XXXXXX".utf8CString)
-        let home = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }.map { String(cString: $0) })
+        let home = try TestSupport.publicTempDir("privacy")
         defer { TestSupport.remove(home) }
-        chmod(home, 0o755)
         let c = try CLI(initialize: false)
         let library = home + "/library"
         try c.ok("init", library)

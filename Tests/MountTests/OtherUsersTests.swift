@@ -20,13 +20,7 @@ import Glibc
     }
 
     /// A folder another user can reach (the test temp folder is private), for mount points.
-    static func openFolder() throws -> String {
-        var template = Array("/tmp/photogate-others.XXXXXX".utf8CString)
-        guard let p = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else { throw FixtureError("mkdtemp") }
-        let dir = String(cString: p)
-        chmod(dir, 0o755)
-        return dir
-    }
+    static func openFolder() throws -> String { try TestSupport.publicTempDir("others") }
 
     @Test func withoutAllowOtherTheKernelKeepsOtherUsersOut() throws {
         guard fuseAvailable, let user = try Self.secondUser("withoutAllowOtherTheKernelKeepsOtherUsersOut") else { return }

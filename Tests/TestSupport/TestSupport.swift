@@ -43,6 +43,18 @@ public enum TestSupport {
 
     public static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
 
+    /// A folder in /tmp that another local user can reach (0755; the tests' temp folders are 0700
+    /// all the way down), for what a second user must see: a library's own modes, mount points.
+    public static func publicTempDir(_ label: String) throws -> String {
+        var template = Array("/tmp/photogate-\(label).XXXXXX".utf8CString)
+        guard let p = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw NSError(domain: "TestSupport", code: Int(errno), userInfo: [NSLocalizedDescriptionKey: "mkdtemp in /tmp failed"])
+        }
+        let dir = String(cString: p)
+        chmod(dir, 0o755)
+        return dir
+    }
+
     /// A tmpfs of `size` (mount's syntax, e.g. "3m") on a fresh temp folder, for full-disk tests;
     /// nil (after printing why the test skips) when not root. Undo with `removeTmpfs`.
     public static func smallTmpfs(_ label: String, size: String) throws -> String? {

@@ -8,15 +8,8 @@
 # to the user (tmp/ chowned, run/ a symlink to the user's folder) is refused too, naming that part.
 source "$(dirname "$0")/lib.sh"
 [[ $(id -u) == 0 ]] || skip "needs root (to add a second local user and act as root on their library)"
-command -v runuser >/dev/null && command -v useradd >/dev/null || skip "runuser/useradd are missing"
 command -v python3 >/dev/null || skip "python3 is missing (it writes the user's catalog row)"
-user="pgf$$"
-# The user's home must be reachable by the user: not under the test runner's private temp folder.
-home=$(mktemp -d /tmp/photogate-foreign-home.XXXXXX)
-chmod 755 "$home"
-on_exit "rm -rf '$home'"
-useradd -M -d "$home" -s /bin/bash "$user" || fail "useradd $user"
-on_exit "userdel '$user'"
+second_user pgf
 chown "$user:" "$home"
 runuser -u "$user" -- "$PHOTOGATE_BIN" --version >/dev/null || skip "$PHOTOGATE_BIN cannot be run by another user (its folders are private)"
 lib="$home/library"

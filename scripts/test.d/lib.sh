@@ -46,6 +46,19 @@ wait_until() {
 # Unmounts whatever a failed test left at $1 (never hangs: lazy).
 force_unmount() { is_mounted "$1" && { fusermount3 -u -z "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true; }; return 0; }
 
+# second_user PREFIX: adds a local user named PREFIX<pid>, with a home in /tmp that the user can
+# reach (not under the runner's private temp folder), removed with the home on exit; sets $user
+# and $home. Skips without runuser and useradd.
+second_user() {
+    command -v runuser >/dev/null && command -v useradd >/dev/null || skip "runuser/useradd are missing"
+    user="$1$$"
+    home=$(mktemp -d "/tmp/photogate-$1-home.XXXXXX")
+    chmod 755 "$home"
+    on_exit "rm -rf '$home'"
+    useradd -M -d "$home" -s /bin/bash "$user" || fail "useradd $user"
+    on_exit "userdel '$user'"
+}
+
 need_fuse() {
     [[ -e /dev/fuse ]] || skip "/dev/fuse is missing"
     [[ $(id -u) == 0 ]] || skip "needs root"

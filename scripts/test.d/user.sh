@@ -7,16 +7,9 @@
 # as the user gets its view, and not a mount the host makes under a bound folder after the start.
 source "$(dirname "$0")/lib.sh"
 need_fuse
-command -v runuser >/dev/null && command -v useradd >/dev/null || skip "runuser/useradd are missing"
 command -v fusermount3 >/dev/null || skip "fusermount3 is missing"
 [[ -u $(command -v fusermount3) ]] || skip "fusermount3 is not setuid root"
-user="pgt$$"
-# The home must be reachable by the user: not under the test runner's private temp folder.
-home=$(mktemp -d /tmp/photogate-user-home.XXXXXX)
-chmod 755 "$home"
-on_exit "rm -rf '$home'"
-useradd -M -d "$home" -s /bin/bash "$user" || fail "useradd $user"
-on_exit "userdel '$user'"
+second_user pgt
 mkdir -p "$home/src" "$home/view"
 cp "$corpus/exif.jpg" "$home/src/a.jpg"
 chown -R "$user:" "$home"
