@@ -211,7 +211,7 @@ int pg_signal_ignored(int sig) {
 }
 
 int pg_relay_wait(pid_t pid, int info_fd, int *status) {
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int pidfd = pg_pidfd_open(pid);
     if (pidfd < 0) return -1;
     char info[4096];
     size_t got = 0;
@@ -290,4 +290,36 @@ long pg_fd_path(int fd, char *buf, unsigned long size) {
     if ((unsigned long)n >= size - 1) { errno = ENAMETOOLONG; return -1; }
     buf[n] = '\0';
     return (long)n;
+}
+
+int pg_open_original(const char *path, int reference) {
+    if (reference) return pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY);
+    return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+long long pg_copy_fd(int src, int dst) {
+    loff_t in = 0, out = 0;
+    for (;;) {
+        ssize_t n = copy_file_range(src, &in, dst, &out, 1 << 30, 0);
+        if (n > 0) continue;
+        if (n == 0) return (long long)in;
+        if (errno == EINTR) continue;
+        // Not across these filesystems (or not at all): copied through a buffer from where it got to.
+        if (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) break;
+        return -1;
+    }
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = pread(src, buf, sizeof buf, in);
+        if (n < 0) { if (errno == EINTR) continue; return -1; }
+        if (n == 0) return (long long)in;
+        ssize_t done = 0;
+        while (done < n) {
+            ssize_t w = pwrite(dst, buf + done, (size_t)(n - done), out + done);
+            if (w < 0) { if (errno == EINTR) continue; return -1; }
+            done += w;
+        }
+        in += n;
+        out += n;
+    }
 }

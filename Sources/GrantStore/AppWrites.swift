@@ -14,35 +14,36 @@ extension Library {
     /// With `path`, the facts must be those of the original there (a mount's view may be a
     /// moment behind a new version): otherwise it throws, and nothing is stored.
     public func redaction(rowID: Int64, path expected: String? = nil) throws -> RedactionResult {
-        let stored = try read { db -> (RedactionResult, Int, String)? in
+        let stored = try read { db -> (RedactionResult, Int, String, Bool)? in
             guard let row = try Row.fetchOne(db, sql: """
                 SELECT redaction, redaction_refusal, redaction_version, store_path, reference_path, id FROM assets WHERE rowid = ?
                 """, arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }
             let version: Int = row[2]
+            let reference = (row[4] as String?) != nil
             let path = try (row[4] as String?) ?? storeFile((row[3] as String?) ?? "", of: row[5])
-            if let why: String = row[1] { return (.refuse(reason: why), version, path) }
-            guard let blob: Data = row[0] else { return (.refuse(reason: "no redaction facts recorded"), version, path) }
+            if let why: String = row[1] { return (.refuse(reason: why), version, path, reference) }
+            guard let blob: Data = row[0] else { return (.refuse(reason: "no redaction facts recorded"), version, path, reference) }
             do {
-                return (.plan(try RedactionPlan(serialized: [UInt8](blob))), version, path)
+                return (.plan(try RedactionPlan(serialized: [UInt8](blob))), version, path, reference)
             } catch {
-                return (.refuse(reason: "stored redaction facts are unreadable"), version, path)
+                return (.refuse(reason: "stored redaction facts are unreadable"), version, path, reference)
             }
         }
-        guard let (result, version, path) = stored else { throw LibraryError.unknownAssets([String(rowID)]) }
+        guard let (result, version, path, reference) = stored else { throw LibraryError.unknownAssets([String(rowID)]) }
         if let expected, expected != path {
             throw LibraryError.conflict("asset \(rowID) has a newer version than the one at \(expected)")
         }
         if version >= MediaScanner.version { return result }
-        return rescan(rowID: rowID, path: path)
+        return rescan(rowID: rowID, path: path, reference: reference)
     }
 
     /// Scans an original again with the current scanners and stores the result.
-    func rescan(rowID: Int64, path: String) -> RedactionResult {
+    func rescan(rowID: Int64, path: String, reference: Bool) -> RedactionResult {
         let result: RedactionResult
         var hasLocation: Bool? = nil
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        let fd = pg_open_original(path, reference ? 1 : 0)
         if fd < 0 {
             // Not stored: the original may be readable again later (a referenced file's disk).
             return .refuse(reason: "the original cannot be read again: \(String(cString: strerror(errno)))")
@@ -102,25 +103,12 @@ extension Library {
     /// Copies a file of the library (or a referenced original: `reference`, opened with no symbolic
     /// link anywhere on its path) into `fd` from its start.
     public func copyFile(at path: String, reference: Bool = false, to fd: Int32) throws -> UInt64 {
-        let src = reference ? pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY) : Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let src = pg_open_original(path, reference ? 1 : 0)
         guard src >= 0 else { throw StoreWriter.ioError(errno, "open \(path)") }
         defer { Glibc.close(src) }
-        let chunk = 1 << 20
-        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buf.deallocate() }
-        var total: UInt64 = 0
-        while true {
-            let n = Glibc.read(src, buf.baseAddress, chunk)
-            if n < 0 { if errno == EINTR { continue }; throw StoreWriter.ioError(errno, "read original") }
-            if n == 0 { return total }
-            var done = 0
-            while done < n {
-                let w = pwrite(fd, buf.baseAddress! + done, n - done, off_t(total) + off_t(done))
-                if w < 0 { if errno == EINTR { continue }; throw StoreWriter.ioError(errno, "copy original") }
-                done += w
-            }
-            total += UInt64(n)
-        }
+        let copied = pg_copy_fd(src, fd)
+        guard copied >= 0 else { throw StoreWriter.ioError(errno, "copy original") }
+        return UInt64(copied)
     }
 
     /// An app's own file that it renamed over another asset (an editor's save through a temp

@@ -240,15 +240,15 @@ public final class Verifier {
                 // Not listed: missing, unless it moved into the store after the listing.
                 guard listed.contains(s) || access(store + "/" + s, F_OK) == 0 else { continue }
                 jobOfAsset[i] = jobs.count
-                jobs.append(HashJob(path: store + "/" + s, expectedSize: a.size, follow: false))
+                jobs.append(HashJob(path: store + "/" + s, expectedSize: a.size, reference: false))
             } else if let r = a.referencePath {
                 jobOfAsset[i] = jobs.count
-                jobs.append(HashJob(path: r, expectedSize: a.size, follow: true))
+                jobs.append(HashJob(path: r, expectedSize: a.size, reference: true))
             }
         }
         let orphans = storeFiles.filter { byStorePath[$0] == nil }
         let firstOrphanJob = jobs.count
-        for o in orphans { jobs.append(HashJob(path: store + "/" + o, expectedSize: nil, follow: false)) }
+        for o in orphans { jobs.append(HashJob(path: store + "/" + o, expectedSize: nil, reference: false)) }
         let results = HashPool.run(jobs, threads: options.threads ?? Verifier.defaultThreads, progress: progress)
         report.filesHashed = results.filter { $0.hash != nil }.count
         report.bytesHashed = results.reduce(0) { $0 + ($1.hash != nil ? $1.size : 0) }
@@ -354,7 +354,7 @@ public final class Verifier {
                     discard += 1
                     var st = stat()
                     if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, hasSize(UInt64(st.st_size)),
-                       let h = HashPool.hash(path, expectedSize: nil, follow: false).hash, byHash(h) != nil {
+                       let h = HashPool.hash(path, expectedSize: nil, reference: false).hash, byHash(h) != nil {
                         keep.append(path)
                     }
                 }
@@ -384,7 +384,7 @@ public final class Verifier {
             for path in lostFiles() {
                 var st = stat()
                 guard lstat(path, &st) == 0, wantedSizes.contains(UInt64(st.st_size)),
-                      let h = HashPool.hash(path, expectedSize: nil, follow: false).hash else { continue }
+                      let h = HashPool.hash(path, expectedSize: nil, reference: false).hash else { continue }
                 sources[h, default: []].append(path)
             }
         }
@@ -397,7 +397,7 @@ public final class Verifier {
         }
         if LibraryPrivacy.isOpen(store) { openEntries.append("store") }
         for d in storeDirs where LibraryPrivacy.isOpen(store + "/" + d) { openEntries.append("store/" + d) }
-        for (k, r) in results.enumerated() where r.error == 0 && (r.mode & LibraryPrivacy.openBits) != 0 && !jobs[k].follow {
+        for (k, r) in results.enumerated() where r.error == 0 && (r.mode & LibraryPrivacy.openBits) != 0 && !jobs[k].reference {
             openEntries.append(String(jobs[k].path.dropFirst(root.count + 1)))
         }
         for e in openEntries {

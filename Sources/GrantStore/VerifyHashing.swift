@@ -1,4 +1,5 @@
 import Dispatch
+import CSystem
 import Foundation
 import GRDB
 import PhotoLibrary
@@ -12,7 +13,8 @@ import Glibc
 struct HashJob: Sendable {
     var path: String
     var expectedSize: UInt64?
-    var follow: Bool
+    /// A referenced original (opened as every reader opens one: `pg_open_original`).
+    var reference: Bool
 }
 
 struct HashResult: Sendable {
@@ -82,23 +84,23 @@ final class HashPool: @unchecked Sendable {
         while true {
             let i = next.add(1, ordering: .relaxed).oldValue
             if i >= jobs.count { return }
-            let r = HashPool.hash(jobs[i].path, expectedSize: jobs[i].expectedSize, follow: jobs[i].follow, buffer: buf)
+            let r = HashPool.hash(jobs[i].path, expectedSize: jobs[i].expectedSize, reference: jobs[i].reference, buffer: buf)
             results[i] = r
             if r.hash != nil { bytes.add(r.size, ordering: .relaxed) }
             done.add(1, ordering: .relaxed)
         }
     }
 
-    static func hash(_ path: String, expectedSize: UInt64?, follow: Bool) -> HashResult {
+    static func hash(_ path: String, expectedSize: UInt64?, reference: Bool) -> HashResult {
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
         defer { buf.deallocate() }
-        return hash(path, expectedSize: expectedSize, follow: follow, buffer: buf)
+        return hash(path, expectedSize: expectedSize, reference: reference, buffer: buf)
     }
 
     /// SHA-256 of a regular file (libcrypto, with the CPU's SHA extensions); the size first, so a
     /// file of the wrong size is not read at all.
-    static func hash(_ path: String, expectedSize: UInt64?, follow: Bool, buffer buf: UnsafeMutableRawBufferPointer) -> HashResult {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW))
+    static func hash(_ path: String, expectedSize: UInt64?, reference: Bool, buffer buf: UnsafeMutableRawBufferPointer) -> HashResult {
+        let fd = pg_open_original(path, reference ? 1 : 0)
         guard fd >= 0 else { return HashResult(hash: nil, error: errno) }
         defer { Glibc.close(fd) }
         var st = stat()

@@ -1,3 +1,4 @@
+import CSystem
 import Foundation
 import GRDB
 import PhotoLibrary
@@ -60,7 +61,7 @@ struct Repair {
             for path in keep {
                 if let dest = moveToLostAndFound(path) {
                     n += 1
-                    if let h = HashPool.hash(dest, expectedSize: nil, follow: false).hash { sources[h, default: []].append(dest) }
+                    if let h = HashPool.hash(dest, expectedSize: nil, reference: false).hash { sources[h, default: []].append(dest) }
                 }
             }
             kept[p] = n
@@ -120,7 +121,7 @@ struct Repair {
             problems[p].action = "the asset changed while verifying; left alone"
             return
         }
-        if HashPool.hash(dest, expectedSize: a.size, follow: false).hash == a.hash {
+        if HashPool.hash(dest, expectedSize: a.size, reference: false).hash == a.hash {
             problems[p].repaired = true
             problems[p].action = "restored by the recovery of a dead temp folder"
             return
@@ -225,18 +226,6 @@ struct Repair {
         let dst = Glibc.open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard dst >= 0 else { return false }
         defer { Glibc.close(dst) }
-        var buf = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(src, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; return false }
-            if n == 0 { break }
-            var w = 0
-            while w < n {
-                let m = buf.withUnsafeBytes { Glibc.write(dst, $0.baseAddress! + w, n - w) }
-                if m < 0 { if errno == EINTR { continue }; return false }
-                w += m
-            }
-        }
-        return fsync(dst) == 0
+        return pg_copy_fd(src, dst) >= 0 && fsync(dst) == 0
     }
 }

@@ -91,4 +91,14 @@ int pg_openat_no_symlinks(int dirfd, const char *path, int flags);
 /// -1 with errno.
 long pg_fd_path(int fd, char *buf, unsigned long size);
 
+/// Opens an asset's original for reading (close-on-exec), the one way every reader opens one: a
+/// file of the store following no symbolic link at its name (O_NOFOLLOW; the library is its
+/// owner's), a referenced original (`reference`, import --reference: a path in folders others may
+/// write, recorded with no link in it) following none anywhere on its path. -1 with errno.
+int pg_open_original(const char *path, int reference);
+
+/// Copies all of `src` (from its start) to `dst` (from its start), in the kernel where it can
+/// (copy_file_range), else through a buffer; the number of bytes copied, or -1 with errno.
+long long pg_copy_fd(int src, int dst);
+
 #endif

@@ -56,18 +56,8 @@ extension PhotoFS {
         let wantsWrite = accmode == O_WRONLY || accmode == O_RDWR || (flags & O_TRUNC) != 0
         // Another user (allow_other) reads within a share of the descriptor budget (FDBudget).
         let other: UInt32? = context.uid == uid ? nil : context.uid
-        if let other, !wantsWrite, !FixedInode.all.contains(inode) {
-            try FDBudget.mount.charge(user: other)
-            do throws(Errno) {
-                if let reply = try openForReading(inode, user: other) { return reply }
-                if let reply = try openAssetForReading(inode, user: other) { return reply }
-            } catch {
-                FDBudget.mount.uncharge(user: other)
-                throw error
-            }
-            FDBudget.mount.uncharge(user: other)
-        }
-        if !wantsWrite, !FixedInode.all.contains(inode), let reply = try openForReading(inode) { return reply }
+        if !wantsWrite, !FixedInode.all.contains(inode),
+           let reply = try charging(other, { () throws(Errno) in try openForReading(inode, user: other) }) { return reply }
         let resolved = resolve(inode)
         switch resolved {
         case .controlFile(FixedInode.status)?:
@@ -104,10 +94,12 @@ extension PhotoFS {
         case .aliased(let n)?: (n, true)
         default: nil
         }
-        if let (node, _) = asset {
+        if let (node, aliased) = asset {
             // Writing makes a new version, where the app may edit (originals are never modified).
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
-            if let reply = try openAssetForReading(inode, user: nil) { return reply }
+            if let reply = try charging(other, { () throws(Errno) in try openAsset(inode, node, aliased: aliased, user: other) }) {
+                return reply
+            }
         }
         // A file this mount created.
         return try openSession(inode, flags: flags, context: context)
@@ -134,15 +126,24 @@ extension PhotoFS {
     /// alias; location not stripped). Its path is written into a buffer on the stack, and the
     /// handle is kept inline (`OpenEntry.asset`): nothing is allocated. nil: not such an open,
     /// for the general path to decide.
-    /// A visible asset's original opened for reading by the general path (an alias, location
-    /// stripped), nil when the inode is not such an asset.
-    func openAssetForReading(_ inode: Inode, user: UInt32?) throws(Errno) -> OpenReply? {
-        let (node, aliased): (AssetNode, Bool)
-        switch resolve(inode) {
-        case .asset(let n)?: (node, aliased) = (n, false)
-        case .aliased(let n)?: (node, aliased) = (n, true)
-        default: return nil
+    /// Runs a read open for `user` (another user than the owner; nil: the owner) within that
+    /// user's share of the descriptor budget: charged before, given back unless a handle holds it.
+    func charging(_ user: UInt32?, _ open: () throws(Errno) -> OpenReply?) throws(Errno) -> OpenReply? {
+        guard let user else { return try open() }
+        try FDBudget.mount.charge(user: user)
+        do throws(Errno) {
+            if let reply = try open() { return reply }
+        } catch {
+            FDBudget.mount.uncharge(user: user)
+            throw error
         }
+        FDBudget.mount.uncharge(user: user)
+        return nil
+    }
+
+    /// A visible asset's original opened for reading by the general path (an alias, location
+    /// stripped, a path too long for the fast one).
+    func openAsset(_ inode: Inode, _ node: AssetNode, aliased: Bool, user: UInt32?) throws(Errno) -> OpenReply? {
         let plan = try readPlan(for: node)
         let fd = try openOriginal(node)
         var path = node.path
@@ -218,9 +219,7 @@ extension PhotoFS {
         // A referenced original (import --reference) lives in a folder someone else may write: its
         // path was recorded with no symbolic link in it, and it is opened so, or not at all (a
         // folder on the way swapped for a link to /etc would otherwise serve /etc/shadow).
-        let fd = try FDBudget.mount.opening {
-            inStore ? Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY)
-        }
+        let fd = try FDBudget.mount.opening { pg_open_original(path, inStore ? 0 : 1) }
         guard fd >= 0 else {
             let e = errno
             log("cannot open original of \(describe().name): \(String(cString: strerror(e)))")

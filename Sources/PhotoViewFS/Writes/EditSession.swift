@@ -2,6 +2,7 @@ import FUSE
 import Foundation
 import PhotoLibrary
 import Redaction
+import CSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -113,20 +114,9 @@ extension PhotoFS {
     func copyShownVersion(_ node: AssetNode, to out: Int32) throws(Errno) -> UInt64 {
         let src = try openOriginal(node)
         defer { FDBudget.mount.close(src) }
-        var buf = [UInt8](repeating: 0, count: 1 << 20)
-        var total: UInt64 = 0
-        while true {
-            let n = buf.withUnsafeMutableBytes { b in pread(src, b.baseAddress, b.count, off_t(total)) }
-            if n < 0 { if errno == EINTR { continue }; throw Errno(errno) }
-            if n == 0 { return total }
-            var done = 0
-            while done < n {
-                let w = buf.withUnsafeBytes { b in pwrite(out, b.baseAddress! + done, n - done, off_t(total) + off_t(done)) }
-                if w < 0 { if errno == EINTR { continue }; throw Errno(errno) }
-                done += w
-            }
-            total += UInt64(n)
-        }
+        let copied = pg_copy_fd(src, out)
+        guard copied >= 0 else { throw Errno(errno) }
+        return UInt64(copied)
     }
 
     /// Writes a redaction plan into a file of `size` bytes: its ranges zeroed or replaced, as
