@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import CSysShims
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -86,8 +87,22 @@ final class MountFixture {
         return mp
     }
 
+    /// Unmounts `mp`. A child that another test running in parallel spawned (posix_spawn copies
+    /// every descriptor not marked close-on-exec) may still hold a copy of a file this test has
+    /// just closed: then photogate rightly answers busy. The fixture waits for such children to
+    /// exit (on their pidfds, at most 30 s) and tries again; a holder that is this test process,
+    /// or one that does not exit, fails the test, naming it.
     func unmount(_ mp: String) throws {
-        try pg("unmount", mp)
+        for _ in 0..<3 {
+            let o = try pgStatus("unmount", mp)
+            if o.status == 0 { break }
+            let holders = processesHolding(mp)
+            let others = holders.filter { $0.pid != getpid() }
+            guard o.status == 68, !others.isEmpty, others.count == holders.count,
+                  others.allSatisfy({ waitForExit($0.pid, seconds: 30) }) else {
+                throw FixtureError("photogate unmount \(mp) -> \(o.status): \(o.stderr)held by: \(holders.map { "\($0.pid) \($0.what)" })")
+            }
+        }
         #expect(!isMounted(mp))
     }
 
@@ -100,6 +115,34 @@ final class MountFixture {
 struct FixtureError: Error, CustomStringConvertible {
     var description: String
     init(_ s: String) { description = s }
+}
+
+/// The processes with a descriptor, working folder or root inside `mp`, from /proc.
+func processesHolding(_ mp: String) -> [(pid: pid_t, what: String)] {
+    var out: [(pid: pid_t, what: String)] = []
+    func inside(_ link: String) -> Bool { link == mp || link.hasPrefix(mp + "/") }
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+        guard let pid = pid_t(entry) else { continue }
+        let comm = (TestSupport.readWhole("/proc/\(pid)/comm") ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+        var links = ["cwd", "root"].map { "/proc/\(pid)/" + $0 }
+        for fd in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? [] { links.append("/proc/\(pid)/fd/" + fd) }
+        for l in links {
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: l), inside(target) {
+                out.append((pid, "\(comm) \(l) -> \(target)"))
+            }
+        }
+    }
+    return out
+}
+
+/// Waits on a pidfd until `pid` has exited (true), or `seconds` pass (false). A pid already gone
+/// counts as exited.
+func waitForExit(_ pid: pid_t, seconds: Int32) -> Bool {
+    let fd = cs_pidfd_open(pid)
+    if fd < 0 { return errno == ESRCH }
+    defer { close(fd) }
+    var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    return poll(&p, 1, seconds * 1000) == 1
 }
 
 func isMounted(_ path: String) -> Bool {

@@ -2,8 +2,11 @@
 #include <sys/types.h>
 #include <sys/xattr.h>
 #include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static inline long cs_getxattr(const char *p, const char *n) { char b[64]; return getxattr(p, n, b, sizeof b); }
 static inline long cs_listxattr(const char *p) { char b[256]; return listxattr(p, b, sizeof b); }
 static inline int cs_setxattr(const char *p, const char *n) { return setxattr(p, n, "v", 1, 0); }
 static inline dev_t cs_makedev(unsigned ma, unsigned mi) { return makedev(ma, mi); }
+static inline int cs_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
