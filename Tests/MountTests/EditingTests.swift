@@ -279,6 +279,49 @@ struct Editing {
         try f.unmount(mp)
     }
 
+    /// A strip-location app that saves back exactly the bytes it read (cp over the photo, or an
+    /// editor's write-then-rename) changes nothing: no new version, and the photo keeps the
+    /// location that app never saw. A real change still makes a version, without the location.
+    @Test func aStripLocationAppSavingWhatItReadChangesNothing() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["p.jpg"], gps: true)
+        let viewer = "org.example.Viewer"
+        try f.pg("authorize", editor, "--status", "limited")
+        try f.pg("grant", editor, "p.jpg")
+        try f.pg("options", editor, "--strip-location", "on")
+        try f.pg("grant", editor, "--edit", "p.jpg")
+        try f.pg("authorize", viewer, "--status", "authorized")
+        let mp = try f.mount(editor)
+        let vw = try f.mount(viewer)
+        let id = try assetID(f, "p.jpg")
+        let original = try #require(readAll(vw + "/p.jpg"))
+        let shown = try #require(readAll(mp + "/p.jpg"))
+        #expect(shown != original, "the editor's read is not redacted")
+        // cp over the photo (open O_TRUNC, write, close).
+        #expect(cpWrite(shown, to: mp + "/p.jpg") == 0)
+        #expect(try versions(f, id).count <= 1, "writing back the redacted bytes made a version")
+        #expect(readAll(vw + "/p.jpg") == original ? true : false, "the photo lost what the editor never saw")
+        // An editor's save: a new file with the same bytes, renamed over the photo.
+        #expect(cpWrite(shown, to: mp + "/p.jpg.tmp.jpg") == 0)
+        #expect(rename(mp + "/p.jpg.tmp.jpg", mp + "/p.jpg") == 0, "rename over: errno \(errno)")
+        #expect(try versions(f, id).count <= 1, "renaming the redacted bytes over the photo made a version")
+        #expect(readAll(vw + "/p.jpg") == original ? true : false, "the photo lost what the editor never saw")
+        #expect(!(try f.assetsJSON().contains { $0["name"] as? String == "p.jpg.tmp.jpg" }), "the renamed file stayed an asset")
+        #expect(readAll(mp + "/p.jpg") == shown ? true : false)
+        let dump = f.dir + "/viewer.jpg"
+        try TestMedia.write(try #require(readAll(vw + "/p.jpg")), to: dump)
+        #expect(!(try StripLocation.locationLeft(in: dump).isEmpty), "the person's photo has no location left")
+        // A real edit is saved, from the redacted bytes.
+        var edited = shown
+        edited.append(contentsOf: Array("trailing".utf8))
+        #expect(cpWrite(edited, to: mp + "/p.jpg") == 0)
+        #expect(try versions(f, id).count == 2, "a changed save made no version")
+        #expect(eventually { readAll(vw + "/p.jpg") == edited }, "the changed save does not read back")
+        try verifyClean(f)
+        try f.unmount(vw)
+        try f.unmount(mp)
+    }
+
     /// Where IFD0's GPSInfo entry (tag 0x8825, type LONG, count 1) starts in a JPEG's Exif, in
     /// either byte order.
     static func gpsInfoEntry(in bytes: [UInt8]) -> Int? {

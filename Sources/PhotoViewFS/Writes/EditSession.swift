@@ -70,10 +70,14 @@ extension PhotoFS {
         // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
         // as a truncate after this open.)
         let size: UInt64
+        var shown: String? = nil
         if node.strip {
             do throws(Errno) {
                 size = try copyShownVersion(node, to: temp.fd)
-                if let plan { try PhotoFS.redactInPlace(temp.fd, size: size, plan) }
+                if let plan {
+                    try PhotoFS.redactInPlace(temp.fd, size: size, plan)
+                    shown = try hashShown(temp.fd, plan: nil)
+                }
             } catch {
                 dropSessionTemp(temp)
                 throw error
@@ -90,6 +94,7 @@ extension PhotoFS {
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
         f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
+        f.shownHash = shown
         f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
@@ -117,6 +122,36 @@ extension PhotoFS {
         let copied = pg_copy_fd(src, out)
         guard copied >= 0 else { throw Errno(errno) }
         return UInt64(copied)
+    }
+
+    /// The content hash of a file's bytes as the app reads them: with `plan`'s ranges zeroed or
+    /// replaced (nil: as they are).
+    func hashShown(_ fd: Int32, plan: RedactionPlan?) throws(Errno) -> String {
+        let hasher = writer.newContentHasher()
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
+        defer { buffer.deallocate() }
+        var offset: UInt64 = 0
+        while true {
+            let n = pread(fd, buffer.baseAddress, chunk, off_t(offset))
+            if n < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+            if n == 0 { break }
+            let part = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
+            plan?.apply(to: part, fileOffset: offset)
+            hasher.update(UnsafeRawBufferPointer(part))
+            offset += UInt64(n)
+        }
+        return hasher.hashSoFar()
+    }
+
+    /// True when `fd` holds exactly the bytes `node` shows this app with its location stripped:
+    /// writing them over it is no edit. False when the app reads the stored bytes (the library
+    /// then finds them the current version's itself).
+    func isShownBytes(_ fd: Int32, of node: AssetNode) throws(Errno) -> Bool {
+        guard let plan = try readPlan(for: node) else { return false }
+        let original = try openOriginal(node)
+        defer { FDBudget.mount.close(original) }
+        return try hashShown(fd, plan: nil) == hashShown(original, plan: plan)
     }
 
     /// Writes a redaction plan into a file of `size` bytes: its ranges zeroed or replaced, as
@@ -157,6 +192,26 @@ extension PhotoFS {
             let e = errno
             discardLocked(f)
             throw Errno(e)
+        }
+        if let shown = f.shownHash {
+            var saved = f.contentHash?()
+            if saved == nil {
+                do throws(Errno) { saved = try hashShown(f.fd, plan: nil) } catch {
+                    discardLocked(f)
+                    throw error
+                }
+            }
+            if saved == shown {
+                log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
+                Glibc.unlink(f.tempPath)
+                f.closeTemp()
+                f.dirty = false
+                f.ready = false
+                uncount(f)
+                f.state = .committed(rowID: rowID)
+                refresh()
+                return
+            }
         }
         let result: (asset: Asset, changed: Bool)
         do {
@@ -213,13 +268,19 @@ extension PhotoFS {
         let fd = Glibc.open(link, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { Glibc.unlink(link); throw .io }
         defer { Glibc.close(fd) }
-        let r: (asset: Asset, changed: Bool)
+        let changed: Bool
         do {
-            r = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil)
+            // The bytes this app reads of the target, its location stripped: no new version.
+            if try isShownBytes(fd, of: target) {
+                Glibc.unlink(link)
+                changed = false
+            } else {
+                changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil).changed
+            }
         } catch {
             Glibc.unlink(link)
             log("rename of \(source.name) over \(target.name) failed: \(error)")
-            throw mountErrno(for: error)
+            throw (error as? Errno) ?? mountErrno(for: error)
         }
         // The version is committed: its file (the link) is the library's now, moved into the store
         // or left for recovery to move; whatever happens next must not delete it.
@@ -229,7 +290,7 @@ extension PhotoFS {
             log("\(source.name) renamed over \(target.name): saved as its new version, but \(source.name) stays: \(error)")
             throw mountErrno(for: error)
         }
-        log("\(source.name) renamed over \(target.name): \(r.changed ? "a new version" : "unchanged")")
+        log("\(source.name) renamed over \(target.name): \(changed ? "a new version" : "unchanged")")
         // The kernel now has the target's name on the source's inode: serve the target there.
         aliases.withLock { $0.insert(sourceIno, row: target.rowID) }
         refresh(handled: [sourceRow])

@@ -64,6 +64,10 @@ final class SessionFile: @unchecked Sendable {
     /// writable through descriptors still open elsewhere (a child that inherited one and exited
     /// sends that close too), until its last release discards it or a later close commits it.
     var hidden = false
+    /// An edit of a photo whose location the app may not see starts from the redacted bytes it
+    /// reads: their hash. Saving them back unchanged is no edit (else the current version would
+    /// lose its location to an app that only wrote back what it was shown).
+    var shownHash: String?
     /// The content hash of the temp file, computed behind the writes (nil: hashed at the commit).
     /// Set by `useTemp`, ended by `closeTemp`.
     private(set) var hash: RunningHash?
