@@ -78,6 +78,9 @@ public final class Library: Sendable {
             for d in [paths.root, paths.store, paths.tmp, paths.run] {
                 try fm.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }
+            // The folders above that did not exist at the first check may have been made by
+            // someone else meanwhile: check again before anything is written or tightened.
+            try LibraryOwnership.check(paths)
             try "photogate library\n".write(toFile: paths.marker, atomically: true, encoding: .utf8)
             chmod(paths.marker, 0o600)
             // SQLite gives its WAL and shared-memory files the database file's mode: make that 0600.

@@ -11,6 +11,9 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The library folder at `library`, or one of its parts (`path`), belongs to the user `owner`,
     /// who is neither the caller (`caller`, the effective uid) nor root (`LibraryOwnership`).
     case notOwner(library: String, path: String, owner: UInt32, caller: UInt32)
+    /// A folder above the library (`path`) lets others rename what is in it (`why`), so the
+    /// library could be swapped for theirs (`LibraryOwnership.checkFoldersAbove`).
+    case openFolder(library: String, path: String, why: String)
     case invalidAppID(String)
     case unknownApp(String)
     case unknownAssets([String])
@@ -35,7 +38,9 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .libraryBusy(let p): return "the library at \(p) is busy (locked by another process); try again"
         case .libraryDamaged(let m): return "the library database is damaged: \(m)"
         case .notOwner(let library, let path, let owner, let caller):
-            let what = path == library ? "the library at \(library)" : "\(path) in the library at \(library)"
+            let what = path == library ? "the library at \(library)"
+                : path.hasPrefix(library + "/") ? "\(path) in the library at \(library)"
+                : "\(path), a folder above the library at \(library),"
             let name = LibraryPrivacy.accountName(owner)
             let how = name.map { "e.g. `runuser -u \($0) -- photogate ...` or `sudo -u \($0) photogate ...`" }
                 ?? "e.g. `sudo -u '#\(owner)' photogate ...`"
@@ -44,6 +49,13 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
                 photogate refuses to use a library that another user owns, since its owner decides what photogate \
                 would read and write there with your rights. Run the command as its owner instead, \(how); \
                 nothing was changed
+                """
+        case .openFolder(let library, let path, let why):
+            return """
+                \(path), a folder on the way to the library at \(library), is not its owner's alone (\(why)): \
+                photogate refuses a library that someone else could swap for theirs. Make the folder \
+                writable by its owner only (chmod go-w, or chmod +t to make it sticky as /tmp is), or move \
+                the library; nothing was changed
                 """
         case .invalidAppID(let id): return "invalid app id '\(id)': \(PhotoLibraryRule.appID)"
         case .unknownApp(let id): return "unknown app '\(id)'"

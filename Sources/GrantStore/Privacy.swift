@@ -142,10 +142,135 @@ public enum LibraryOwnership {
     /// Nothing there yet (a library to be created) passes; a path that cannot be examined (no
     /// permission on a folder above it) is left to the open that follows, which fails.
     public static func check(_ paths: LibraryPaths, uid: uid_t = geteuid()) throws {
+        try checkFoldersAbove(paths.root, uid: uid)
         try checkEntry(paths.root, library: paths.root, uid: uid)
         for e in LibraryPrivacy.entries {
             try checkEntry(paths.root + "/" + e, library: paths.root, uid: uid)
         }
+    }
+
+    /// The folders above the library must be as much the caller's as the library itself: who
+    /// can rename an entry in one of them can put a library of their own (or a link to one) in
+    /// its place between two commands, or under a running daemon's next open. So the path is
+    /// resolved one name at a time, symbolic links spliced in as the kernel would, and every
+    /// folder it passes through belongs to the caller or root and is writable by no one else: not
+    /// by others, not by a group that is not its owner's alone, not through an ACL entry, unless
+    /// it is sticky (/tmp: there no one renames an entry that is not theirs, and the entry below
+    /// is checked in turn). Every symbolic link on the way belongs to the caller or root too.
+    /// The walk ends at the first name that does not exist yet (a library being created: `create`
+    /// checks again once it has made its folders). The library folder itself is `checkEntry`'s.
+    static func checkFoldersAbove(_ root: String, uid: uid_t) throws {
+        func parts(_ path: String) -> [String] {
+            path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).filter { $0 != "." }
+        }
+        let absolute = root.hasPrefix("/") ? root : FileManager.default.currentDirectoryPath + "/" + root
+        var pending = parts(absolute)
+        var resolved = "/"
+        var st = stat()
+        guard lstat("/", &st) == 0 else { return }
+        try checkFolder("/", st, library: root, uid: uid)
+        var links = 0
+        while !pending.isEmpty {
+            let part = pending.removeFirst()
+            if part == ".." {
+                resolved = (resolved as NSString).deletingLastPathComponent
+                continue
+            }
+            let next = resolved == "/" ? "/" + part : resolved + "/" + part
+            // Missing: made by `create` (and checked again then); unreadable: the open that
+            // follows fails the same way.
+            guard lstat(next, &st) == 0 else { return }
+            if st.st_uid != uid && st.st_uid != 0 {
+                throw LibraryError.notOwner(library: root, path: next, owner: st.st_uid, caller: uid)
+            }
+            if (st.st_mode & S_IFMT) == S_IFLNK {
+                links += 1
+                guard links <= 40, let target = try? FileManager.default.destinationOfSymbolicLink(atPath: next) else { return }
+                pending = parts(target) + pending
+                if target.hasPrefix("/") { resolved = "/" }
+                continue
+            }
+            if !pending.isEmpty && (st.st_mode & S_IFMT) == S_IFDIR {
+                try checkFolder(next, st, library: root, uid: uid)
+            }
+            resolved = next
+        }
+    }
+
+    /// A folder on the way to a library: no one but its owner (the caller or root, checked before)
+    /// may rename what is in it, unless it is sticky.
+    static func checkFolder(_ path: String, _ st: stat, library: String, uid: uid_t) throws {
+        guard (st.st_mode & S_ISVTX) == 0 else { return }
+        if (st.st_mode & S_IWOTH) != 0 {
+            throw LibraryError.openFolder(library: library, path: path, why: "anyone may rename what is in it")
+        }
+        guard (st.st_mode & S_IWGRP) != 0 else { return }
+        // With an access ACL the group bits are its mask, and named users and groups may write.
+        if let acl = accessACL(path) {
+            guard acl.contains(where: { $0.tag == 0x10 && $0.perm & 2 != 0 }) else { return }
+            for e in acl where e.perm & 2 != 0 {
+                switch e.tag {
+                case 0x02 where e.id != st.st_uid && e.id != uid:   // ACL_USER
+                    throw LibraryError.openFolder(library: library, path: path,
+                                                  why: "an ACL lets \(LibraryPrivacy.userName(e.id)) rename what is in it")
+                case 0x04 where !groupIsOwnersAlone(st.st_gid, owner: st.st_uid),   // ACL_GROUP_OBJ
+                     0x08 where !groupIsOwnersAlone(e.id, owner: st.st_uid):        // ACL_GROUP
+                    let gid = e.tag == 0x04 ? st.st_gid : e.id
+                    throw LibraryError.openFolder(library: library, path: path,
+                                                  why: "its group \(groupName(gid)) may rename what is in it")
+                default: continue
+                }
+            }
+            return
+        }
+        if !groupIsOwnersAlone(st.st_gid, owner: st.st_uid) {
+            throw LibraryError.openFolder(library: library, path: path, why: "its group \(groupName(st.st_gid)) may rename what is in it")
+        }
+    }
+
+    /// The entries of a folder's access ACL (tag, permissions, id), or nil when it has none
+    /// beyond its mode.
+    static func accessACL(_ path: String) -> [(tag: UInt16, perm: UInt16, id: UInt32)]? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = buffer.withUnsafeMutableBytes { pg_getxattr(path, "system.posix_acl_access", $0.baseAddress, UInt($0.count)) }
+        guard n >= 4 else { return nil }
+        func le16(_ i: Int) -> UInt16 { UInt16(buffer[i]) | UInt16(buffer[i + 1]) << 8 }
+        func le32(_ i: Int) -> UInt32 { UInt32(le16(i)) | UInt32(le16(i + 2)) << 16 }
+        var out: [(tag: UInt16, perm: UInt16, id: UInt32)] = []
+        var i = 4
+        while i + 8 <= n {
+            out.append((le16(i), le16(i + 2), le32(i + 4)))
+            i += 8
+        }
+        return out
+    }
+
+    private static let accounts = NSLock()
+
+    /// True when `gid` is the owner's own group: the owner's primary group, no other account's
+    /// primary group, and with no other member listed. Unknown: false.
+    static func groupIsOwnersAlone(_ gid: gid_t, owner: uid_t) -> Bool {
+        accounts.lock()
+        defer { accounts.unlock() }
+        guard let pw = getpwuid(owner), pw.pointee.pw_gid == gid, let n = pw.pointee.pw_name else { return false }
+        let name = String(cString: n)
+        guard let gr = getgrgid(gid) else { return false }
+        var member = gr.pointee.gr_mem
+        while let m = member?.pointee {
+            if String(cString: m) != name { return false }
+            member = member?.advanced(by: 1)
+        }
+        setpwent()
+        defer { endpwent() }
+        while let other = getpwent() {
+            if other.pointee.pw_gid == gid && other.pointee.pw_uid != owner { return false }
+        }
+        return true
+    }
+
+    static func groupName(_ gid: gid_t) -> String {
+        if let gr = getgrgid(gid), let n = gr.pointee.gr_name { return "\(String(cString: n)), gid \(gid)" }
+        return "gid \(gid)"
     }
 
     static func checkEntry(_ path: String, library: String, uid: uid_t) throws {

@@ -36,7 +36,7 @@ enum Exit: Int32, CaseIterable {
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
         case .mountFailed: return "mount failed: mount point missing or busy, /dev/fuse missing, or the daemon did not start"
         case .expired: return "change token expired: the history before it was discarded; refetch everything"
-        case .notOwner: return "the library belongs to another user (neither you nor root): run the command as its owner (e.g. runuser -u OWNER -- photogate ...); nothing was changed"
+        case .notOwner: return "the library, or a folder above it, belongs to another user (neither you nor root), or a folder above it is writable by others: run the command as its owner (e.g. runuser -u OWNER -- photogate ...), or make the folder writable by its owner only; nothing was changed"
         }
     }
 }
@@ -46,7 +46,7 @@ func exitCode(for e: LibraryError) -> Exit {
     case .libraryMissing: return .libraryMissing
     case .libraryExists, .albumExists, .conflict, .tooManyRequests: return .conflict
     case .libraryTooNew, .libraryDamaged: return .libraryIncompatible
-    case .notOwner: return .notOwner
+    case .notOwner, .openFolder: return .notOwner
     case .libraryBusy: return .busy
     case .invalidAppID, .invalid: return .usage
     case .unknownApp, .unknownAssets, .unknownAlbum, .unknownRequest: return .notFound

@@ -162,6 +162,83 @@ enum Privacy {
         #expect(mode() == 0o700)
     }
 
+    /// Whoever may rename entries in a folder on the way to a library can swap the library for
+    /// theirs: such a library is refused (74), the folder named, and nothing changes. A folder
+    /// writable by others, by a group that is not its owner's alone, or through an ACL, or owned
+    /// by another user is refused, as written and as resolved through symbolic links (the
+    /// library's own name a link, a chain of links), and so is another user's link on the way;
+    /// a sticky folder (as /tmp) is not. The daemon refuses it too.
+    @Test func aLibraryUnderAFolderOthersMayChangeIsRefused() throws {
+        guard getuid() == 0 else { print("aLibraryUnderAFolderOthersMayChangeIsRefused: SKIPPED — needs root to chown"); return }
+        let c = try CLI(initialize: false)
+        let outer = c.dir + "/outer"
+        #expect(mkdir(outer, 0o755) == 0)
+        chmod(outer, 0o755)
+        let library = outer + "/library"
+        try c.ok("init", library)
+        try c.ok("import", "--library", library, try c.photos(["a.jpg"]))
+        try c.ok("authorize", "--library", library, "org.example.Viewer", "--status", "authorized")
+        func assets(_ lib: String = library) throws -> TestSupport.Output { try c.run("assets", "--library", lib) }
+        let before = try assets()
+        #expect(before.status == 0 && before.stdout.contains("a.jpg"), "\(before.stderr)")
+        let stranger: uid_t = 4242
+        func refused(_ o: TestSupport.Output, naming path: String, _ words: String, _ line: Int = #line) {
+            #expect(o.status == Code.notOwner, "line \(line): \(o.status) \(o.stderr)")
+            #expect(o.stderr.contains(path + ",") && o.stderr.contains(words), "line \(line): \(o.stderr)")
+        }
+        // Writable by others.
+        chmod(outer, 0o777)
+        refused(try assets(), naming: outer, "anyone may rename")
+        // Sticky, as /tmp: no one renames an entry that is not theirs.
+        chmod(outer, 0o1777)
+        #expect(try assets().status == 0)
+        // Writable by a group that is not root's alone.
+        #expect(chown(outer, 0, 4242) == 0)
+        chmod(outer, 0o775)
+        refused(try assets(), naming: outer, "its group")
+        // Root's own group (no other member, no other account's primary group): fine.
+        #expect(chown(outer, 0, 0) == 0)
+        #expect(try assets().status == 0)
+        // An ACL entry that lets another user write (the group bits are then its mask).
+        chmod(outer, 0o755)
+        #expect(try TestSupport.run("setfacl", ["-m", "u:4242:rwx", outer]).status == 0)
+        refused(try assets(), naming: outer, "an ACL lets uid 4242")
+        #expect(try TestSupport.run("setfacl", ["-m", "m::rx", outer]).status == 0)
+        #expect(try assets().status == 0, "an ACL whose mask allows no writing was refused")
+        #expect(try TestSupport.run("setfacl", ["-b", outer]).status == 0)
+        chmod(outer, 0o755)
+        // Owned by another user.
+        #expect(chown(outer, stranger, 0) == 0)
+        refused(try assets(), naming: outer, "belongs to uid 4242")
+        #expect(chown(outer, 0, 0) == 0)
+        // Through symbolic links: another user's link is refused; root's link to a folder others
+        // may change is refused by the folder it resolves to.
+        let link = c.dir + "/alias"
+        #expect(symlink(outer, link) == 0)
+        #expect(lchown(link, stranger, 0) == 0)
+        refused(try assets(link + "/library"), naming: link, "belongs to uid 4242")
+        #expect(lchown(link, 0, 0) == 0)
+        #expect(try assets(link + "/library").status == 0)
+        // A chain: root's link to another user's link to the folder.
+        let first = c.dir + "/first", second = c.dir + "/second"
+        #expect(symlink(second, first) == 0 && symlink(outer, second) == 0)
+        #expect(lchown(second, stranger, 0) == 0)
+        refused(try assets(first + "/library"), naming: second, "belongs to uid 4242")
+        // The library's own name a link, to a library in a folder others may change.
+        let named = c.dir + "/named-library"
+        #expect(symlink(library, named) == 0)
+        chmod(outer, 0o777)
+        refused(try assets(link + "/library"), naming: outer, "anyone may rename")
+        refused(try assets(named), naming: outer, "anyone may rename")
+        // The daemon refuses it too.
+        let mp = c.dir + "/mnt"
+        #expect(mkdir(mp, 0o700) == 0)
+        refused(try c.run("mount", "--library", library, "org.example.Viewer", mp), naming: outer, "anyone may rename")
+        chmod(outer, 0o755)
+        let after = try assets()
+        #expect(after.status == 0 && after.stdout == before.stdout, "a refusal changed the library")
+    }
+
     /// run/bell is opened following no symbolic link, and only a regular file is rung: a link
     /// left at its name (the red team's, to a file of root's) takes no byte elsewhere, and a FIFO
     /// there does not hang the command.
