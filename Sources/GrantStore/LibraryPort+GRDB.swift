@@ -87,8 +87,8 @@ public final class LibraryStorePort: LibraryPort {
     }
 
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool) {
-        try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash) }
+                              contentHash: (() -> String?)?, alwaysNew: Bool) throws -> (asset: Asset, changed: Bool) {
+        try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash, alwaysNew: alwaysNew) }
     }
 
     public func appFileWriter(purpose: String) throws -> any AppFileWriter {

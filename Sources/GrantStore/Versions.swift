@@ -170,9 +170,9 @@ extension Library {
     /// file is ever modified or deleted. On a throw the temp stays the caller's.
     /// Permission is the caller's to check (`editDecision`) when the file is opened. `knownHash`:
     /// asked after the scan, the file's content hash computed while it was written, or nil
-    /// (hashed here).
+    /// (hashed here). `alwaysNew`: a new version even when the content is the current one's.
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                              knownHash: (() -> String?)? = nil) throws -> (asset: Asset, changed: Bool) {
+                              knownHash: (() -> String?)? = nil, alwaysNew: Bool = false) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
         var temp = tempPath
@@ -195,7 +195,7 @@ extension Library {
         let committed: (Asset, Bool)
         do {
             committed = try commitVersionRow(rowID: rowID, app: app, fileID: fileID, rel: rel, scan: scan, size: size, hash: hash,
-                                             redaction: blob, refusal: refusal)
+                                             redaction: blob, refusal: refusal, alwaysNew: alwaysNew)
         } catch {
             if temp != tempPath { rename(temp, tempPath) }   // the temp stays the caller's, where it was
             throw error
@@ -225,12 +225,12 @@ extension Library {
     /// The transaction of `commitVersion`: the version row (and the original's, at the first edit)
     /// and the asset's new facts, or nothing when the content is the current version's.
     private func commitVersionRow(rowID: Int64, app: AppID, fileID: String, rel: String, scan: MediaScan, size: UInt64,
-                                  hash: String, redaction blob: Data?, refusal: String?) throws -> (Asset, Bool) {
+                                  hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool) throws -> (Asset, Bool) {
         try write { db -> (Asset, Bool) in
             guard let current = try Row.fetchOne(db, sql: "SELECT content_hash, byte_size FROM assets WHERE rowid = ?", arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }
-            if (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
+            if !alwaysNew && (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
                 return (try Library.assetRow(db, rowID), false)
             }
             try Library.ensureApp(db, app)

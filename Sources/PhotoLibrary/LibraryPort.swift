@@ -73,9 +73,11 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// is not media; nothing changes then and the temp stays the caller's). `contentHash`, when
     /// given, is asked once the file is found to be media: the file's hash as the library writes
     /// it (`AppFileWriter.newContentHasher`), computed by the caller while the file was written,
-    /// or nil, and then (as without it) the library hashes the file.
+    /// or nil, and then (as without it) the library hashes the file. `alwaysNew`: a version even
+    /// when the content is the current version's (an app that does not read the stored bytes
+    /// must not learn whether its file equals them).
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                       contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool)
+                       contentHash: (() -> String?)?, alwaysNew: Bool) throws -> (asset: Asset, changed: Bool)
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
 }

@@ -322,6 +322,38 @@ struct Editing {
         try f.unmount(mp)
     }
 
+    /// A strip-location app that writes the photo's stored bytes (a location guessed right) gets
+    /// the same answer as for any other change: a new version. Were it "unchanged", the app would
+    /// learn that its guess is the photo's location. Likewise for a file renamed over the photo.
+    @Test func aStripLocationAppCannotConfirmAGuessedLocation() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["p.jpg", "q.jpg"], gps: true)
+        let viewer = "org.example.Viewer"
+        try f.pg("authorize", editor, "--status", "limited")
+        try f.pg("grant", editor, "p.jpg", "q.jpg")
+        try f.pg("options", editor, "--strip-location", "on")
+        try f.pg("grant", editor, "--edit", "p.jpg", "q.jpg")
+        try f.pg("authorize", viewer, "--status", "authorized")
+        let mp = try f.mount(editor)
+        let vw = try f.mount(viewer)
+        for (name, byRename) in [("p.jpg", false), ("q.jpg", true)] {
+            let id = try assetID(f, name)
+            let stored = try #require(readAll(vw + "/" + name))
+            #expect(readAll(mp + "/" + name) != stored, "\(name): the editor's read is not redacted")
+            if byRename {
+                #expect(cpWrite(stored, to: mp + "/guess.jpg") == 0)
+                #expect(rename(mp + "/guess.jpg", mp + "/" + name) == 0, "rename over: errno \(errno)")
+            } else {
+                #expect(cpWrite(stored, to: mp + "/" + name) == 0)
+            }
+            #expect(try versions(f, id).count == 2, "\(name): the stored bytes written back made no version: the app learns its guess was right")
+            #expect(readAll(vw + "/" + name) == stored ? true : false, "\(name): the photo's bytes changed")
+        }
+        try verifyClean(f)
+        try f.unmount(vw)
+        try f.unmount(mp)
+    }
+
     /// Where IFD0's GPSInfo entry (tag 0x8825, type LONG, count 1) starts in a JPEG's Exif, in
     /// either byte order.
     static func gpsInfoEntry(in bytes: [UInt8]) -> Int? {

@@ -253,7 +253,8 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     /// The temp file of each committed version.
     private(set) var versionFiles: [String] = []
 
-    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: (() -> String?)?) throws -> (asset: Asset, changed: Bool) {
+    func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: (() -> String?)?,
+                       alwaysNew: Bool) throws -> (asset: Asset, changed: Bool) {
         guard versionsCommit else { throw PortError.denied("the fake library keeps no versions") }
         return locked {
             versionFiles.append(tempPath)

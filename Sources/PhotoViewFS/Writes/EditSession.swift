@@ -151,6 +151,9 @@ extension PhotoFS {
         guard let plan = try readPlan(for: node) else { return false }
         let original = try openOriginal(node)
         defer { FDBudget.mount.close(original) }
+        var a = stat(), b = stat()
+        guard fstat(fd, &a) == 0, fstat(original, &b) == 0 else { throw Errno(errno) }
+        guard a.st_size == b.st_size else { return false }
         return try hashShown(fd, plan: nil) == hashShown(original, plan: plan)
     }
 
@@ -204,6 +207,7 @@ extension PhotoFS {
             if saved == shown {
                 log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
                 Glibc.unlink(f.tempPath)
+                writer.clearReady(tempPath: f.tempPath)
                 f.closeTemp()
                 f.dirty = false
                 f.ready = false
@@ -215,7 +219,10 @@ extension PhotoFS {
         }
         let result: (asset: Asset, changed: Bool)
         do {
-            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash)
+            // Bytes other than those it was shown make a version even when they are the stored
+            // ones: else the outcome would tell the app that a location it guessed is right.
+            result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
+                                               alwaysNew: f.shownHash != nil)
         } catch {
             switch error as? PortError {
             case .refused(let why)?:
@@ -271,11 +278,14 @@ extension PhotoFS {
         let changed: Bool
         do {
             // The bytes this app reads of the target, its location stripped: no new version.
-            if try isShownBytes(fd, of: target) {
+            // Other bytes make a version even when they are the stored ones (see commitEditLocked).
+            let redacted = try readPlan(for: target) != nil
+            if try redacted && isShownBytes(fd, of: target) {
                 Glibc.unlink(link)
                 changed = false
             } else {
-                changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil).changed
+                changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil,
+                                                    alwaysNew: redacted).changed
             }
         } catch {
             Glibc.unlink(link)
