@@ -25,6 +25,18 @@ struct Editing {
     }
 
 
+    /// `names` imported with GPS; the editor (limited) granted them with consent to edit and
+    /// strip-location on; a viewer that reads every stored byte. Their mounts.
+    func stripLocationEditorAndViewer(_ f: MountFixture, _ names: [String]) throws -> (editor: String, viewer: String) {
+        try f.importPhotos(names, gps: true)
+        try f.pg("authorize", editor, "--status", "limited")
+        try f.pg(["grant", editor] + names)
+        try f.pg("options", editor, "--strip-location", "on")
+        try f.pg(["grant", editor, "--edit"] + names)
+        try f.pg("authorize", "org.example.Viewer", "--status", "authorized")
+        return (try f.mount(editor), try f.mount("org.example.Viewer"))
+    }
+
     func exif(_ path: String, _ tag: String) throws -> String {
         try TestSupport.run("exiftool", ["-s3", "-" + tag, path]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -242,15 +254,7 @@ struct Editing {
     /// location back from its own version, which the scanner no longer found.)
     @Test func anEditByAStripLocationAppNeverReadsTheLocation() throws {
         let f = try MountFixture()
-        try f.importPhotos(["p.jpg"], gps: true)
-        let viewer = "org.example.Viewer"
-        try f.pg("authorize", editor, "--status", "limited")
-        try f.pg("grant", editor, "p.jpg")
-        try f.pg("options", editor, "--strip-location", "on")
-        try f.pg("grant", editor, "--edit", "p.jpg")
-        try f.pg("authorize", viewer, "--status", "authorized")
-        let mp = try f.mount(editor)
-        let vw = try f.mount(viewer)
+        let (mp, vw) = try stripLocationEditorAndViewer(f, ["p.jpg"])
         let shown = try #require(readAll(mp + "/p.jpg"))
         let original = try #require(readAll(vw + "/p.jpg"))
         #expect(shown != original && shown.count == original.count, "the plain read is not redacted in place")
@@ -284,15 +288,7 @@ struct Editing {
     /// location that app never saw. A real change still makes a version, without the location.
     @Test func aStripLocationAppSavingWhatItReadChangesNothing() throws {
         let f = try MountFixture()
-        try f.importPhotos(["p.jpg"], gps: true)
-        let viewer = "org.example.Viewer"
-        try f.pg("authorize", editor, "--status", "limited")
-        try f.pg("grant", editor, "p.jpg")
-        try f.pg("options", editor, "--strip-location", "on")
-        try f.pg("grant", editor, "--edit", "p.jpg")
-        try f.pg("authorize", viewer, "--status", "authorized")
-        let mp = try f.mount(editor)
-        let vw = try f.mount(viewer)
+        let (mp, vw) = try stripLocationEditorAndViewer(f, ["p.jpg"])
         let id = try assetID(f, "p.jpg")
         let original = try #require(readAll(vw + "/p.jpg"))
         let shown = try #require(readAll(mp + "/p.jpg"))
@@ -327,15 +323,7 @@ struct Editing {
     /// learn that its guess is the photo's location. Likewise for a file renamed over the photo.
     @Test func aStripLocationAppCannotConfirmAGuessedLocation() throws {
         let f = try MountFixture()
-        try f.importPhotos(["p.jpg", "q.jpg"], gps: true)
-        let viewer = "org.example.Viewer"
-        try f.pg("authorize", editor, "--status", "limited")
-        try f.pg("grant", editor, "p.jpg", "q.jpg")
-        try f.pg("options", editor, "--strip-location", "on")
-        try f.pg("grant", editor, "--edit", "p.jpg", "q.jpg")
-        try f.pg("authorize", viewer, "--status", "authorized")
-        let mp = try f.mount(editor)
-        let vw = try f.mount(viewer)
+        let (mp, vw) = try stripLocationEditorAndViewer(f, ["p.jpg", "q.jpg"])
         for (name, byRename) in [("p.jpg", false), ("q.jpg", true)] {
             let id = try assetID(f, name)
             let stored = try #require(readAll(vw + "/" + name))

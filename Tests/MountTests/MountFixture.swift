@@ -45,6 +45,11 @@ final class MountFixture {
 
     @discardableResult
     func pg(_ args: String..., stdin: String? = nil) throws -> TestSupport.Output {
+        try pg(args, stdin: stdin)
+    }
+
+    @discardableResult
+    func pg(_ args: [String], stdin: String? = nil) throws -> TestSupport.Output {
         let o = try TestSupport.run(TestSupport.photogateBinary, args, stdin: stdin, environment: env)
         if o.status != 0 { throw FixtureError("photogate \(args.joined(separator: " ")) -> \(o.status): \(o.stderr)") }
         return o

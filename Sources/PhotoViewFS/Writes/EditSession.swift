@@ -208,12 +208,7 @@ extension PhotoFS {
                 log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
                 Glibc.unlink(f.tempPath)
                 writer.clearReady(tempPath: f.tempPath)
-                f.closeTemp()
-                f.dirty = false
-                f.ready = false
-                uncount(f)
-                f.state = .committed(rowID: rowID)
-                refresh()
+                endCommittedEdit(f, rowID: rowID)
                 return
             }
         }
@@ -251,6 +246,12 @@ extension PhotoFS {
         }
         log(result.changed ? "saved a new version of \(result.asset.displayName) from \(appID)"
                            : "\(f.name) saved by \(appID) unchanged")
+        endCommittedEdit(f, rowID: rowID)
+    }
+
+    /// An edit whose close committed (or found nothing to commit): its temp closed, its bytes no
+    /// longer counted, the view refreshed.
+    private func endCommittedEdit(_ f: SessionFile, rowID: Int64) {
         f.closeTemp()
         f.dirty = false
         f.ready = false
