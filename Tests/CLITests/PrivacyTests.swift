@@ -233,6 +233,7 @@ enum Privacy {
         // The daemon refuses it too.
         let mp = c.dir + "/mnt"
         #expect(mkdir(mp, 0o700) == 0)
+        defer { FUSECleanup.abortAndDetach(mp) }   // only if the refusal failed and it mounted
         refused(try c.run("mount", "--library", library, "org.example.Viewer", mp), naming: outer, "anyone may rename")
         chmod(outer, 0o755)
         let after = try assets()

@@ -122,10 +122,6 @@ extension PhotoFS {
         return OpenReply(handle: h, keepCache: same, passthroughFD: usePassthrough ? handle.fd : nil, noFlush: true)
     }
 
-    /// The open most opens are: an original read as it is (a visible asset's own inode, not an
-    /// alias; location not stripped). Its path is written into a buffer on the stack, and the
-    /// handle is kept inline (`OpenEntry.asset`): nothing is allocated. nil: not such an open,
-    /// for the general path to decide.
     /// Runs a read open for `user` (another user than the owner; nil: the owner) within that
     /// user's share of the descriptor budget: charged before, given back unless a handle holds it.
     func charging(_ user: UInt32?, _ open: () throws(Errno) -> OpenReply?) throws(Errno) -> OpenReply? {
@@ -152,6 +148,10 @@ extension PhotoFS {
                           aliased: aliased, pathKey: key)
     }
 
+    /// The open most opens are: an original read as it is (a visible asset's own inode, not an
+    /// alias; location not stripped). Its path is written into a buffer on the stack, and the
+    /// handle is kept inline (`OpenEntry.asset`): nothing is allocated. nil: not such an open,
+    /// for the general path to decide.
     func openForReading(_ inode: Inode, user: UInt32? = nil) throws(Errno) -> OpenReply? {
         enum Outcome { case elsewhere, failed(Errno), opened(NodeStore.OpenBrief, Int32, Int) }
         let outcome = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: PhotoFS.briefPathCapacity) { buf -> Outcome in
