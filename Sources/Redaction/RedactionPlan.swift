@@ -328,4 +328,3 @@ private func appendLEB128(_ out: inout [UInt8], _ value: UInt64) {
         out.append(b)
     } while v != 0
 }
-

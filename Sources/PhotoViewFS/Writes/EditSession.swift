@@ -72,11 +72,19 @@ extension PhotoFS {
         let size: UInt64
         var shown: String? = nil
         if node.strip {
+            // The version the view shows (`node.path`, whose plan the view has: the current version
+            // may be a moment newer), as this app reads it, in one pass.
             do throws(Errno) {
-                size = try copyShownVersion(node, to: temp.fd)
+                let src = try openOriginal(node)
+                defer { FDBudget.mount.close(src) }
                 if let plan {
-                    try PhotoFS.redactInPlace(temp.fd, size: size, plan)
-                    shown = try hashShown(temp.fd, plan: nil)
+                    let copied = try readShown(src, plan: plan, into: temp.fd)
+                    size = copied.size
+                    shown = copied.hash
+                } else {
+                    let copied = pg_copy_fd(src, temp.fd)
+                    guard copied >= 0 else { throw Errno(errno) }
+                    size = UInt64(copied)
                 }
             } catch {
                 dropSessionTemp(temp)
@@ -113,20 +121,9 @@ extension PhotoFS {
         return OpenReply(handle: h, directIO: true)
     }
 
-    /// Copies the version the view shows (`node.path`, whose redaction plan the view has) into an
-    /// edit's temp file: with location stripped, the plan must describe the bytes copied, and the
-    /// current version may be a moment newer than the view. Returns the size copied.
-    func copyShownVersion(_ node: AssetNode, to out: Int32) throws(Errno) -> UInt64 {
-        let src = try openOriginal(node)
-        defer { FDBudget.mount.close(src) }
-        let copied = pg_copy_fd(src, out)
-        guard copied >= 0 else { throw Errno(errno) }
-        return UInt64(copied)
-    }
-
-    /// The content hash of a file's bytes as the app reads them: with `plan`'s ranges zeroed or
-    /// replaced (nil: as they are).
-    func hashShown(_ fd: Int32, plan: RedactionPlan?) throws(Errno) -> String {
+    /// Reads a file from its start as the app reads it (`plan`'s ranges zeroed or replaced; nil:
+    /// as it is), hashing it, and writing it to `out` when given. Its size and content hash.
+    func readShown(_ fd: Int32, plan: RedactionPlan?, into out: Int32? = nil) throws(Errno) -> (size: UInt64, hash: String) {
         let hasher = writer.newContentHasher()
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
@@ -139,37 +136,26 @@ extension PhotoFS {
             let part = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
             plan?.apply(to: part, fileOffset: offset)
             hasher.update(UnsafeRawBufferPointer(part))
+            var done = 0
+            while let out, done < n {
+                let w = pwrite(out, part.baseAddress! + done, n - done, off_t(offset) + off_t(done))
+                if w < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+                done += w
+            }
             offset += UInt64(n)
         }
-        return hasher.hashSoFar()
+        return (offset, hasher.hashSoFar())
     }
 
-    /// True when `fd` holds exactly the bytes `node` shows this app with its location stripped:
-    /// writing them over it is no edit. False when the app reads the stored bytes (the library
-    /// then finds them the current version's itself).
-    func isShownBytes(_ fd: Int32, of node: AssetNode) throws(Errno) -> Bool {
-        guard let plan = try readPlan(for: node) else { return false }
+    /// True when `fd` holds exactly the bytes `node` shows this app through `plan` (its location
+    /// stripped): writing them over it is no edit.
+    func isShownBytes(_ fd: Int32, of node: AssetNode, plan: RedactionPlan) throws(Errno) -> Bool {
         let original = try openOriginal(node)
         defer { FDBudget.mount.close(original) }
         var a = stat(), b = stat()
         guard fstat(fd, &a) == 0, fstat(original, &b) == 0 else { throw Errno(errno) }
         guard a.st_size == b.st_size else { return false }
-        return try hashShown(fd, plan: nil) == hashShown(original, plan: plan)
-    }
-
-    /// Writes a redaction plan into a file of `size` bytes: its ranges zeroed or replaced, as
-    /// redacted reads serve them.
-    static func redactInPlace(_ fd: Int32, size: UInt64, _ plan: RedactionPlan) throws(Errno) {
-        for p in plan.patches where p.offset < size {
-            let length = Int(min(UInt64(p.length), size - p.offset))
-            let bytes = p.replacement.map { Array($0.prefix(length)) } ?? [UInt8](repeating: 0, count: length)
-            var done = 0
-            while done < length {
-                let n = bytes.withUnsafeBytes { b in pwrite(fd, b.baseAddress! + done, length - done, off_t(p.offset) + off_t(done)) }
-                if n < 0 { if errno == EINTR { continue }; throw Errno(errno) }
-                done += n
-            }
-        }
+        return try readShown(fd, plan: nil).hash == readShown(original, plan: plan).hash
     }
 
     /// May this edit still be saved? The app must still see the asset under the inode it opened,
@@ -199,7 +185,7 @@ extension PhotoFS {
         if let shown = f.shownHash {
             var saved = f.contentHash?()
             if saved == nil {
-                do throws(Errno) { saved = try hashShown(f.fd, plan: nil) } catch {
+                do throws(Errno) { saved = try readShown(f.fd, plan: nil).hash } catch {
                     discardLocked(f)
                     throw error
                 }
@@ -280,13 +266,13 @@ extension PhotoFS {
         do {
             // The bytes this app reads of the target, its location stripped: no new version.
             // Other bytes make a version even when they are the stored ones (see commitEditLocked).
-            let redacted = try readPlan(for: target) != nil
-            if try redacted && isShownBytes(fd, of: target) {
+            let plan = try readPlan(for: target)
+            if let plan, try isShownBytes(fd, of: target, plan: plan) {
                 Glibc.unlink(link)
                 changed = false
             } else {
                 changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil,
-                                                    alwaysNew: redacted).changed
+                                                    alwaysNew: plan != nil).changed
             }
         } catch {
             Glibc.unlink(link)
