@@ -108,6 +108,19 @@ public final class Importer {
         return (files, problems)
     }
 
+    /// A folder named on the command line, open (following links: the person named it) while its
+    /// files are imported; nil when it is not a folder that can be opened.
+    final class NamedFolder: Sendable {
+        let path: String
+        let fd: Int32
+        init?(_ path: String) {
+            fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            self.path = path
+        }
+        deinit { Glibc.close(fd) }
+    }
+
     struct Pending {
         var source: String
         var id: String
@@ -137,8 +150,14 @@ public final class Importer {
         nonisolated(unsafe) let importer = self   // prepare touches only its own file and temp
         let cores = ProcessInfo.processInfo.activeProcessorCount
         let workers = files.count < 2 ? 1 : max(1, min(8, Importer.workerCount ?? (cores + 1)))
+        // Each folder named on the command line is opened once, for all the files found in it.
+        let folders = Dictionary(named.compactMap { p in NamedFolder(p).map { (p, $0) } }, uniquingKeysWith: { a, _ in a })
         let pipeline = PreparePipeline(count: files.count, workers: workers, window: 4 * workers) { i in
-            try importer.prepare(files[i], beneath: named.contains(files[i]) ? nil : Importer.namedRoot(of: files[i], among: paths))
+            if named.contains(files[i]) { return try importer.prepare(files[i]) }
+            guard let root = Importer.namedRoot(of: files[i], among: paths), let folder = folders[root] else {
+                throw LibraryError.badInput("the folder it was found in can no longer be opened")
+            }
+            return try importer.prepare(files[i], beneath: folder)
         }
         pipeline.start()
         // On a fatal error, the temp copies not yet handed to `flush` go (and however this
@@ -194,18 +213,13 @@ public final class Importer {
     /// there (which may be a symbolic link: the person chose it). A walked file is opened from
     /// that folder with no symbolic link on the way: a folder swapped for a link between the walk
     /// and the open (to /root, by whoever may write the folder) is skipped, not followed.
-    func prepare(_ path: String, beneath root: String? = nil) throws -> Pending? {
+    func prepare(_ path: String, beneath root: NamedFolder? = nil) throws -> Pending? {
         let fd: Int32
         if let root {
-            let base = root.hasSuffix("/") ? root : root + "/"
-            let dir = Glibc.open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard dir >= 0 else { throw LibraryError.badInput(String(cString: strerror(errno))) }
+            let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
             var rel = Substring(path.dropFirst(base.count))
             while rel.hasPrefix("/") { rel = rel.dropFirst() }
-            fd = pg_openat_no_symlinks(dir, String(rel), O_RDONLY)
-            let e = errno
-            Glibc.close(dir)
-            errno = e
+            fd = pg_openat_no_symlinks(root.fd, String(rel), O_RDONLY)
         } else {
             fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
         }

@@ -866,13 +866,13 @@ let camera = AppID("org.example.Camera")!
         #expect(rename(src + "/b", src + "/b.old") == 0 && symlink(secret, src + "/b") == 0)
         let importer = try Importer(library: t.library, options: ImportOptions())
         #expect(Importer.namedRoot(of: files[0], among: [src]) == src)
-        #expect(throws: LibraryError.badInput(Importer.linkInFolder)) { try importer.prepare(files[0], beneath: src) }
+        #expect(throws: LibraryError.badInput(Importer.linkInFolder)) { try importer.prepare(files[0], beneath: Importer.NamedFolder(src)) }
         // With --reference, the path recorded is where the opened file is, never the link's target.
         #expect(rename(src + "/b", src + "/b.link") == 0 && rename(src + "/b.old", src + "/b") == 0)
         let referencing = try Importer(library: t.library, options: ImportOptions(reference: true))
-        let pending = try #require(try referencing.prepare(files[0], beneath: src))
+        let pending = try #require(try referencing.prepare(files[0], beneath: Importer.NamedFolder(src)))
         #expect(pending.source == URL(fileURLWithPath: src + "/b/x.jpg").resolvingSymlinksInPath().path)
         // A trailing slash on the named folder changes nothing.
-        #expect(throws: Never.self) { _ = try referencing.prepare(src + "//b/x.jpg", beneath: src + "/") }
+        #expect(throws: Never.self) { _ = try referencing.prepare(src + "//b/x.jpg", beneath: Importer.NamedFolder(src + "/")) }
     }
 }
