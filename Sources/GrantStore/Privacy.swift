@@ -180,6 +180,8 @@ public enum LibraryOwnership {
             // Missing: made by `create` (and checked again then); unreadable: the open that
             // follows fails the same way.
             guard lstat(next, &st) == 0 else { return }
+            // The library folder itself (the last name, resolved) is checkEntry's.
+            if pending.isEmpty && (st.st_mode & S_IFMT) != S_IFLNK { return }
             if st.st_uid != uid && st.st_uid != 0 {
                 throw LibraryError.notOwner(library: root, path: next, owner: st.st_uid, caller: uid)
             }
@@ -190,9 +192,7 @@ public enum LibraryOwnership {
                 if target.hasPrefix("/") { resolved = "/" }
                 continue
             }
-            if !pending.isEmpty && (st.st_mode & S_IFMT) == S_IFDIR {
-                try checkFolder(next, st, library: root, uid: uid)
-            }
+            if (st.st_mode & S_IFMT) == S_IFDIR { try checkFolder(next, st, library: root, uid: uid) }
             resolved = next
         }
     }

@@ -137,10 +137,8 @@ extension Library {
 
     // MARK: versions
 
-    /// The stored path of the asset's current version (store or reference), for copy-on-write opens.
-    public func currentPath(rowID: Int64) throws -> String { try currentOriginal(rowID: rowID).path }
-
-    /// The same, and whether it is a referenced original (outside the store: to be opened with no
+    /// The stored path of the asset's current version (store or reference), for copy-on-write
+    /// opens, and whether it is a referenced original (outside the store: to be opened with no
     /// symbolic link on its path).
     public func currentOriginal(rowID: Int64) throws -> (path: String, reference: Bool) {
         try read { db in

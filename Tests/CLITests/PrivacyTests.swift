@@ -227,6 +227,12 @@ enum Privacy {
         // The library's own name a link, to a library in a folder others may change.
         let named = c.dir + "/named-library"
         #expect(symlink(library, named) == 0)
+        // Another user's library reached through root's link is named as the library, not as a
+        // folder above it.
+        #expect(chown(library, stranger, 0) == 0)
+        let theirs = try assets(named)
+        #expect(theirs.status == Code.notOwner && theirs.stderr.contains("the library at \(named) belongs to uid 4242"), "\(theirs.stderr)")
+        #expect(chown(library, 0, 0) == 0)
         chmod(outer, 0o777)
         refused(try assets(link + "/library"), naming: outer, "anyone may rename")
         refused(try assets(named), naming: outer, "anyone may rename")

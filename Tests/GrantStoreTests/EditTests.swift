@@ -226,7 +226,7 @@ let viewer = AppID("org.example.Viewer")!
         #expect(after.captureDate == ISO8601DateFormatter().date(from: "2025-01-02T03:04:05Z"))
         #expect(after.storePath != a.storePath)
         #expect(after.addedDate == a.addedDate)
-        let current = try lib.currentPath(rowID: a.rowID)
+        let current = try lib.currentOriginal(rowID: a.rowID).path
         #expect(try current == lib.originalPath(after))
         #expect(try EditHelp.sha(current) == after.contentHash)
         // The strip-location plan covers the new GPS.
@@ -330,7 +330,7 @@ let viewer = AppID("org.example.Viewer")!
         #expect(changed)
         #expect(reverted.contentHash == a.contentHash && reverted.byteSize == a.byteSize && reverted.storePath == a.storePath)
         #expect(reverted.captureDate == a.captureDate && reverted.hasLocation == a.hasLocation && reverted.mediaKind == a.mediaKind)
-        #expect(try lib.currentPath(rowID: a.rowID) == lib.originalPath(a))
+        #expect(try lib.currentOriginal(rowID: a.rowID).path == lib.originalPath(a))
         #expect(try EditHelp.plan(t, a.rowID)?.isEmpty == true)
         #expect(try EditHelp.updated(t, viewer, since: token).map(\.assetID) == [a.id])
         // The edits stay listed; the original is current.

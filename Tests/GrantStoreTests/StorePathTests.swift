@@ -68,7 +68,7 @@ import TestSupport
                 Issue.record("\(error)")
             }
         }
-        damaged { _ = try t.library.currentPath(rowID: rowID) }
+        damaged { _ = try t.library.currentOriginal(rowID: rowID).path }
         damaged { _ = try t.library.redaction(rowID: rowID) }
         damaged { _ = try t.library.copyOriginal(rowID: rowID, to: -1) }
         let asset = try #require(try t.library.asset(rowID: rowID))
