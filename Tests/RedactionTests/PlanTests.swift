@@ -276,4 +276,3 @@ struct DateTests {
         #expect(ScanError.io(5).description.contains("errno 5"))
     }
 }
-
