@@ -126,6 +126,24 @@ int pg_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+#include <poll.h>
+#include <time.h>
+
+int pg_pidfd_wait(int pidfd, int timeout_ms) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long spent = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000;
+        int left = spent >= timeout_ms ? 0 : (int)(timeout_ms - spent);
+        struct pollfd p = {.fd = pidfd, .events = POLLIN};
+        int n = poll(&p, 1, left);
+        if (n > 0) return 1;
+        if (n == 0) return 0;
+        if (errno != EINTR) return -1;
+    }
+}
+
 #include <sys/stat.h>
 
 int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned *dev_minor) {

@@ -69,15 +69,14 @@ struct Run: PhotogateCommand {
             // The view: reuse a live mount of this app and access, else mount one for the run.
             var mountpoint: String
             var ours: String? = nil
-            // The view's record (for its daemon's pid), the folder made for it, and the view opened
+            // The daemon of a view mounted for the run, the folder made for it, and the view opened
             // once it is checked.
-            var record: MountRecord? = nil
+            var daemon = DaemonEnd(pid: nil)
             var folderFD: Int32? = nil
             var viewFD: Int32 = -1
             // Not a no-open mount: it is read-only and has no change feed, which the app may need.
             if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon }) {
                 mountpoint = existing.mountpoint
-                record = existing
             } else {
                 // In the library's run/ folder, not /tmp: a sandbox given /tmp could rename a folder
                 // there (it is the same user's) and swap it, before the mount or after, for a
@@ -119,7 +118,7 @@ struct Run: PhotogateCommand {
                     throw CommandFailure("cannot mount the view of \(id): \(err.trimmingCharacters(in: .whitespacesAndNewlines))", .mountFailed)
                 }
                 ours = dir
-                record = MountRegistry.record(mountedAt: mountpoint, library: library)
+                daemon = DaemonEnd(pid: MountRegistry.record(mountedAt: mountpoint, library: library)?.pid)
             }
             defer {
                 if ours != nil {
@@ -134,7 +133,7 @@ struct Run: PhotogateCommand {
                     if viewFD >= 0 { close(viewFD) }
                     viewFD = -1
                     if let at, (try? runTool("/bin/fusermount3", ["-u", at])) != 0 { _ = try? runTool("/bin/fusermount3", ["-u", "-z", at]) }
-                    if let pid = record?.pid { for _ in 0..<200 where kill(pid, 0) == 0 { usleep(50_000) } }
+                    daemon.waitForEnd()
                     // The folder made for the run, wherever it is now.
                     if let f = folderFD {
                         unlinkat(f, "view", AT_REMOVEDIR)
@@ -143,6 +142,7 @@ struct Run: PhotogateCommand {
                 }
                 if viewFD >= 0 { close(viewFD) }
                 if let f = folderFD { close(f) }
+                daemon.release()
             }
 
             // What must stay out of reach: the library, the host's /proc (through it, /proc/PID/root

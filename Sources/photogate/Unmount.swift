@@ -1,4 +1,5 @@
 import ArgumentParser
+import CSystem
 import Foundation
 import GrantStore
 import PhotoViewFS
@@ -24,6 +25,8 @@ struct Unmount: PhotogateCommand {
             }
             let target = isMounted(resolved) ? resolved : abs
             let record = (try? lib.open()).map { MountRegistry.list($0) }?.first { MountTable.samePath($0.mountpoint, target) }
+            let daemon = DaemonEnd(pid: record?.pid)
+            defer { daemon.release() }
             if try runTool("/bin/fusermount3", ["-u", target]) != 0 {
                 if getuid() == 0 && umount2(target, 0) == 0 {
                     // unmounted by the kernel directly
@@ -31,10 +34,19 @@ struct Unmount: PhotogateCommand {
                     throw CommandFailure("cannot unmount \(target): it is busy (files are open there); close them, or use fusermount3 -u -z", .conflict)
                 }
             }
-            if let pid = record?.pid {
-                for _ in 0..<200 where kill(pid, 0) == 0 { usleep(50_000) }
-            }
+            daemon.waitForEnd()
             say("unmounted \(target)")
         }
     }
+}
+
+/// A mount's daemon, held by a pidfd taken before its unmount: its end is then waited on as it
+/// happens (not polled), and a number the system gave to another process meanwhile is not.
+struct DaemonEnd {
+    private let fd: Int32
+    init(pid: pid_t?) { fd = pid.map { pg_pidfd_open($0) } ?? -1 }
+    /// Returns once the daemon has ended (it ends when the kernel lets go of its mount), or after
+    /// 10 s. At once when there was none, or it had ended before.
+    func waitForEnd() { if fd >= 0 { _ = pg_pidfd_wait(fd, 10_000) } }
+    func release() { if fd >= 0 { close(fd) } }
 }

@@ -60,6 +60,9 @@ int pg_sqlite_keep_wal(void *db);
 /// pidfd_open(pid, 0): a descriptor (close-on-exec) for a running process, readable once it has
 /// ended; -1 with errno set (ESRCH: no such process).
 int pg_pidfd_open(int pid);
+/// Waits until the process of `pidfd` has ended (1), at most `timeout_ms` (0: still running), and
+/// through signals; -1 with errno on another error.
+int pg_pidfd_wait(int pidfd, int timeout_ms);
 
 /// The mount `fd` is on: its id as /proc/self/mountinfo numbers mounts, and its device (statx
 /// STATX_MNT_ID with AT_STATX_DONT_SYNC: no request reaches a FUSE daemon, even one not serving
