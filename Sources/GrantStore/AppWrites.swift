@@ -93,13 +93,6 @@ extension Library {
         }
     }
 
-    /// Copies an asset's stored original into `fd` from its start: an add-only app writing again,
-    /// without truncating, a name it wrote before starts from those bytes. Returns the size.
-    public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 {
-        guard let a = try asset(rowID: rowID), let rel = a.storePath else { throw LibraryError.unknownAssets([String(rowID)]) }
-        return try copyFile(at: try storeFile(rel, of: a.id), to: fd)
-    }
-
     /// Copies a file of the library (or a referenced original: `reference`, opened with no symbolic
     /// link anywhere on its path) into `fd` from its start.
     public func copyFile(at path: String, reference: Bool = false, to fd: Int32) throws -> UInt64 {

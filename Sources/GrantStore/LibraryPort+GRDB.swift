@@ -77,7 +77,6 @@ public final class LibraryStorePort: LibraryPort {
 
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.dissolveOwnAsset(rowID: rowID, app: app) } }
 
-    public func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 { try port { try library.copyOriginal(rowID: rowID, to: fd) } }
 
     public func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 {
         try port {

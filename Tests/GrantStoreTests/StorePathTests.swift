@@ -70,7 +70,6 @@ import TestSupport
         }
         damaged { _ = try t.library.currentOriginal(rowID: rowID).path }
         damaged { _ = try t.library.redaction(rowID: rowID) }
-        damaged { _ = try t.library.copyOriginal(rowID: rowID, to: -1) }
         let asset = try #require(try t.library.asset(rowID: rowID))
         damaged { _ = try t.library.originalPath(asset) }
 

@@ -140,6 +140,50 @@ struct Security {
         try f.unmount(mp)
     }
 
+    /// An add-only app that opens a name it wrote before for writing, without O_TRUNC, gets a new,
+    /// empty file: nothing of the asset is copied in. Before, the asset's current bytes were (a
+    /// file being written may be read by its writer): another app's edit over the photo, with
+    /// the location the add-only app's strip-location hides, and a photo in Recently Deleted,
+    /// which its close then brought back as a new asset. Found by a hostile review.
+    @Test func addOnlyReopeningItsNameReadsNothingOfTheAsset() throws {
+        let f = try MountFixture()
+        let camera = "org.example.Camera", editor = "org.example.Editor"
+        try f.pg("authorize", camera, "--access", "add-only", "--status", "authorized")
+        try f.pg("options", camera, "--strip-location", "on")
+        try f.pg("authorize", editor, "--status", "authorized")
+        try f.pg("options", editor, "--edit-any", "on")
+        let cam = try f.mount(camera, access: "add-only")
+        let ed = try f.mount(editor)
+        let mine = try TestMedia.jpeg(tag: "camera's own")
+        #expect(cpWrite(mine, to: cam + "/p.jpg") == 0)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "camera's second"), to: cam + "/q.jpg") == 0)
+        // The editor saves a version of p.jpg with a location; q.jpg goes to Recently Deleted.
+        #expect(eventually { readAll(ed + "/p.jpg") == mine })
+        let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=48.85", "-GPSLatitudeRef=N",
+                                                 "-GPSLongitude=2.35", "-GPSLongitudeRef=E", ed + "/p.jpg"])
+        #expect(e.status == 0, "\(e.stderr)")
+        #expect(try TestSupport.run("exiftool", ["-s3", "-GPSLatitude", ed + "/p.jpg"]).stdout.contains("48"))
+        #expect(unlink(ed + "/q.jpg") == 0)
+        let assetsBefore = try f.assetsJSON().count
+        for name in ["p.jpg", "q.jpg"] {
+            let w = open(cam + "/" + name, O_WRONLY)
+            #expect(w >= 0, "\(name): \(String(cString: strerror(errno)))")
+            var st = stat()
+            #expect(fstat(w, &st) == 0 && st.st_size == 0, "\(name): the reopened file has the asset's size \(st.st_size)")
+            let r = open(cam + "/" + name, O_RDONLY)
+            #expect(r >= 0)
+            var buf = [UInt8](repeating: 0, count: 1 << 16)
+            #expect(read(r, &buf, buf.count) == 0, "\(name): bytes of the asset read back")
+            close(r)
+            #expect(close(w) == 0)
+        }
+        // Closed without a write: nothing was added, and q.jpg stays in Recently Deleted.
+        #expect(try f.assetsJSON().count == assetsBefore)
+        #expect(try f.pg("trash").stdout.contains("q.jpg"))
+        try f.unmount(ed)
+        try f.unmount(cam)
+    }
+
     @Test func inodeNumbersDifferBetweenAppsAndStayStable() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])

@@ -236,14 +236,12 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         locked { assets[rowID] = nil; change(rowID) }
     }
 
-    func copyOriginal(rowID: Int64, to fd: Int32) throws -> UInt64 {
+    func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 {
         guard let rel = locked({ assets[rowID]?.storePath }), let data = FileManager.default.contents(atPath: storeRoot + "/" + rel) else {
             throw PortError.invalid("unknown asset")
         }
         return UInt64(data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) })
     }
-
-    func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 { try copyOriginal(rowID: rowID, to: fd) }
 
     /// Set: a version commits, and its file stays where it is, as when the move into the store
     /// failed after the row committed (recovery's to move). Unset: versions are refused.

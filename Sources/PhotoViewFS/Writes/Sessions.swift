@@ -74,12 +74,15 @@ extension PhotoFS {
             switch f.state {
             case .discarded:
                 throw .noEntry
-            case .committed(let rowID):
+            case .committed:
                 // A committed file is an asset: in a read-write mount only the view opens it (asked
-                // first). An add-only app writing a name it wrote before makes a new file, which
-                // becomes another asset at its close; reading stays impossible.
+                // first). An add-only app writing a name it wrote before makes a new, empty file,
+                // which becomes another asset at its close, with or without O_TRUNC: nothing of
+                // the asset is copied in, since the app could then read it back (a file being
+                // written is its writer's), and the asset's bytes now are the library's (another
+                // app's edit, its location, or the trash), not what the app wrote.
                 guard access == .addOnly, accmode == O_WRONLY else { throw .noEntry }
-                try restartLocked(f, copyFrom: flags & O_TRUNC == 0 ? rowID : nil)
+                try restartLocked(f)
             case .writing:
                 // Add-only too: a file the app is still writing is its own bytes, not the
                 // library's (ffmpeg's faststart re-opens its output to move the index forward);
@@ -94,25 +97,15 @@ extension PhotoFS {
     }
 
     /// An add-only app writes again a name whose file is already an asset: the same inode gets a
-    /// fresh temp file (and asset id). Without O_TRUNC it starts from the committed bytes.
-    private func restartLocked(_ f: SessionFile, copyFrom rowID: Int64?) throws(Errno) {
+    /// fresh, empty temp file (and asset id).
+    private func restartLocked(_ f: SessionFile) throws(Errno) {
         let temp = try makeSessionTemp()
-        var size: UInt64 = 0
-        if let rowID {
-            do {
-                size = try library.copyOriginal(rowID: rowID, to: temp.fd)
-            } catch {
-                dropSessionTemp(temp)
-                log("cannot reopen \(f.name) for writing: \(error)")
-                throw mountErrno(for: error)
-            }
-        }
         forgetCommitted(f.ino)
         f.id = temp.id
         f.tempPath = temp.path
-        f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
+        f.useTemp(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
         f.state = .writing
-        f.dirty = rowID != nil
+        f.dirty = false
         f.ready = false
         f.failedWrite = 0
         f.mtime = .now
