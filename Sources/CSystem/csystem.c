@@ -311,7 +311,9 @@ long pg_fd_path(int fd, char *buf, unsigned long size) {
 }
 
 int pg_open_original(const char *path, int reference) {
-    if (reference) return pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY);
+    // O_NONBLOCK: a FIFO put in a referenced original's place must not hold the opener (the
+    // caller refuses what is not a regular file); it changes nothing for regular files.
+    if (reference) return pg_openat_no_symlinks(AT_FDCWD, path, O_RDONLY | O_NONBLOCK);
     return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 }
 

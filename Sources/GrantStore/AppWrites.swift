@@ -93,17 +93,6 @@ extension Library {
         }
     }
 
-    /// Copies a file of the library (or a referenced original: `reference`, opened with no symbolic
-    /// link anywhere on its path) into `fd` from its start.
-    public func copyFile(at path: String, reference: Bool = false, to fd: Int32) throws -> UInt64 {
-        let src = pg_open_original(path, reference ? 1 : 0)
-        guard src >= 0 else { throw StoreWriter.ioError(errno, "open \(path)") }
-        defer { Glibc.close(src) }
-        let copied = pg_copy_fd(src, fd)
-        guard copied >= 0 else { throw StoreWriter.ioError(errno, "copy original") }
-        return UInt64(copied)
-    }
-
     /// An app's own file that it renamed over another asset (an editor's save through a temp
     /// file) became that asset's new version: the file's own asset row goes away, and its stored
     /// file with it (its bytes are the version's now, under the version's own file name); one that

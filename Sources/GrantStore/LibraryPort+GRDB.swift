@@ -78,13 +78,6 @@ public final class LibraryStorePort: LibraryPort {
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.dissolveOwnAsset(rowID: rowID, app: app) } }
 
 
-    public func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 {
-        try port {
-            let current = try library.currentOriginal(rowID: rowID)
-            return try library.copyFile(at: current.path, reference: current.reference, to: fd)
-        }
-    }
-
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
                               contentHash: (() -> String?)?, alwaysNew: Bool) throws -> (asset: Asset, changed: Bool) {
         try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash, alwaysNew: alwaysNew) }

@@ -65,8 +65,6 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws
     /// The app's own asset became another asset's new version (a save by rename): it goes away.
     func dissolveOwnAsset(rowID: Int64, app: AppID) throws
-    /// Copies the asset's current version into `fd` from its start; returns the size.
-    func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64
     /// A complete temp file becomes the asset's new current version (`PortError.refused` when it
     /// is not media; nothing changes then and the temp stays the caller's). `contentHash`, when
     /// given, is asked once the file is found to be media: the file's hash as the library writes

@@ -285,4 +285,75 @@ extension Security {
         #expect(served == nil, "a read through the swapped folder did not fail")
         try f.unmount(mp)
     }
+
+    /// A referenced original that changed after its import is refused to an edit as to a read:
+    /// before, an open for writing (edit consent given) copied whatever the file held now, and the
+    /// app read it through that descriptor, bytes the catalog never described (any file saved
+    /// at that path). A FIFO put in its place is refused too, without holding the daemon (its
+    /// open used to block until a writer came). Found by a hostile review.
+    @Test func aReferencedOriginalChangedAfterImportIsRefusedToAnEdit() throws {
+        let f = try MountFixture()
+        let pics = f.dir + "/user-pics"
+        try FileManager.default.createDirectory(atPath: pics, withIntermediateDirectories: true)
+        let imported = try TestMedia.jpeg(tag: "as imported")
+        try TestMedia.write(imported, to: pics + "/r.jpg")
+        try TestMedia.write(try TestMedia.jpeg(tag: "fifo's"), to: pics + "/s.jpg")
+        try f.pg("import", "--reference", pics)
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "r.jpg", "s.jpg")
+        try f.pg("grant", app, "--edit", "r.jpg", "s.jpg")
+        let mp = try f.mount(app)
+        #expect(readAll(mp + "/r.jpg") == imported)
+        // Another file saved at the original's path, newer and of another size.
+        let later = try TestMedia.jpeg(tag: "saved there later, never imported: \(UUID().uuidString)")
+        #expect(later.count != imported.count)
+        try TestMedia.write(later, to: pics + "/r.jpg")
+        var future = [timespec(tv_sec: time(nil) + 5, tv_nsec: 0), timespec(tv_sec: time(nil) + 5, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, pics + "/r.jpg", &future, 0) == 0)
+        #expect(readAll(mp + "/r.jpg") == nil, "a read of the changed original was served")
+        for flags in [O_RDWR, O_WRONLY, O_RDWR | O_TRUNC] {
+            let fd = open(mp + "/r.jpg", flags)
+            let e = errno
+            if fd >= 0 {
+                var buf = [UInt8](repeating: 0, count: later.count + 16)
+                let n = pread(fd, &buf, buf.count, 0)
+                close(fd)
+                Issue.record("an edit open (flags \(flags)) of the changed original succeeded; read \(n) bytes, the new file's: \(n == later.count && Array(buf.prefix(n)) == later)")
+            } else {
+                #expect(e == EACCES, "flags \(flags): \(String(cString: strerror(e)))")
+            }
+        }
+        // A FIFO in place of s.jpg: both opens are refused, in a child that the test can release
+        // (by opening the FIFO's other end) should the daemon block on it.
+        #expect(unlink(pics + "/s.jpg") == 0 && mkfifo(pics + "/s.jpg", 0o644) == 0)
+        let py = """
+        import errno, os, sys
+        for flags in (os.O_RDONLY, os.O_RDWR):
+            try:
+                os.close(os.open(sys.argv[1], flags)); print("opened")
+            except OSError as e:
+                print(errno.errorcode[e.errno])
+        """
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        child.arguments = ["-c", py, mp + "/s.jpg"]
+        let out = Pipe()
+        child.standardOutput = out
+        try child.run()
+        let done = eventually(20) { !child.isRunning }
+        if !done {
+            // Release the daemon: a writer on the FIFO lets each blocked open return.
+            _ = eventually(60) {
+                let w = open(pics + "/s.jpg", O_WRONLY | O_NONBLOCK)
+                if w >= 0 { close(w) }
+                return !child.isRunning
+            }
+            if child.isRunning { child.terminate() }
+            child.waitUntilExit()
+        }
+        #expect(done, "an open of a FIFO in a referenced original's place held the daemon")
+        let answers = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(answers.split(separator: "\n") == ["EACCES", "EACCES"], "\(answers)")
+        try f.unmount(mp)
+    }
 }

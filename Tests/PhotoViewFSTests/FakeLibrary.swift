@@ -236,12 +236,6 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         locked { assets[rowID] = nil; change(rowID) }
     }
 
-    func copyCurrentVersion(rowID: Int64, to fd: Int32) throws -> UInt64 {
-        guard let rel = locked({ assets[rowID]?.storePath }), let data = FileManager.default.contents(atPath: storeRoot + "/" + rel) else {
-            throw PortError.invalid("unknown asset")
-        }
-        return UInt64(data.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) })
-    }
 
     /// Set: a version commits, and its file stays where it is, as when the move into the store
     /// failed after the row committed (recovery's to move). Unset: versions are refused.

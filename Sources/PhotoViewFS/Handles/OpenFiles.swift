@@ -231,7 +231,8 @@ extension PhotoFS {
         // folders on disk) for a copied one, and skipped the check below.
         if !inStore {
             var st = stat()
-            let changed = fstat(fd, &st) != 0 || UInt64(st.st_size) != size || Int(st.st_mtim.tv_sec) > ctime + 1
+            let changed = fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG || UInt64(st.st_size) != size
+                || Int(st.st_mtim.tv_sec) > ctime + 1
             if changed {
                 FDBudget.mount.close(fd)
                 let (name, path) = describe()

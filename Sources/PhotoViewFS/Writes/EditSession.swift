@@ -67,37 +67,32 @@ extension PhotoFS {
             return OpenReply(handle: h, directIO: true)
         }
         let temp = try makeSessionTemp()
-        // The current version's bytes: in-place writers change part of them. (O_TRUNC reaches us
-        // as a truncate after this open.)
+        // The bytes of the version the view shows (`node.path`, whose plan the view has: the
+        // current version may be a moment newer), as this app reads them, in one pass: in-place
+        // writers change part of them. (O_TRUNC reaches us as a truncate after this open.) Opened
+        // as a read opens it: a referenced original that changed since its import (or is no
+        // longer a regular file) is refused here too, as its bytes are not the ones cataloged.
         let size: UInt64
         var shown: String? = nil
-        if node.strip {
-            // The version the view shows (`node.path`, whose plan the view has: the current version
-            // may be a moment newer), as this app reads it, in one pass.
-            do throws(Errno) {
-                let src = try openOriginal(node)
-                defer { FDBudget.mount.close(src) }
-                if let plan {
-                    let copied = try readShown(src, plan: plan, into: temp.fd)
-                    size = copied.size
-                    shown = copied.hash
-                } else {
-                    let copied = pg_copy_fd(src, temp.fd)
-                    guard copied >= 0 else { throw Errno(errno) }
-                    size = UInt64(copied)
+        do throws(Errno) {
+            let src = try openOriginal(node)
+            defer { FDBudget.mount.close(src) }
+            if let plan {
+                let copied = try readShown(src, plan: plan, into: temp.fd)
+                size = copied.size
+                shown = copied.hash
+            } else {
+                let copied = pg_copy_fd(src, temp.fd)
+                guard copied >= 0 else {
+                    let e = errno
+                    log("cannot open \(node.name) for editing: \(String(cString: strerror(e)))")
+                    throw e == ENOSPC || e == EDQUOT ? Errno(e) : .io
                 }
-            } catch {
-                dropSessionTemp(temp)
-                throw error
+                size = UInt64(copied)
             }
-        } else {
-            do {
-                size = try library.copyCurrentVersion(rowID: node.rowID, to: temp.fd)
-            } catch {
-                dropSessionTemp(temp)
-                log("cannot open \(node.name) for editing: \(error)")
-                throw mountErrno(for: error)
-            }
+        } catch {
+            dropSessionTemp(temp)
+            throw error
         }
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
                             folder: nil, editing: node.rowID)
