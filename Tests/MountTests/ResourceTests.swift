@@ -72,6 +72,138 @@ struct Resources {
         #expect(errnoOf { close(fd) } == ENOSPC)
     }
 
+    /// Writes JPEGs padded to `padding` bytes past their end into a new folder, and imports them
+    /// into the library `env` names.
+    func importPadded(_ names: [String], padding: Int, env: [String: String]) throws {
+        let src = TestSupport.tempDir("padded")
+        defer { TestSupport.remove(src) }
+        for n in names { try TestMedia.write(try TestMedia.jpeg(tag: n) + [UInt8](repeating: 0x5a, count: padding), to: src + "/" + n) }
+        let o = try TestSupport.run(TestSupport.photogateBinary, ["import", src], environment: env)
+        #expect(o.status == 0, "import: \(o.stderr)")
+    }
+
+    /// An edit open copies the photo into the library's tmp/: bytes the app has being written, as
+    /// if it had written them. An app holding edit opens stops short of the disk reserve (each
+    /// open past it fails with ENOSPC and leaves nothing), the person can deny it while it holds
+    /// them, and closing them gives the room back with nothing added. Without the count, the
+    /// copies took the disk to its last bytes and `authorize --status denied` failed with ENOSPC.
+    @Test func editOpensHeldStopShortOfTheReserve() throws {
+        guard let base = try TestSupport.smallTmpfs("editreserve", size: "16m") else { return }
+        defer { TestSupport.removeTmpfs(base) }
+        let lib = base + "/library"
+        var env = ["PHOTOGATE_LIBRARY": lib]
+        let bin = TestSupport.photogateBinary
+        let app = "org.example.EditHog"
+        #expect(try TestSupport.run(bin, ["init"], environment: env).status == 0)
+        // Photos of 1 MiB, then smaller ones that fit in what the big ones leave.
+        let big = (0..<8).map { "big-\($0).jpg" }, small = (0..<24).map { "small-\($0).jpg" }
+        try importPadded(big, padding: 1 << 20, env: env)
+        try importPadded(small, padding: 48 << 10, env: env)
+        #expect(try TestSupport.run(bin, ["authorize", app, "--status", "authorized"], environment: env).status == 0)
+        #expect(try TestSupport.run(bin, ["options", app, "--edit-any", "on"], environment: env).status == 0)
+        func assetCount() throws -> Int {
+            let o = try TestSupport.run(bin, ["assets", "--json"], environment: ["PHOTOGATE_LIBRARY": lib])
+            return ((try JSONSerialization.jsonObject(with: Data(o.stdout.utf8)) as? [[String: Any]]) ?? []).count
+        }
+        func free() -> UInt64 {
+            var st = statvfs()
+            return statvfs(base, &st) == 0 ? UInt64(st.f_bavail) * UInt64(st.f_frsize) : 0
+        }
+        let assetsBefore = try assetCount()
+        #expect(assetsBefore == big.count + small.count)
+        let mp = TestSupport.tempDir("editreservemp")
+        defer { _ = try? TestSupport.run(bin, ["unmount", mp], environment: ["PHOTOGATE_LIBRARY": lib]); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) }; TestSupport.remove(mp) }
+        env["PHOTOGATE_DISK_RESERVE_MB"] = "4"
+        let m = try TestSupport.run(bin, ["mount", app, mp], environment: env)
+        #expect(m.status == 0, "\(m.stderr)")
+        let freeBefore = free()
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        var failures: [String: Int32] = [:]
+        for n in big + small {
+            let fd = open(mp + "/" + n, O_RDWR | O_CLOEXEC)
+            if fd < 0 { failures[n] = errno } else { fds.append(fd) }
+        }
+        print("held \(fds.count) edit opens, \(failures.count) refused; free: \(freeBefore >> 10) KiB before, \(free() >> 10) KiB now")
+        #expect(!fds.isEmpty, "no edit open succeeded")
+        #expect(!failures.isEmpty, "every edit open succeeded: the test's disk is too large")
+        #expect(failures.values.allSatisfy { $0 == ENOSPC }, "\(failures.mapValues { String(cString: strerror($0)) })")
+        // The app stopped short of the reserve (bytes are counted, the disk rounds each copy up to
+        // its blocks): the person can deny it while it holds the edits.
+        #expect(free() >= (4 << 20) - (64 << 10), "the edits ate into the reserve: \(free() >> 10) KiB free")
+        let deny = try TestSupport.run(bin, ["authorize", app, "--status", "denied"], environment: ["PHOTOGATE_LIBRARY": lib])
+        #expect(deny.status == 0, "\(deny.stderr)")
+        // Closed unchanged: nothing added, and their copies are gone.
+        for fd in fds { #expect(errnoOf { close(fd) } == 0) }
+        fds = []
+        #expect(try assetCount() == assetsBefore)
+        #expect(eventually { free() + (256 << 10) >= freeBefore }, "\(free() >> 10) KiB free, \(freeBefore >> 10) KiB before the edits")
+    }
+
+    /// The same against the mount's limit on bytes being written: an edit open past it fails with
+    /// EDQUOT, a second open of a photo being edited joins that edit (nothing more is copied), and
+    /// an edit's bytes stop counting when it ends (closed unchanged, saved, or refused), so the app
+    /// can open as many again.
+    @Test func editOpensCountAgainstTheWriteLimitUntilTheyEnd() throws {
+        let f = try MountFixture()
+        let names = (0..<4).map { "p\($0).jpg" }
+        try importPadded(names, padding: 1 << 20, env: f.env)
+        let app = "org.example.EditQuota"
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("options", app, "--edit-any", "on")
+        let mp = f.dir + "/quota"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        var env = f.env
+        env["PHOTOGATE_WRITE_LIMIT_MB"] = "3"   // two photos of just over 1 MiB, not three
+        let m = try TestSupport.run(TestSupport.photogateBinary, ["mount", app, mp], environment: env)
+        #expect(m.status == 0, "\(m.stderr)")
+        defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        func edit(_ n: String) -> Int32 {
+            let fd = open(mp + "/" + n, O_RDWR | O_CLOEXEC)
+            if fd < 0 { return -errno }
+            held.append(fd)
+            return fd
+        }
+        func end(_ fd: Int32) -> Int32 {
+            held.removeAll { $0 == fd }
+            return errnoOf { close(fd) }
+        }
+        let a = edit("p0.jpg"), b = edit("p1.jpg")
+        try #require(a >= 0 && b >= 0, "two edit opens within the limit: \(a), \(b)")
+        #expect(edit("p2.jpg") == -EDQUOT, "a third edit open past the limit")
+        // Closed unchanged: its bytes no longer count.
+        #expect(end(a) == 0)
+        let c = edit("p2.jpg")
+        #expect(c >= 0, "an edit open after one closed unchanged: \(String(cString: strerror(-c)))")
+        // Saved as a new version (two bytes of its padding changed): its bytes no longer count.
+        let size = lseek(b, 0, SEEK_END)
+        #expect(pwrite(b, Array("XY".utf8), 2, size - 2) == 2)
+        #expect(end(b) == 0, "the edit is saved")
+        let d = edit("p3.jpg")
+        #expect(d >= 0, "an edit open after one was saved: \(String(cString: strerror(-d)))")
+        // Refused (not media): its bytes no longer count.
+        #expect(ftruncate(c, 0) == 0)
+        #expect(write(c, "not a photo", 11) == 11)
+        #expect(end(c) == EINVAL)
+        let e = edit("p0.jpg")
+        #expect(e >= 0, "an edit open after one was refused: \(String(cString: strerror(-e)))")
+        // At the limit: a second open of a photo being edited joins its edit; another one is refused.
+        let d2 = edit("p3.jpg")
+        #expect(d2 >= 0, "a second open of an edit at the limit: \(String(cString: strerror(-d2)))")
+        #expect(edit("p1.jpg") == -EDQUOT)
+        for fd in held { #expect(errnoOf { close(fd) } == 0) }
+        held = []
+        let id = try #require(try f.assetsJSON().first { $0["name"] as? String == "p1.jpg" }?["id"] as? String)
+        let obj = try JSONSerialization.jsonObject(with: Data(try f.pg("versions", id, "--json").stdout.utf8))
+        let versions = (obj as? [[String: Any]]) ?? ((obj as? [String: Any])?["versions"] as? [[String: Any]] ?? [])
+        #expect(versions.count == 2, "p1.jpg: the original and one edit: \(obj)")
+        #expect(try f.assetsJSON().count == names.count, "nothing added")
+        let unmount = try TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env)
+        #expect(unmount.status == 0, "\(unmount.stderr)")
+    }
+
     /// Opening one granted file until the daemon's budget is spent (issue 14: 20,000 opens broke
     /// the mount): the excess open fails with EMFILE, and the mount keeps working (a new file is
     /// written, and once the app lets go, opens work again).

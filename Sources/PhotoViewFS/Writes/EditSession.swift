@@ -67,6 +67,16 @@ extension PhotoFS {
             return OpenReply(handle: h, directIO: true)
         }
         let temp = try makeSessionTemp()
+        let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
+                            folder: nil, editing: node.rowID)
+        // The copy is the app's bytes being written, as if it had written them: admitted against
+        // the mount's limit and the disk reserve before a byte is copied (EDQUOT, ENOSPC: the
+        // open fails and leaves nothing), counted until the edit ends (`uncount`, at its commit
+        // or discard). Else an app holding edit opens filled the disk past the reserve.
+        do throws(Errno) { try admitGrowth(f, to: node.size) } catch {
+            dropSessionTemp(temp)
+            throw error
+        }
         // The bytes of the version the view shows (`node.path`, whose plan the view has: the
         // current version may be a moment newer), as this app reads them, in one pass: in-place
         // writers change part of them. (O_TRUNC reaches us as a truncate after this open.) Opened
@@ -91,14 +101,22 @@ extension PhotoFS {
                 size = UInt64(copied)
             }
         } catch {
+            uncount(f)
             dropSessionTemp(temp)
             throw error
         }
-        let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
-                            folder: nil, editing: node.rowID)
+        // A redacted copy may differ in size from the view's: count what was copied.
+        if size > f.counted {
+            do throws(Errno) { try admitGrowth(f, to: size) } catch {
+                uncount(f)
+                dropSessionTemp(temp)
+                throw error
+            }
+        } else {
+            uncount(f, downTo: size)
+        }
         f.useTemp(fd: temp.fd, size: size, hasher: writer.newContentHasher())
         f.shownHash = shown
-        f.counted = 0
         f.handles[h] = false
         f.openers[h] = opener
         let raced: SessionFile? = edits.withLock { e in
@@ -108,6 +126,7 @@ extension PhotoFS {
         }
         if let other = raced {
             // Another open started an edit meanwhile: join it, drop this copy.
+            uncount(f)
             f.closeTemp()
             Glibc.unlink(temp.path)
             other.run { other.handles[h] = false; other.openers[h] = opener }

@@ -9,9 +9,10 @@ extension PhotoFS {
     /// What one mount may have being written at once (one app must not fill the disk for the
     /// others), and the room it leaves on the library's disk for the database and the CLI (so
     /// that `photogate authorize APP --status denied` works on a full disk): a write past either
-    /// fails (EDQUOT, ENOSPC), and the file is then refused at its close. Settings of the daemon:
-    /// PHOTOGATE_WRITE_LIMIT_MB (default 4096) and PHOTOGATE_DISK_RESERVE_MB (default the smaller
-    /// of 64 MiB and 2% of the disk).
+    /// fails (EDQUOT, ENOSPC), and the file is then refused at its close. The copy an edit open
+    /// makes of the current version counts as written by the app (`openEdit`; past either, the
+    /// open fails). Settings of the daemon: PHOTOGATE_WRITE_LIMIT_MB (default 4096) and
+    /// PHOTOGATE_DISK_RESERVE_MB (default the smaller of 64 MiB and 2% of the disk).
     func admitGrowth(_ f: SessionFile, to end: UInt64) throws(Errno) {
         let growth = end - f.counted
         let admitted = writingBytes.withLock { total -> Bool in
@@ -35,11 +36,13 @@ extension PhotoFS {
         f.counted = end
     }
 
-    /// A file leaves the bytes being written (committed or dropped).
-    func uncount(_ f: SessionFile) {
-        let c = f.counted
-        f.counted = 0
-        if c > 0 { writingBytes.withLock { $0 -= min($0, c) } }
+    /// A file leaves the bytes being written (committed or dropped), or counts only its first
+    /// `end` bytes from now on.
+    func uncount(_ f: SessionFile, downTo end: UInt64 = 0) {
+        guard f.counted > end else { return }
+        let c = f.counted - end
+        f.counted = end
+        writingBytes.withLock { $0 -= min($0, c) }
     }
 
     /// Drops a file being written and its temp data.
