@@ -284,8 +284,9 @@ public final class StoreWriter: @unchecked Sendable {
     /// Turns a complete temp file (written by an app through its mount) into an asset owned by the
     /// app. Validates the content first: what is not a photo or video is refused and nothing stays.
     /// Makes the data durable before the catalog row commits. When the app already owns an asset
-    /// with the same content (and, for `.sameName`, under the same name), that asset is the answer
-    /// and the temp file is deleted: copying the same files again makes no duplicates.
+    /// with the same content (and, for `.sameName`, under the same name) whose current bytes it
+    /// knows (`reusableAsset`), that asset is the answer and the temp file is deleted: copying the
+    /// same files again makes no duplicates.
     /// `knownHash`: asked once the file is found to be media, the file's content hash computed
     /// while it was written, or nil (no closure, or nil from it: hashed here).
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
@@ -305,12 +306,8 @@ public final class StoreWriter: @unchecked Sendable {
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
         let (asset, reused) = try library.write { db -> (Asset, Bool) in
             try Library.ensureApp(db, app)
-            if reuse != .never, let row = try Row.fetchOne(db, sql: """
-                SELECT \(Library.assetColumns) FROM assets
-                WHERE owner_app = ? AND content_hash = ? AND byte_size = ? AND trashed_at IS NULL
-                  AND (? OR owner_name = ?) LIMIT 1
-                """, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name]) {
-                let a = Library.asset(row)
+            if reuse != .never, let a = try StoreWriter.reusableAsset(db, app: app, hash: hash, size: size, name: name,
+                                                                     reuse: reuse) {
                 if let album, let albumID = try? Library.userAlbumID(db, album) {
                     _ = try Library.addToAlbum(db, albumID, [a.rowID])
                 }
@@ -335,6 +332,52 @@ public final class StoreWriter: @unchecked Sendable {
         library.syncLog()
         try? StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: false)   // else recovery moves it
         return AppFileCommit(asset: asset, reused: false)
+    }
+
+    /// The app's asset that a new file of this content (and, for `.sameName`, this name) turns
+    /// out to be, or nil for a new asset. Only an asset whose current bytes the app knows as they
+    /// are: bytes it wrote itself (the current version is the app's own: the original it created,
+    /// or a version it saved), or, in a read-write view, bytes it reads unredacted (location not
+    /// stripped for it, or nothing in them to strip). Any other match would be an oracle: a
+    /// strip-location app whose photo another app gave a location (an edit) could write guesses
+    /// of the hidden bytes under its name and learn from "same asset" against "new asset" which
+    /// guess is right; an add-only app, which reads nothing, could test guesses of another app's
+    /// edit of its photo. Such an app gets a new asset whatever its bytes, as its saves over the
+    /// photo get a new version (`commitVersion`'s `alwaysNew`).
+    static func reusableAsset(_ db: Database, app: AppID, hash: String, size: UInt64, name: String,
+                              reuse: ReuseRule) throws -> Asset? {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT \(Library.assetColumns) FROM assets
+            WHERE owner_app = ? AND content_hash = ? AND byte_size = ? AND trashed_at IS NULL
+              AND (? OR owner_name = ?) ORDER BY rowid
+            """, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name])
+        for row in rows {
+            let a = Library.asset(row)
+            if try knowsCurrentBytes(db, app: app, rowID: a.rowID, reads: reuse == .sameName) { return a }
+        }
+        return nil
+    }
+
+    /// Whether the app knows the asset's current bytes as they are (see `reusableAsset`):
+    /// `reads`, it has a read-write view (an add-only one reads nothing).
+    static func knowsCurrentBytes(_ db: Database, app id: AppID, rowID: Int64, reads: Bool) throws -> Bool {
+        guard let row = try Row.fetchOne(db, sql: """
+            SELECT CASE WHEN a.current_version = 0 THEN a.owner_app ELSE v.app_id END,
+                   a.redaction, a.redaction_refusal, a.redaction_version
+            FROM assets a LEFT JOIN versions v ON v.asset_rowid = a.rowid AND v.version = a.current_version
+            WHERE a.rowid = ?
+            """, arguments: [rowID]) else { return false }
+        // Its own bytes: the original it created (version 0 is the owner's), or a version it saved.
+        if (row[0] as String?) == id.rawValue { return true }
+        guard reads, let record = try Library.fetchApp(db, id), let facts = try Library.facts(db, app: id, rowID: rowID) else { return false }
+        let context = Library.context(record, .readWrite)
+        guard context.isVisible(facts) else { return false }
+        if !context.stripsLocation(facts) { return true }
+        // Stripped: known only when the view strips nothing from these bytes (a plan of the
+        // current scanners, with no range; a refused or older plan is not known to be empty).
+        guard (row[2] as String?) == nil, (row[3] as Int? ?? 0) >= MediaScanner.version, let blob = row[1] as Data?,
+              let plan = try? RedactionPlan(serialized: [UInt8](blob)) else { return false }
+        return plan.isEmpty
     }
 
     /// Marks a validated, fsynced temp file as complete: if this process dies before committing

@@ -342,6 +342,78 @@ struct Editing {
         try f.unmount(mp)
     }
 
+    /// A strip-location app whose own photo another app gave a location (an edit it reads
+    /// redacted) cannot confirm a guess of that location by writing the guess as a new file under
+    /// the photo's name, which the same app writing the same bytes again would turn into its
+    /// existing asset: the right guess and a wrong one both make a new asset, in an upload folder
+    /// (limited), in Albums/X/ (authorized), and through an add-only mount of the same app (whose
+    /// read-write view would show the difference). Its own bytes written again make no duplicate.
+    @Test func aNewFileCannotConfirmAGuessedLocationOfAnOwnPhotoEditedByAnother() throws {
+        let f = try MountFixture()
+        let other = "org.example.Other"
+        try f.pg("authorize", other, "--status", "authorized")
+        try f.pg("options", other, "--edit-any", "on")
+        let om = try f.mount(other)
+        func owned(_ app: String) throws -> Int { try f.assetsJSON().filter { $0["owner"] as? String == app }.count }
+        for (i, (status, addOnly)) in [("limited", false), ("authorized", false), ("limited", true)].enumerated() {
+            let app = "org.example.guesser\(i)", photo = "photo\(i).jpg", mine = "mine\(i).jpg"
+            try f.pg("authorize", app, "--status", status)
+            try f.pg("options", app, "--strip-location", "on")
+            let mp = try f.mount(app)
+            // Its own photos: one it gave a location itself, one without.
+            let mineBytes = try TestMedia.jpeg(tag: "mine \(i)", gps: true)
+            let plain = try TestMedia.jpeg(tag: "plain \(i)")
+            #expect(cpWrite(mineBytes, to: mp + "/" + mine) == 0)
+            #expect(cpWrite(plain, to: mp + "/" + photo) == 0)
+            // The other app adds a location to the plain one (exiftool: a temp renamed over it).
+            #expect(eventually { readAll(om + "/" + photo) == plain }, "\(app): the other app does not see \(photo)")
+            let e = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=48.8584", "-GPSLatitudeRef=N",
+                                                     "-GPSLongitude=2.2945", "-GPSLongitudeRef=E", om + "/" + photo])
+            #expect(e.status == 0, "\(e.stderr)")
+            let truth = try #require(readAll(om + "/" + photo))
+            #expect(truth != plain)
+            #expect(eventually { readAll(mp + "/" + photo).map { $0.count == truth.count && $0 != truth } ?? false },
+                    "\(app): its read of \(photo) is not the other app's edit, redacted")
+            // A wrong guess: the edit with another location.
+            let wrongPath = f.dir + "/wrong\(i).jpg"
+            try TestMedia.write(truth, to: wrongPath)
+            #expect(try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSLatitude=40.0", "-GPSLatitudeRef=N",
+                                                     "-GPSLongitude=3.0", "-GPSLongitudeRef=E", wrongPath]).status == 0)
+            let wrong = try #require(readAll(wrongPath))
+            #expect(wrong != truth)
+            let before = try owned(app)
+            if addOnly {
+                try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
+                let am = try f.mount(app, access: "add-only")
+                #expect(cpWrite(wrong, to: am + "/guess-wrong.jpg") == 0)
+                #expect(cpWrite(truth, to: am + "/guess-right.jpg") == 0)
+                #expect(cpWrite(mineBytes, to: am + "/again.jpg") == 0)
+                try f.unmount(am)
+            } else {
+                let dirs = status == "limited" ? ["/up-wrong", "/up-right", "/up-again"] : ["/Albums/Wrong", "/Albums/Right", "/Albums/Again"]
+                for d in dirs { #expect(mkdir(mp + d, 0o755) == 0, "mkdir \(d): errno \(errno)") }
+                #expect(cpWrite(wrong, to: mp + dirs[0] + "/" + photo) == 0)
+                #expect(cpWrite(truth, to: mp + dirs[1] + "/" + photo) == 0)
+                #expect(cpWrite(mineBytes, to: mp + dirs[2] + "/" + mine) == 0)
+                // What each folder holds (an album lists the asset under its display name).
+                func held(_ d: String) -> UInt64? {
+                    let names = listing(mp + d)
+                    return names.count == 1 ? inode(mp + d + "/" + names[0]) : nil
+                }
+                let own = try #require(inode(mp + "/" + photo))
+                #expect(held(dirs[0]).map { $0 != own } == true, "\(app): the wrong guess is its photo")
+                #expect(held(dirs[1]).map { $0 != own } == true,
+                        "\(app): the right guess is its photo: the app learns the location it reads stripped")
+                #expect(held(dirs[2]) == inode(mp + "/" + mine), "\(app): its own bytes again made a duplicate")
+            }
+            let added = try owned(app) - before
+            #expect(added == 2, "\(app)\(addOnly ? " (add-only)" : ""): \(added) new assets, not one for each guess: a guess is confirmed, or its own bytes made a duplicate")
+            try f.unmount(mp)
+        }
+        try verifyClean(f)
+        try f.unmount(om)
+    }
+
     /// Where IFD0's GPSInfo entry (tag 0x8825, type LONG, count 1) starts in a JPEG's Exif, in
     /// either byte order.
     static func gpsInfoEntry(in bytes: [UInt8]) -> Int? {
