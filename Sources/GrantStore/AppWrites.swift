@@ -96,7 +96,8 @@ extension Library {
     /// An app's own file that it renamed over another asset (an editor's save through a temp
     /// file) became that asset's new version: the file's own asset row goes away, and its stored
     /// file with it (its bytes are the version's now, under the version's own file name); one that
-    /// has versions of its own goes to Recently Deleted instead, its history kept. Only the app
+    /// has versions of its own, or that the person put in an album, granted, picked or gave edit
+    /// consent for, goes to Recently Deleted instead, all of it kept. Only the app
     /// that created it may dissolve it; views and histories see it leave like a delete.
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws {
         let rel: String? = try write { db in
@@ -109,9 +110,18 @@ extension Library {
                                              arguments: [path, rowID]) == true {
                 throw LibraryError.conflict("the stored file is a version of another asset")
             }
-            // An asset with a history of its own (edited before) keeps it: it goes to Recently
-            // Deleted, where the person can still restore it, instead of being dissolved.
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE asset_rowid = ?", arguments: [rowID]) == true {
+            // An asset with a history of its own (edited before), or that the person has
+            // organized or shared (in an album, granted or picked for an app, edit consent
+            // given), keeps it all: it goes to Recently Deleted, where the person can still
+            // restore it, as an `rm` would send it, instead of being dissolved. Only a file the
+            // app made and nobody touched since (an editor's temp file) is dissolved.
+            if try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM versions WHERE asset_rowid = ?1)
+                    OR EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid = ?1)
+                    OR EXISTS (SELECT 1 FROM selections WHERE asset_rowid = ?1)
+                    OR EXISTS (SELECT 1 FROM picks WHERE asset_rowid = ?1)
+                    OR EXISTS (SELECT 1 FROM edit_consents WHERE asset_rowid = ?1)
+                """, arguments: [rowID]) == true {
                 try ViewDelta.tracking(db, [rowID]) {
                     try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), rowID])
                     try Library.record(db, .trash, app: app.rawValue, asset: rowID)

@@ -169,6 +169,39 @@ struct Editing {
 
     /// mv into Albums/X/ adds to the album (nothing copied, nothing trashed); rm inside an album
     /// removes from the album only.
+    /// An app's own file renamed over another of its files (an editor's save through a temp file)
+    /// is dissolved only while nobody has touched it: one the person put in an album or granted
+    /// to another app goes to Recently Deleted, album and grant kept, as an `rm` would send it.
+    /// Before, it was deleted for good with its album membership and the other app's grant.
+    /// Found by a hostile review.
+    @Test func renamingAnOrganizedOwnFileOverAnotherKeepsItInRecentlyDeleted() throws {
+        let f = try MountFixture()
+        let viewer = "org.example.Viewer"
+        try f.pg("authorize", editor, "--status", "authorized")
+        try f.pg("authorize", viewer, "--status", "limited")
+        let mp = try f.mount(editor)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "keeper"), to: mp + "/keeper.jpg") == 0)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "other"), to: mp + "/other.jpg") == 0)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "temp"), to: mp + "/temp.jpg") == 0)
+        let keeper = try #require(try f.assetsJSON().first { $0["name"] as? String == "keeper.jpg" }?["id"] as? String)
+        try f.pg("album", "create", "Best")
+        try f.pg("album", "add", "Best", keeper)
+        try f.pg("grant", viewer, keeper)
+        #expect(rename(mp + "/keeper.jpg", mp + "/other.jpg") == 0)
+        #expect(eventually { !listing(mp).contains("keeper.jpg") })
+        // In Recently Deleted, still in the album and granted; restored, all of it is back.
+        #expect(try f.pg("trash", "--json").stdout.contains(keeper), "the organized file was deleted for good")
+        try f.pg("restore", keeper)
+        #expect(try f.pg("assets", "--album", "Best", "--json").stdout.contains(keeper))
+        #expect(try f.pg("grants", viewer).stdout.contains("keeper.jpg"))
+        // An untouched temp file renamed over is dissolved: nothing in Recently Deleted.
+        let temp = try #require(try f.assetsJSON().first { $0["name"] as? String == "temp.jpg" }?["id"] as? String)
+        #expect(rename(mp + "/temp.jpg", mp + "/other.jpg") == 0)
+        #expect(!(try f.pg("trash", "--json").stdout.contains(temp)))
+        #expect(!(try f.assetsJSON().contains { $0["id"] as? String == temp }))
+        try f.unmount(mp)
+    }
+
     @Test func moveIntoAnAlbumAddsItAndRmThereOnlyRemovesIt() throws {
         let f = try MountFixture()
         try f.importPhotos(["m.jpg"])
