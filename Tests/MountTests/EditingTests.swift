@@ -514,4 +514,59 @@ struct Editing {
         #expect(try f.assetsJSON().isEmpty, "a file written across a denial was added")
         try f.unmount(mp)
     }
+
+    /// A descriptor kept past the close that saved a photo (a dup, a forked child's copy) belongs
+    /// to that save's edit, not to the next one: with the same bytes saved (an unchanged commit
+    /// keeps the inode) and the photo opened for editing again, its write and truncate fail with
+    /// EACCES and reach nothing, and the new edit is saved at its opener's close, not held back
+    /// until the stale descriptor goes. (Edits were found by inode: the stale write landed in the
+    /// new edit, and its commit waited for the stale release.)
+    @Test func aDescriptorKeptPastASaveNeverReachesTheNextEdit() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", editor, "--status", "limited")
+        let mp = try f.mount(editor)
+        let path = mp + "/own.jpg"
+        let original = try TestMedia.jpeg(tag: "kept past a save")
+        #expect(cpWrite(original, to: path) == 0)
+        let id = try assetID(f, "own.jpg")
+        let before = inode(path)
+        let fd = open(path, O_RDWR)
+        try #require(fd >= 0, "open: errno \(errno)")
+        let stale = dup(fd)   // the same open: what a forked child keeps
+        var held = [fd, stale]
+        defer { held.filter { $0 >= 0 }.forEach { close($0) } }
+        // Save the same bytes: an unchanged commit at this close (the opener's), same inode.
+        #expect(pwrite(fd, original, 10, 0) == 10)
+        #expect(close(fd) == 0)
+        held[0] = -1
+        #expect(try versions(f, id).count <= 1, "saving the same bytes made a version")
+        #expect(inode(path) == before, "an unchanged save changed the inode")
+        // A new edit of the photo, and a stale write and truncate through the kept descriptor.
+        let edit = open(path, O_RDWR)
+        try #require(edit >= 0, "open again: errno \(errno)")
+        held.append(edit)
+        let junk = Array("STALE-WRITE-THROUGH-A-KEPT-DESCRIPTOR".utf8)
+        #expect(errnoOf { Int32(pwrite(stale, junk, junk.count, 200)) } == EACCES, "a stale write was not refused")
+        #expect(errnoOf { ftruncate(stale, 100) } == EACCES, "a stale truncate was not refused")
+        var shown = [UInt8](repeating: 0, count: original.count + 4096)
+        let n = pread(edit, &shown, shown.count, 0)
+        #expect(n == original.count && Array(shown[0..<max(n, 0)]) == original, "the new edit does not start from the photo")
+        // The new edit's own save, committed at its close, with the stale descriptor still open.
+        let replacement = try TestMedia.jpeg(tag: "the next edit, a longer comment than before")
+        #expect(ftruncate(edit, 0) == 0)
+        #expect(pwrite(edit, replacement, replacement.count, 0) == replacement.count)
+        #expect(close(edit) == 0)
+        held.removeLast()
+        let saved = try versions(f, id)
+        #expect(saved.count == 2, "the edit was not saved at its close: \(saved.count) versions")
+        #expect(saved.last?["hash"] as? String == "sha256:" + hexString(SHA256.hash(replacement)), "the saved version is not the edit's bytes")
+        #expect(readAll(path) == replacement ? true : false)
+        // The stale descriptor's close changes nothing.
+        #expect(close(stale) == 0)
+        held[1] = -1
+        #expect(try versions(f, id).count == 2)
+        #expect(readAll(path) == replacement ? true : false)
+        try verifyClean(f)
+        try f.unmount(mp)
+    }
 }

@@ -320,6 +320,44 @@ struct FilesBeingWritten {
         try f.unmount(mp)
     }
 
+    /// Add-only, a name the app wrote and writes again is the same file made a new session: a
+    /// descriptor kept (a dup, a forked child's copy) past the close that committed the first
+    /// writes and truncates nothing of the second (EACCES), and the second is committed at its own
+    /// close, not held back until the stale descriptor goes.
+    @Test func aDescriptorKeptPastACommitNeverReachesTheNameWrittenAgain() throws {
+        let f = try MountFixture()
+        let app = "org.example.Again"
+        try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
+        let mp = try f.mount(app, access: "add-only")
+        let first = try TestMedia.jpeg(tag: "first")
+        let second = try TestMedia.jpeg(tag: "second, written again under the same name")
+        let fd = open(mp + "/again.jpg", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        try #require(fd >= 0, "create: errno \(errno)")
+        let stale = dup(fd)   // the same open: what a forked child keeps
+        var held = [fd, stale]
+        defer { held.filter { $0 >= 0 }.forEach { close($0) } }
+        #expect(write(fd, first, first.count) == first.count)
+        #expect(close(fd) == 0)
+        held[0] = -1
+        #expect(try f.assetsJSON().map { $0["size"] as? Int } == [first.count])
+        let again = open(mp + "/again.jpg", O_WRONLY | O_TRUNC)
+        try #require(again >= 0, "open again: errno \(errno)")
+        held.append(again)
+        let junk = Array("STALE-WRITE-THROUGH-A-KEPT-DESCRIPTOR".utf8)
+        #expect(errnoOf { Int32(pwrite(stale, junk, junk.count, 0)) } == EACCES, "a stale write was not refused")
+        #expect(errnoOf { ftruncate(stale, 4) } == EACCES, "a stale truncate was not refused")
+        #expect(write(again, second, second.count) == second.count)
+        #expect(close(again) == 0)
+        held.removeLast()
+        #expect(try f.assetsJSON().compactMap { $0["size"] as? Int }.sorted() == [first.count, second.count].sorted(),
+                "the second file was not committed at its close")
+        #expect(close(stale) == 0)
+        held[1] = -1
+        #expect(try f.assetsJSON().count == 2)
+        try verifyClean(f)
+        try f.unmount(mp)
+    }
+
     /// A file being written in Albums/X/ is found by name there; O_EXCL does not duplicate it;
     /// rmdir of the album waits for it (ENOTEMPTY).
     @Test func aFileBeingWrittenInAnAlbumIsThere() throws {

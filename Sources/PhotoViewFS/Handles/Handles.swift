@@ -67,30 +67,45 @@ struct AssetHandle: Sendable {
 
 /// A file this mount writes (`edit: false`, Writes/Sessions.swift) or a new version of a visible
 /// asset (`edit: true`, Writes/EditSession.swift): the session file does the work.
+///
+/// A handle belongs to the session it was opened on: that session file, at the `generation` it
+/// had then (an add-only restart makes the same file a new session). Sessions are never looked up
+/// by inode through a handle: a descriptor kept (a fork, a dup) past the close that committed an
+/// edit once found the next edit of the same inode, wrote into it, and held its commit back until
+/// its own release. A handle of an earlier session writes and truncates nothing (EACCES), reads
+/// nothing of the current one, and its flush and release neither commit it nor count towards its
+/// last close. A child of the same open shares that handle, and so that session.
 final class SessionHandle: OpenHandle {
-    let ino: Inode
+    let file: SessionFile
+    let generation: Int
     let edit: Bool
 
-    init(ino: Inode, edit: Bool) {
-        self.ino = ino
+    init(file: SessionFile, generation: Int, edit: Bool) {
+        self.file = file
+        self.generation = generation
         self.edit = edit
     }
 
+    var ino: Inode { file.ino }
+
+    /// Was this handle opened on the file's current session? Only under the file's lock.
+    var isCurrentLocked: Bool { generation == file.generation }
+
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
-        try fs.readSession(ino, edit: edit, offset: offset, size: size)
+        try fs.readSession(self, offset: offset, size: size)
     }
 
     func write(_ fs: PhotoFS, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        try fs.writeSession(ino, edit: edit, handle: handle, offset: offset, data: data)
+        try fs.writeSession(self, handle: handle, offset: offset, data: data)
     }
 
     func flush(_ fs: PhotoFS, handle: UInt64, context: RequestContext) throws(Errno) {
-        try fs.flushSession(ino, edit: edit, handle: handle, context: context)
+        try fs.flushSession(self, handle: handle, context: context)
     }
 
-    func release(_ fs: PhotoFS, handle: UInt64) { fs.releaseSession(ino, edit: edit, handle: handle) }
+    func release(_ fs: PhotoFS, handle: UInt64) { fs.releaseSession(self, handle: handle) }
 
-    func fsync(_ fs: PhotoFS) throws(Errno) { try fs.fsyncSession(ino, edit: edit) }
+    func fsync(_ fs: PhotoFS) throws(Errno) { try fs.fsyncSession(self) }
 }
 
 /// `.photogate/status` and `.photogate/refused`: their content as it was at the open.

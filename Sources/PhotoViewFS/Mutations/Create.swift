@@ -50,8 +50,8 @@ extension PhotoFS {
     func openNewSession(_ f: SessionFile, context: RequestContext) throws(Errno) -> (Entry, OpenReply) {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
-        f.run { f.handles[h] = false; f.openers[h] = opener; f.creator = context.uid }
-        handles.withLock { $0[h] = .other(SessionHandle(ino: f.ino, edit: false)) }
+        let generation = f.run { f.handles[h] = false; f.openers[h] = opener; f.creator = context.uid; return f.generation }
+        handles.withLock { $0[h] = .other(SessionHandle(file: f, generation: generation, edit: false)) }
         return (entry(f.run { sessionAttributes(f) }, timeout: 0), OpenReply(handle: h, directIO: true))
     }
 

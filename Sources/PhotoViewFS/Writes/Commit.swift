@@ -14,11 +14,14 @@ extension PhotoFS {
     /// close of every copy of a descriptor, and a child that inherited one and exits (a shell
     /// running a command, any fork) must not commit a file its parent is still writing. Such a
     /// file is committed at its last release, when the last copy is gone.
-    func flushSession(_ ino: Inode, edit: Bool = false, handle: UInt64, context: RequestContext) throws(Errno) {
-        guard let f = edit ? editSession(ino) : session(ino) else { return }
+    ///
+    /// The close of a handle opened on an earlier session of the file (kept past the close that
+    /// committed it, see `SessionHandle`) does nothing: the current session is not its own.
+    func flushSession(_ h: SessionHandle, handle: UInt64, context: RequestContext) throws(Errno) {
+        let f = h.file
         let closer = PhotoFS.process(of: context.pid)
         try f.run { () throws(Errno) in
-            guard f.isWriting else { return }
+            guard h.isCurrentLocked, f.isWriting else { return }
             f.handles[handle] = true
             guard !f.handles.values.contains(false) else { return }   // another writer has it open
             guard f.dirty || f.ready else { return }
@@ -38,10 +41,12 @@ extension PhotoFS {
 
     /// The last release of a handle. An empty or uncommitted file is discarded at the last one; a
     /// committed one is forgotten (read-write: the view shows it) or kept by name for a while
-    /// (add-only: see `keptCommittedNames`).
-    func releaseSession(_ ino: Inode, edit: Bool = false, handle: UInt64) {
-        guard let f = edit ? editSession(ino) : session(ino) else { return }
-        let drop: Bool = f.run {
+    /// (add-only: see `keptCommittedNames`). The release of a handle of an earlier session does
+    /// nothing to the current one.
+    func releaseSession(_ h: SessionHandle, handle: UInt64) {
+        let f = h.file, ino = f.ino, edit = h.edit
+        let drop: Bool? = f.run { () -> Bool? in
+            guard h.isCurrentLocked else { return nil }
             f.handles[handle] = nil
             f.openers[handle] = nil
             guard f.handles.isEmpty else { return false }
@@ -60,10 +65,11 @@ extension PhotoFS {
                 return access == .readWrite || f.editing != nil
             }
         }
+        guard let drop else { return }
         if drop, edit {
             edits.withLock { e in if e[ino] === f { e[ino] = nil } }
         } else if drop {
-            files.withLock { $0[ino] = nil }
+            files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
             sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
         } else if f.committedRowID != nil, !edit {
             keepCommitted(ino)

@@ -57,13 +57,13 @@ extension PhotoFS {
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
         let opener = PhotoFS.process(of: context.pid)
         // One edit per asset at a time: a second writer joins it (one file, several writers).
-        if let f = editSession(node.ino), f.run({ () -> Bool in
-            guard f.isWriting else { return false }
+        if let f = editSession(node.ino), let generation = f.run({ () -> Int? in
+            guard f.isWriting else { return nil }
             f.handles[h] = false
             f.openers[h] = opener
-            return true
+            return f.generation
         }) {
-            handles.withLock { $0[h] = .other(SessionHandle(ino: node.ino, edit: true)) }
+            handles.withLock { $0[h] = .other(SessionHandle(file: f, generation: generation, edit: true)) }
             return OpenReply(handle: h, directIO: true)
         }
         let temp = try makeSessionTemp()
@@ -124,14 +124,16 @@ extension PhotoFS {
             e[node.ino] = f
             return nil
         }
+        var joined = SessionHandle(file: f, generation: f.generation, edit: true)
         if let other = raced {
             // Another open started an edit meanwhile: join it, drop this copy.
             uncount(f)
             f.closeTemp()
             Glibc.unlink(temp.path)
-            other.run { other.handles[h] = false; other.openers[h] = opener }
+            let generation = other.run { other.handles[h] = false; other.openers[h] = opener; return other.generation }
+            joined = SessionHandle(file: other, generation: generation, edit: true)
         }
-        handles.withLock { $0[h] = .other(SessionHandle(ino: node.ino, edit: true)) }
+        handles.withLock { $0[h] = .other(joined) }
         return OpenReply(handle: h, directIO: true)
     }
 

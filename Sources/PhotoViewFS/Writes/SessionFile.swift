@@ -39,7 +39,12 @@ final class SessionFile: @unchecked Sendable {
     var name: String
     var fd: Int32
     var state: State = .writing
-    /// The handles open on this file: true once the app closed (flushed) it after its last write.
+    /// Which session of this file is current: an add-only app writing again a name it wrote makes
+    /// the same file a new session (`PhotoFS.restartLocked`). A handle belongs to the session it
+    /// was opened on (`SessionHandle.generation`): one of an earlier session touches nothing here.
+    var generation = 0
+    /// The handles open on the current session: true once the app closed (flushed) it after its
+    /// last write.
     var handles: [UInt64: Bool] = [:]
     /// The user who created it: only they (or root) open it again while it is written. In a
     /// mount other users reach (allow_other), a file being written is its writer's own bytes, not

@@ -9,14 +9,22 @@ extension PhotoFS {
     /// truncate, chmod and utimes of a file being written: kept (times on the temp file, where
     /// the commit reads the date of a file without a capture date). Nil when `ino` is not one.
     func setSessionAttributes(_ ino: Inode, _ changes: SetAttributes, handle: UInt64?) throws(Errno) -> Attributes? {
-        // truncate through an edit's handle (open(O_TRUNC) arrives as open, then this) or by path
-        // while an edit of the asset is open.
-        let viaEdit: Bool = {
-            if let handle, let h = openHandle(handle) as? SessionHandle { return h.edit }
-            return handle == nil && editSession(ino) != nil
-        }()
-        guard let f = viaEdit ? editSession(ino) : session(ino) else { return nil }
+        // Through a handle of a file being written (ftruncate; open(O_TRUNC) arrives as open, then
+        // this): the session that handle was opened on. By path: the edit of the asset open now,
+        // else the file being written.
+        let opened = handle.flatMap { openHandle($0) as? SessionHandle }
+        let found: SessionFile? = if let opened { opened.file } else if handle == nil, let e = editSession(ino) { e } else { session(ino) }
+        guard let f = found else { return nil }
         return try f.run { () throws(Errno) -> Attributes? in
+            if let opened, !opened.isCurrentLocked {
+                // A handle of an earlier session of this file (add-only: a name written again):
+                // it truncates nothing of the current one; times and mode are accepted without effect.
+                guard changes.size == nil else {
+                    log("truncate of \(f.name) through a descriptor of an earlier session: refused")
+                    throw .accessDenied
+                }
+                return sessionAttributes(f)
+            }
             if case .committed = f.state {
                 // Read-write: an asset, the view answers. Add-only: the file is the library's now;
                 // times and mode set after close (`rsync -a`, `tar x`) are kept for this mount
@@ -55,11 +63,12 @@ extension PhotoFS {
                    atime: f.mtime, mtime: f.mtime, ctime: f.mtime)
     }
 
-    func readSession(_ ino: Inode, edit: Bool = false, offset: Int64, size: Int) throws(Errno) -> ReadReply {
-        // The app's own bytes while it writes them (add-only included); never a committed file.
-        guard let f = edit ? editSession(ino) : session(ino) else { throw .accessDenied }
+    func readSession(_ h: SessionHandle, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+        // The app's own bytes while it writes them (add-only included), through a handle of that
+        // session; never a committed file, nor a later session of it.
+        let f = h.file
         return try f.run { () throws(Errno) -> ReadReply in
-            guard f.isWriting, f.fd >= 0 else { throw .accessDenied }
+            guard h.isCurrentLocked, f.isWriting, f.fd >= 0 else { throw .accessDenied }
             // An edit reads only while the app still sees the asset as it opened it (a revoke, a
             // denial, strip-location turned on or a newer version end it), as reads of originals do.
             if let row = f.editing, !stillVisible(rowID: row, ino: f.ino) { throw .accessDenied }
@@ -71,10 +80,10 @@ extension PhotoFS {
         }
     }
 
-    func fsyncSession(_ ino: Inode, edit: Bool = false) throws(Errno) {
-        guard let f = edit ? editSession(ino) : session(ino) else { return }
+    func fsyncSession(_ h: SessionHandle) throws(Errno) {
+        let f = h.file
         try f.run { () throws(Errno) in
-            guard f.isWriting, f.fd >= 0 else { return }
+            guard h.isCurrentLocked, f.isWriting, f.fd >= 0 else { return }
             if Glibc.fsync(f.fd) != 0 { throw Errno(errno) }
         }
     }

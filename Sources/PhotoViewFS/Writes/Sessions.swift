@@ -68,7 +68,7 @@ extension PhotoFS {
         guard let f = session(ino) else { throw .noEntry }
         let accmode = flags & O_ACCMODE
         let h = nextHandle.add(1, ordering: .relaxed).oldValue
-        try f.run { () throws(Errno) in
+        let generation = try f.run { () throws(Errno) -> Int in
             // Another user (allow_other) opens none of the files this mount writes for its creator.
             if let c = f.creator, c != context.uid, context.uid != 0 { throw .accessDenied }
             switch f.state {
@@ -91,16 +91,21 @@ extension PhotoFS {
             }
             f.handles[h] = false
             f.openers[h] = PhotoFS.process(of: context.pid)
+            return f.generation
         }
-        handles.withLock { $0[h] = .other(SessionHandle(ino: ino, edit: false)) }
+        handles.withLock { $0[h] = .other(SessionHandle(file: f, generation: generation, edit: false)) }
         return OpenReply(handle: h, directIO: true)
     }
 
     /// An add-only app writes again a name whose file is already an asset: the same inode gets a
-    /// fresh, empty temp file (and asset id).
+    /// fresh, empty temp file (and asset id), as a new session: the handles still open on the
+    /// committed one are of an earlier session from now on, and count for nothing here.
     private func restartLocked(_ f: SessionFile) throws(Errno) {
         let temp = try makeSessionTemp()
         forgetCommitted(f.ino)
+        f.generation += 1
+        f.handles = [:]
+        f.openers = [:]
         f.id = temp.id
         f.tempPath = temp.path
         f.useTemp(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
@@ -112,12 +117,15 @@ extension PhotoFS {
         if f.folder == nil { sessionNames.withLock { $0[f.name] = f.ino } }
     }
 
-    func writeSession(_ ino: Inode, edit: Bool = false, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        guard let f = edit ? editSession(ino) : session(ino) else { throw .badFile }
+    /// A write through handle `handle` (`h`), into the session it was opened on, and only while
+    /// that session is being written.
+    func writeSession(_ h: SessionHandle, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        let f = h.file
         return try f.run { () throws(Errno) -> Int in
-            guard f.isWriting, f.fd >= 0 else {
+            guard h.isCurrentLocked, f.isWriting, f.fd >= 0 else {
                 // A descriptor kept (dup, fork) past the close that committed the file: the
-                // original is never modified.
+                // original is never modified, nor is a later session of the same file (the next
+                // edit of the photo, a name written again).
                 log("write to \(f.name) after it became an asset: refused")
                 throw .accessDenied
             }
