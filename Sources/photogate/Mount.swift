@@ -118,7 +118,13 @@ struct Mount: PhotogateCommand {
                 let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
                                                     passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen,
                                                     whileProcess: whilePid.map { ($0, runEnd) })
+                // A background daemon's stderr is its log file in run/logs/ (spawnDaemon): rotated
+                // when it grows past its limit. A foreground one's is its caller's, left alone.
+                if readyFd != nil {
+                    daemonLog.attach(DaemonLog.File(folder: library.paths.run, sub: "logs", name: daemonLogName(id, access)))
+                }
                 let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: report)
+                daemonLog.flush()
                 ServiceManager.notify("STOPPING=1")
                 // Ended with the run (a run killed, even not yet reaped, has ended): its folder goes.
                 if runEnd >= 0 {
@@ -183,7 +189,7 @@ struct Mount: PhotogateCommand {
 
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
                      noPassthrough: Bool, noOpen: Bool, whilePID: Int32?) throws {
-        let logName = "\(app.rawValue).\(access.rawValue).log"
+        let logName = daemonLogName(app, access)
         let logPath = library.paths.run + "/logs/" + logName
         // Opened here, in run/logs/, following no symbolic link (at run/, logs/ or the log): a link
         // left at its name never takes the daemon's output to another file.
@@ -273,7 +279,12 @@ func runTool(_ path: String, _ args: [String]) throws -> Int32 {
     return p.terminationStatus
 }
 
-func logLine(_ s: String) {
-    let line = "[\(iso(Date()))] photogate[\(getpid())]: \(escaped(s))\n"
-    _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
-}
+/// The daemon's log (stderr, and stdout with it): every line goes through its limits (DaemonLog:
+/// repeats counted rather than written, the file rotated past a few MiB), whatever apps or other
+/// users make the daemon log.
+let daemonLog = DaemonLog(format: { "[\(iso(Date()))] photogate[\(getpid())]: \(escaped($0))\n" })
+
+func logLine(_ s: String) { daemonLog.log(s) }
+
+/// The name of an app's daemon log in the library's run/logs/.
+func daemonLogName(_ app: AppID, _ access: AccessLevel) -> String { "\(app.rawValue).\(access.rawValue).log" }

@@ -357,3 +357,40 @@ extension Security {
         try f.unmount(mp)
     }
 }
+
+extension Security {
+    /// An app looping opens of a file it is refused (here a referenced original changed after its
+    /// import) made the daemon write a log line per open: 25 MB in 5 s in the library's
+    /// run/logs/, on the owner's disk. Repeats of a line are counted, not written, past a few,
+    /// and the first refusal still says why. Found by a hostile review.
+    @Test func refusedOpensInALoopKeepTheLogSmall() throws {
+        let f = try MountFixture()
+        let pics = f.dir + "/user-pics"
+        try FileManager.default.createDirectory(atPath: pics, withIntermediateDirectories: true)
+        try TestMedia.write(try TestMedia.jpeg(tag: "as imported"), to: pics + "/r.jpg")
+        try f.pg("import", "--reference", pics)
+        try f.pg("authorize", app, "--status", "authorized")
+        let mp = try f.mount(app)
+        // Another file saved at the original's path, newer and of another size: every open is refused.
+        try TestMedia.write(try TestMedia.jpeg(tag: "saved there later, never imported: \(UUID().uuidString)"), to: pics + "/r.jpg")
+        var future = [timespec(tv_sec: time(nil) + 5, tv_nsec: 0), timespec(tv_sec: time(nil) + 5, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, pics + "/r.jpg", &future, 0) == 0)
+        let log = f.library + "/run/logs/\(app).read-write.log"
+        func size() -> Int { ((try? FileManager.default.attributesOfItem(atPath: log))?[.size] as? Int) ?? -1 }
+        let before = size()
+        var refused = 0
+        for _ in 0..<5000 {
+            let fd = open(mp + "/r.jpg", O_RDONLY)
+            if fd >= 0 { close(fd) } else if errno == EACCES { refused += 1 }
+        }
+        #expect(refused == 5000, "only \(refused) opens were refused")
+        let grown = size() - before
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(grown >= 0 && grown < 16 << 10, "5,000 refused opens grew the daemon's log by \(grown) bytes")
+        #expect(text.contains("refused r.jpg to \(app): its original at \(pics)/r.jpg changed after it was imported"), "\(text)")
+        try f.unmount(mp)
+        // At the end, how many were not written.
+        func end() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+        #expect(eventually { end().contains("more times in the") }, "\(end().suffix(2000))")
+    }
+}
