@@ -25,7 +25,7 @@ import Glibc
 ///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
 ///      `albumSessions`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
-///      `openedPaths`, `handles`, `redactionCache`, `feed` (holds poll handles, notifies after
+///      `openedPaths`, `handles`, `redactionCache`, `snapshots`, `feed` (holds poll handles, notifies after
 ///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`; and each handle's own lock
 ///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
 ///      request submitted.
@@ -67,6 +67,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let invalidatorBox = Mutex<Invalidator?>(nil)
     /// Redactions by inode (OpenFiles.swift `redaction(for:)`); those of removed inodes go at refreshes.
     let redactionCache = Mutex<[Inode: RedactionResult]>([:])
+    /// The content of `.photogate/status` and `refused` as last opened, by inode: an open at the
+    /// same content shares it (SnapshotHandle) rather than keeping a copy of its own.
+    let snapshots = Mutex<[Inode: [UInt8]]>([:])
     let feed: Mutex<ChangeFeed>
     /// Bytes of the assets in the view, for statfs (computed per refresh, never per request).
     let viewBytes: Atomic<UInt64>

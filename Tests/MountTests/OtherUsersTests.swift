@@ -177,6 +177,86 @@ extension OtherUsers {
     }
 }
 
+extension OtherUsers {
+    /// Each open of `.photogate/refused` (and `status`, `changes`) kept a copy of its content in
+    /// the daemon until its close, counted in no budget: another user (allow_other) held 19,900
+    /// opens of `refused` and the daemon grew by 170 MB. Those opens now count in the user's share
+    /// of the budget like its opens of photos, and are given back at their close. Found by a
+    /// hostile review.
+    @Test func anotherUsersOpensOfControlFilesStopAtItsShare() throws {
+        guard fuseAvailable, let user = try Self.secondUser("anotherUsersOpensOfControlFilesStopAtItsShare") else { return }
+        let f = try MountFixture()
+        let open = try Self.openFolder()
+        defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        let mp = open + "/m"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        // A daemon with 600 descriptors: a budget of 600 - 256, others' share half, each user's an eighth.
+        let m = try TestSupport.run("/bin/sh", ["-c", "ulimit -n 600 && exec \"$0\" \"$@\"", TestSupport.photogateBinary,
+                                                "mount", "org.example.Frame", mp, "-o", "allow_other"], environment: f.env)
+        #expect(m.status == 0, "\(m.stderr)")
+        defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
+        // A refusal on record, so that `refused` has content.
+        let refusedName = mp + "/notes.jpg"
+        let fd = Glibc.open(refusedName, O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        if fd >= 0 { _ = "not a photo".withCString { Glibc.write(fd, $0, strlen($0)) }; Glibc.close(fd) }
+        #expect(eventually { (readAll(mp + "/.photogate/refused")?.count ?? 0) > 0 })
+        /// Opens `files` in turn as the other user, until `limit` opens or the first error; says
+        /// how many it held and the errno, then holds them until its stdin closes.
+        func hold(_ files: [String], limit: Int) throws -> (held: Int, err: Int, close: () -> Void) {
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            holder.arguments = ["-u", user, "--", "python3", "-c", """
+                import os, sys
+                files, limit = sys.argv[2:], int(sys.argv[1])
+                fds, err = [], 0
+                while len(fds) < limit:
+                    try: fds.append(os.open(files[len(fds) % len(files)], os.O_RDONLY))
+                    except OSError as e: err = e.errno; break
+                print(len(fds), err, flush=True)
+                sys.stdin.read()
+                """, String(limit)] + files
+            let input = Pipe(), output = Pipe()
+            holder.standardInput = input
+            holder.standardOutput = output
+            try holder.run()
+            var line = Data()
+            while !line.contains(0x0a) {
+                let d = output.fileHandleForReading.availableData
+                if d.isEmpty { break }
+                line.append(d)
+            }
+            let fields = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+            #expect(fields.count == 2, "the holder said: \(String(decoding: line, as: UTF8.self))")
+            return (fields.first ?? -1, fields.last ?? -1, { try? input.fileHandleForWriting.close(); holder.waitUntilExit() })
+        }
+        let control = ["refused", "status", "changes"].map { mp + "/.photogate/" + $0 }
+        let first = try hold(control, limit: 5000)
+        #expect(first.err == Int(EMFILE), "the open past the share failed with errno \(first.err)")
+        #expect(first.held >= 16 && first.held <= (600 - 256) / 8, "another user held \(first.held) opens of control files")
+        // Its photos count in the same share: none is left while it holds its control files.
+        let photo = try hold([mp + "/a.jpg"], limit: 1)
+        photo.close()
+        #expect(photo.held == 0 && photo.err == Int(EMFILE), "a photo opened past the share: \(photo.held), errno \(photo.err)")
+        // The owner opens as before.
+        var mine: [Int32] = []
+        for _ in 0..<100 {
+            let fd = Glibc.open(control[mine.count % 3], O_RDONLY)
+            if fd < 0 { break }
+            mine.append(fd)
+        }
+        #expect(mine.count == 100, "the owner's open failed after \(mine.count): errno \(errno)")
+        for fd in mine { Glibc.close(fd) }
+        // Closed, the share is given back.
+        first.close()
+        let again = try hold(control, limit: 10)
+        again.close()
+        #expect(again.held == 10, "after its closes the other user opened \(again.held), errno \(again.err)")
+        withExtendedLifetime(f) {}
+    }
+}
+
 /// The photos a mount lists (the folders and control files aside).
 func photos(_ m: String) -> [String] { listing(m).filter { $0.hasSuffix(".jpg") } }
 

@@ -348,6 +348,48 @@ import Glibc
         #expect(lib.requests.first?.2 == "to edit the trip")
     }
 
+    /// Opens of `.photogate/refused` and `status` at the same content share one buffer (each kept
+    /// a copy until its close: 19,900 opens held 170 MB); another user's opens of the control
+    /// files count in its share of the descriptor budget until their release.
+    @Test func controlFileOpensShareTheirContentAndCountInAnotherUsersShare() throws {
+        let (lib, fs, _) = try make(.authorized)
+        try lib.recordRefusal(Self.app, name: "notes.jpg", reason: "not a photo")
+        func content(_ h: UInt64) -> [UInt8]? { (fs.openHandle(h) as? SnapshotHandle)?.content }
+        func buffer(_ b: [UInt8]?) -> UnsafeRawPointer? { b?.withUnsafeBytes { $0.baseAddress } }
+        for ino in [FixedInode.refused, FixedInode.status] {
+            let a = try fs.open(ino, flags: O_RDONLY, context: context).handle
+            let b = try fs.open(ino, flags: O_RDONLY, context: context).handle
+            #expect(content(a) != nil && !(content(a)?.isEmpty ?? true))
+            #expect(buffer(content(a)) == buffer(content(b)), "inode \(ino): two opens at the same content hold two copies")
+            if ino == FixedInode.refused {
+                try lib.recordRefusal(Self.app, name: "more.jpg", reason: "not a photo")
+                let c = try fs.open(ino, flags: O_RDONLY, context: context).handle
+                #expect(String(decoding: content(c) ?? [], as: UTF8.self).contains("more.jpg"), "a later open sees the new content")
+                #expect(!String(decoding: content(a) ?? [], as: UTF8.self).contains("more.jpg"), "an earlier open keeps its own")
+                fs.release(ino, handle: c, flags: 0)
+            }
+            fs.release(ino, handle: a, flags: 0)
+            fs.release(ino, handle: b, flags: 0)
+        }
+        let user: UInt32 = 3_777_001
+        let other = RequestContext(uid: user, gid: user, pid: getpid(), umask: 0o022)
+        var held: [(Inode, UInt64)] = []
+        for ino in [FixedInode.refused, FixedInode.status, FixedInode.changes] {
+            held.append((ino, try fs.open(ino, flags: O_RDONLY, context: other).handle))
+        }
+        #expect(FDBudget.mount.heldByOthers(user: user) == 3)
+        while true {
+            do { held.append((FixedInode.refused, try fs.open(FixedInode.refused, flags: O_RDONLY, context: other).handle)) } catch {
+                #expect(error == Errno(EMFILE))
+                break
+            }
+            if held.count > FDBudget.mount.perUserLimit { break }
+        }
+        #expect(held.count == FDBudget.mount.perUserLimit, "another user held \(held.count) opens of control files")
+        for (ino, h) in held { fs.release(ino, handle: h, flags: 0) }
+        #expect(FDBudget.mount.heldByOthers(user: user) == 0, "released opens were not given back")
+    }
+
     @Test func statfsCountsOnlyTheVisibleBytes() throws {
         let (lib, fs, _) = try make(.limited)
         let before = try fs.statfs(FixedInode.root)

@@ -17,6 +17,9 @@ protocol OpenHandle: AnyObject, Sendable {
     func release(_ fs: PhotoFS, handle: UInt64)
     func fsync(_ fs: PhotoFS) throws(Errno)
     func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16
+    /// The user other than the mount's owner whose share of the descriptor budget this open is
+    /// counted in (FDBudget.charge), given back at its release; nil for the owner.
+    var user: UInt32? { get }
 }
 
 extension OpenHandle {
@@ -25,6 +28,7 @@ extension OpenHandle {
     func release(_ fs: PhotoFS, handle: UInt64) {}
     func fsync(_ fs: PhotoFS) throws(Errno) {}
     func poll(_ fs: PhotoFS, handle: UInt64, pollHandle: PollHandle?) -> Int16 { Int16(POLLIN | POLLRDNORM) }
+    var user: UInt32? { nil }
 }
 
 /// What a handle number stands for (`PhotoFS.handles`). Reads of originals, most opens by far,
@@ -108,11 +112,17 @@ final class SessionHandle: OpenHandle {
     func fsync(_ fs: PhotoFS) throws(Errno) { try fs.fsyncSession(self) }
 }
 
-/// `.photogate/status` and `.photogate/refused`: their content as it was at the open.
+/// `.photogate/status` and `.photogate/refused`: their content as it was at the open. Opens at
+/// the same content share one buffer (`PhotoFS.sharedSnapshot`): holding thousands of them open
+/// costs a handle each, not a copy each.
 final class SnapshotHandle: OpenHandle {
     let content: [UInt8]
+    let user: UInt32?
 
-    init(_ content: [UInt8]) { self.content = content }
+    init(_ content: [UInt8], user: UInt32? = nil) {
+        self.content = content
+        self.user = user
+    }
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         .bytes(PhotoFS.slice(content, offset, size))
@@ -122,8 +132,12 @@ final class SnapshotHandle: OpenHandle {
 /// `.photogate/changes`: reads the feed from where this handle got to; polls wait for new lines.
 final class ChangesHandle: OpenHandle {
     let position: Mutex<Int64>
+    let user: UInt32?
 
-    init(position: Int64) { self.position = Mutex(position) }
+    init(position: Int64, user: UInt32? = nil) {
+        self.position = Mutex(position)
+        self.user = user
+    }
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply {
         let from = position.withLock { $0 }
@@ -155,8 +169,12 @@ final class RequestHandle: OpenHandle {
     /// recorded (DaemonResources.threeThousandRequestsAreCappedAndRingNoBell, flaky under load).
     /// Without the opener's close, the last release submits it.
     let opener: Int32
+    let user: UInt32?
 
-    init(opener: Int32) { self.opener = opener }
+    init(opener: Int32, user: UInt32? = nil) {
+        self.opener = opener
+        self.user = user
+    }
 
     func read(_ fs: PhotoFS, offset: Int64, size: Int) throws(Errno) -> ReadReply { throw .badFile }
 

@@ -59,20 +59,30 @@ extension PhotoFS {
         if !wantsWrite, !FixedInode.all.contains(inode),
            let reply = try charging(other, { () throws(Errno) in try openForReading(inode, user: other) }) { return reply }
         let resolved = resolve(inode)
+        // The control files hold memory, not descriptors, while open (a snapshot, a position, a
+        // request's text), but another user's opens of them count in its share all the same
+        // (given back at their release): another user held 19,900 opens of `refused`, and the
+        // daemon grew by 170 MB.
         switch resolved {
         case .controlFile(FixedInode.status)?:
             if wantsWrite { throw .accessDenied }
-            return OpenReply(handle: newHandle(SnapshotHandle(statusContent())), directIO: true)
+            if let other { try FDBudget.mount.charge(user: other) }
+            let content = sharedSnapshot(FixedInode.status, statusContent())
+            return OpenReply(handle: newHandle(SnapshotHandle(content, user: other)), directIO: true)
         case .controlFile(FixedInode.refused)?:
             if wantsWrite { throw .accessDenied }
-            return OpenReply(handle: newHandle(SnapshotHandle(refusedContent())), directIO: true)
+            if let other { try FDBudget.mount.charge(user: other) }
+            let content = sharedSnapshot(FixedInode.refused, refusedContent())
+            return OpenReply(handle: newHandle(SnapshotHandle(content, user: other)), directIO: true)
         case .controlFile(FixedInode.changes)?:
             if wantsWrite { throw .accessDenied }
+            if let other { try FDBudget.mount.charge(user: other) }
             let position = feed.withLock { $0.latest }
-            return OpenReply(handle: newHandle(ChangesHandle(position: position)), directIO: true, nonSeekable: true)
+            return OpenReply(handle: newHandle(ChangesHandle(position: position, user: other)), directIO: true, nonSeekable: true)
         case .controlFile(FixedInode.request)?:
             if accmode != O_WRONLY { throw .accessDenied }
-            return OpenReply(handle: newHandle(RequestHandle(opener: PhotoFS.process(of: context.pid))), directIO: true)
+            if let other { try FDBudget.mount.charge(user: other) }
+            return OpenReply(handle: newHandle(RequestHandle(opener: PhotoFS.process(of: context.pid), user: other)), directIO: true)
         case .root?, .control?, .albumsFolder?:
             throw .isDirectory
         case nil where inode == FixedInode.albums || inode == FixedInode.shared:
@@ -120,6 +130,16 @@ extension PhotoFS {
         }
         // A read needs no FLUSH at its close (flush does nothing for it): one round trip fewer.
         return OpenReply(handle: h, keepCache: same, passthroughFD: usePassthrough ? handle.fd : nil, noFlush: true)
+    }
+
+    /// `content`, or the equal buffer an earlier open of this control file got: handles opened at
+    /// the same content share one copy (arrays are shared until written, and these never are).
+    func sharedSnapshot(_ inode: Inode, _ content: [UInt8]) -> [UInt8] {
+        snapshots.withLock { s in
+            if let last = s[inode], last == content { return last }
+            s[inode] = content
+            return content
+        }
     }
 
     /// Runs a read open for `user` (another user than the owner; nil: the owner) within that
@@ -282,7 +302,9 @@ extension PhotoFS {
         case .asset(let a)?:
             FDBudget.mount.close(a.fd)
             if let user = a.user { FDBudget.mount.uncharge(user: user) }
-        case .other(let h)?: h.release(self, handle: handle)
+        case .other(let h)?:
+            h.release(self, handle: handle)
+            if let user = h.user { FDBudget.mount.uncharge(user: user) }
         case nil: break
         }
     }
