@@ -160,15 +160,43 @@ public enum LibraryOwnership {
     /// The walk ends at the first name that does not exist yet (a library being created: `create`
     /// checks again once it has made its folders). The library folder itself is `checkEntry`'s.
     static func checkFoldersAbove(_ root: String, uid: uid_t) throws {
+        do {
+            _ = try walk(root, uid: uid, folders: true)
+        } catch {
+            switch error.kind {
+            case .foreignLink(let owner), .foreignFolder(let owner):
+                throw LibraryError.notOwner(library: root, path: error.path, owner: owner, caller: uid)
+            case .openFolder(let why):
+                throw LibraryError.openFolder(library: root, path: error.path, why: why)
+            case .tooManyLinks:
+                return   // the open that follows fails the same way
+            }
+        }
+    }
+
+    /// `path` resolved one name at a time as the kernel would, following only symbolic links
+    /// that belong to `uid` or root, and (with `folders`) passing only through folders that
+    /// belong to `uid` or root and that no one else may change (`checkFolder`): the walk of
+    /// `checkFoldersAbove`, for any path whose meaning must not be another user's to change
+    /// (the library, and the places the CLI mounts on, unmounts and binds into a sandbox). The
+    /// last name, when it is not a symbolic link, is not checked: it is what the path names.
+    /// Returns the path with every link spliced in (none left); from the first name that does not
+    /// exist (or cannot be examined) on, the rest is appended as spelled (`complete` false).
+    /// Without `folders`, only the links are checked (for a caller that finds what it acts on
+    /// by descriptor, not by path).
+    public static func walk(_ path: String, uid: uid_t = geteuid(), folders: Bool) throws(UntrustedPath) -> (resolved: String, complete: Bool) {
         func parts(_ path: String) -> [String] {
             path.split(separator: "/", omittingEmptySubsequences: true).map(String.init).filter { $0 != "." }
         }
-        let absolute = root.hasPrefix("/") ? root : FileManager.default.currentDirectoryPath + "/" + root
+        func joined(_ base: String, _ rest: [String]) -> String {
+            rest.reduce(base) { $0 == "/" ? "/" + $1 : $0 + "/" + $1 }
+        }
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         var pending = parts(absolute)
         var resolved = "/"
         var st = stat()
-        guard lstat("/", &st) == 0 else { return }
-        try checkFolder("/", st, library: root, uid: uid)
+        guard lstat("/", &st) == 0 else { return (joined("/", pending), false) }
+        if folders { try checkFolder("/", st, uid: uid) }
         var links = 0
         while !pending.isEmpty {
             let part = pending.removeFirst()
@@ -177,32 +205,36 @@ public enum LibraryOwnership {
                 continue
             }
             let next = resolved == "/" ? "/" + part : resolved + "/" + part
-            // Missing: made by `create` (and checked again then); unreadable: the open that
-            // follows fails the same way.
-            guard lstat(next, &st) == 0 else { return }
-            // The library folder itself (the last name, resolved) is checkEntry's.
-            if pending.isEmpty && (st.st_mode & S_IFMT) != S_IFLNK { return }
-            if st.st_uid != uid && st.st_uid != 0 {
-                throw LibraryError.notOwner(library: root, path: next, owner: st.st_uid, caller: uid)
+            // Missing: made later (and checked again then); unreadable: the open that follows
+            // fails the same way.
+            guard lstat(next, &st) == 0 else { return (joined(next, pending), false) }
+            let isLink = (st.st_mode & S_IFMT) == S_IFLNK
+            // What the path names (the last name, resolved) is the caller's to judge.
+            if pending.isEmpty && !isLink { return (next, true) }
+            if (folders || isLink) && st.st_uid != uid && st.st_uid != 0 {
+                throw UntrustedPath(path: next, kind: isLink ? .foreignLink(owner: st.st_uid) : .foreignFolder(owner: st.st_uid))
             }
-            if (st.st_mode & S_IFMT) == S_IFLNK {
+            if isLink {
                 links += 1
-                guard links <= 40, let target = try? FileManager.default.destinationOfSymbolicLink(atPath: next) else { return }
+                guard links <= 40, let target = try? FileManager.default.destinationOfSymbolicLink(atPath: next) else {
+                    throw UntrustedPath(path: next, kind: .tooManyLinks)
+                }
                 pending = parts(target) + pending
                 if target.hasPrefix("/") { resolved = "/" }
                 continue
             }
-            if (st.st_mode & S_IFMT) == S_IFDIR { try checkFolder(next, st, library: root, uid: uid) }
+            if folders && (st.st_mode & S_IFMT) == S_IFDIR { try checkFolder(next, st, uid: uid) }
             resolved = next
         }
+        return (resolved, true)
     }
 
     /// A folder on the way to a library: no one but its owner (the caller or root, checked before)
     /// may rename what is in it, unless it is sticky.
-    static func checkFolder(_ path: String, _ st: stat, library: String, uid: uid_t) throws {
+    static func checkFolder(_ path: String, _ st: stat, uid: uid_t) throws(UntrustedPath) {
         guard (st.st_mode & S_ISVTX) == 0 else { return }
         if (st.st_mode & S_IWOTH) != 0 {
-            throw LibraryError.openFolder(library: library, path: path, why: "anyone may rename what is in it")
+            throw UntrustedPath(path: path, kind: .openFolder(why: "anyone may rename what is in it"))
         }
         guard (st.st_mode & S_IWGRP) != 0 else { return }
         // With an access ACL the group bits are its mask, and named users and groups may write.
@@ -211,20 +243,18 @@ public enum LibraryOwnership {
             for e in acl where e.perm & 2 != 0 {
                 switch e.tag {
                 case 0x02 where e.id != st.st_uid && e.id != uid:   // ACL_USER
-                    throw LibraryError.openFolder(library: library, path: path,
-                                                  why: "an ACL lets \(LibraryPrivacy.userName(e.id)) rename what is in it")
+                    throw UntrustedPath(path: path, kind: .openFolder(why: "an ACL lets \(LibraryPrivacy.userName(e.id)) rename what is in it"))
                 case 0x04 where !groupIsOwnersAlone(st.st_gid, owner: st.st_uid),   // ACL_GROUP_OBJ
                      0x08 where !groupIsOwnersAlone(e.id, owner: st.st_uid):        // ACL_GROUP
                     let gid = e.tag == 0x04 ? st.st_gid : e.id
-                    throw LibraryError.openFolder(library: library, path: path,
-                                                  why: "its group \(groupName(gid)) may rename what is in it")
+                    throw UntrustedPath(path: path, kind: .openFolder(why: "its group \(groupName(gid)) may rename what is in it"))
                 default: continue
                 }
             }
             return
         }
         if !groupIsOwnersAlone(st.st_gid, owner: st.st_uid) {
-            throw LibraryError.openFolder(library: library, path: path, why: "its group \(groupName(st.st_gid)) may rename what is in it")
+            throw UntrustedPath(path: path, kind: .openFolder(why: "its group \(groupName(st.st_gid)) may rename what is in it"))
         }
     }
 
@@ -283,6 +313,33 @@ public enum LibraryOwnership {
         guard stat(path, &st) == 0 else { return }
         if st.st_uid != uid && st.st_uid != 0 {
             throw LibraryError.notOwner(library: library, path: path, owner: st.st_uid, caller: uid)
+        }
+    }
+}
+
+/// A path refused by `LibraryOwnership.walk`: on the way, at `path`, a symbolic link or a folder
+/// of another user (neither the caller nor root), or a folder others may change, which could make
+/// the path lead somewhere else at any moment; or too many symbolic links.
+public struct UntrustedPath: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case foreignLink(owner: uid_t)
+        case foreignFolder(owner: uid_t)
+        case openFolder(why: String)
+        case tooManyLinks
+    }
+    public let path: String
+    public let kind: Kind
+
+    public var description: String {
+        switch kind {
+        case .foreignLink(let owner):
+            return "\(path) is a symbolic link that belongs to \(LibraryPrivacy.userName(owner)), who may point it anywhere at any moment"
+        case .foreignFolder(let owner):
+            return "\(path), a folder on the way, belongs to \(LibraryPrivacy.userName(owner)), who may rename what is in it (and leave a symbolic link in its place) at any moment"
+        case .openFolder(let why):
+            return "\(path), a folder on the way, is not its owner's alone (\(why))"
+        case .tooManyLinks:
+            return "\(path): too many symbolic links, or one that cannot be read"
         }
     }
 }

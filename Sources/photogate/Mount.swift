@@ -71,7 +71,7 @@ struct Mount: PhotogateCommand {
                 throw CommandFailure("--no-open makes a read-only mount, and an add-only mount only takes new files: choose one", .usage)
             }
             let library = try Library.open(at: LibraryPaths.resolve(parsed.library ?? lib.library))
-            let mp = try prepareMountpoint(mountpoint)
+            let mp = try prepareMountpoint(mountpoint, library: library)
             guard Glibc.access("/dev/fuse", F_OK) == 0 else {
                 throw CommandFailure("/dev/fuse is missing: FUSE is not available on this machine (load the fuse module, or run the container with --device /dev/fuse)", .mountFailed)
             }
@@ -140,16 +140,19 @@ struct Mount: PhotogateCommand {
         }
     }
 
-    /// Resolves the mount point, refusing a missing or busy one and clearing a stale one.
-    func prepareMountpoint(_ path: String) throws -> String {
-        let abs = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-        if isMounted(abs) {
+    /// Resolves the mount point, refusing a missing or busy one and clearing a stale one. Resolved
+    /// following no other user's symbolic link and through no folder another user may change
+    /// (`trustedPath`, exit 74), and refused inside the library (`refuseInsideLibrary`, exit 72).
+    func prepareMountpoint(_ path: String, library: Library) throws -> String {
+        let abs = try trustedPath(path, "mount on")
+        if let top = MountTable.entries().last(where: { $0.mountPointBytes.elementsEqual(abs.utf8) }) {
             // statfs always reaches the daemon (stat may be answered from the kernel's cache).
+            // Only a photogate mount left by a dead daemon is cleared: nothing else is ours.
             var sfs = statvfs()
-            if statvfs(abs, &sfs) != 0 && (errno == ENOTCONN || errno == EIO) {
+            if top.type == "fuse.photogate" && statvfs(abs, &sfs) != 0 && (errno == ENOTCONN || errno == EIO) {
                 logLine("clearing stale mount at \(abs)")
                 _ = try? runTool("/bin/fusermount3", ["-u", "-z", abs])
-                if isMounted(abs) { umount2(abs, Int32(MNT_DETACH)) }
+                if isMounted(abs) { umount2(abs, Int32(MNT_DETACH) | Int32(UMOUNT_NOFOLLOW)) }
             } else {
                 throw CommandFailure("mount point \(abs) is busy: something is already mounted there", .mountFailed)
             }
@@ -163,6 +166,7 @@ struct Mount: PhotogateCommand {
         guard stat(resolved, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
             throw CommandFailure("mount point \(abs) is not a folder", .mountFailed)
         }
+        try refuseInsideLibrary(resolved, library: library)
         return resolved
     }
 

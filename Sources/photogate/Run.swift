@@ -215,6 +215,10 @@ struct Run: PhotogateCommand {
             defer { for b in bound { close(b.src.fd) } }
             func bind(_ flag: String, _ src: String, _ dest: String, byDescriptor: Bool) throws {
                 let source: SandboxHiding.Source
+                // The user's folders are opened where they are, reached following no other user's
+                // symbolic link and through no folder another user may change (exit 74): a
+                // `/tmp/work -> ~alice/.ssh` left by someone else is not bound in for them.
+                let src = byDescriptor ? try trustedPath(src, "pass in") : src
                 do { source = try SandboxHiding.open(src) } catch {
                     throw CommandFailure("cannot pass \(src) in: \(error.description)", .usage)
                 }

@@ -417,7 +417,7 @@ private func withCPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> R) 
 
 /// O_PATH (Linux; Glibc hides it behind _GNU_SOURCE): a descriptor that names a file without
 /// opening it for reading, for any file the caller can look up.
-private let oPath: Int32 = 0o10000000
+let oPath: Int32 = 0o10000000   // O_PATH (not imported from Glibc)
 
 /// The bytes of `path` after `folder` (empty when they are the same folder, else starting with
 /// "/") when `path` is `folder` or inside it, else nil. Byte for byte, as the kernel names files:

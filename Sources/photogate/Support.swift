@@ -28,15 +28,15 @@ enum Exit: Int32, CaseIterable {
         case .failure: return "other failure (I/O error, unexpected state)"
         case .usage: return "usage: bad arguments, invalid app id, invalid option value"
         case .badInput: return "bad input: a file is not a photo or video, is truncated or unreadable (import still imports the rest)"
-        case .notFound: return "not found: unknown app, asset, album or request"
+        case .notFound: return "not found: unknown app, asset, album or request; for unmount, nothing mounted there, or not a photogate view of this library"
         case .libraryMissing: return "no library at the given place (run `photogate init`)"
         case .conflict: return "conflict: already exists, not empty, or refused by a rule (e.g. shared asset to a limited app)"
         case .busy: return "the library is locked by another process for too long; try again"
         case .libraryIncompatible: return "the library was written by a newer photogate, or is damaged; nothing was changed"
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
-        case .mountFailed: return "mount failed: mount point missing or busy, /dev/fuse missing, or the daemon did not start"
+        case .mountFailed: return "mount failed: mount point missing, busy, or inside (or holding) the library, /dev/fuse missing, or the daemon did not start"
         case .expired: return "change token expired: the history before it was discarded; refetch everything"
-        case .notOwner: return "the library, or a folder above it, belongs to another user (neither you nor root), or a folder above it is writable by others: run the command as its owner (e.g. runuser -u OWNER -- photogate ...), or make the folder writable by its owner only; nothing was changed"
+        case .notOwner: return "the library, or a folder above it, belongs to another user (neither you nor root), or a folder above it is writable by others: run the command as its owner (e.g. runuser -u OWNER -- photogate ...), or make the folder writable by its owner only; nothing was changed. Also: a mount point, unmount path or --bind folder reached through a symbolic link or folder another user owns or may change"
         }
     }
 }

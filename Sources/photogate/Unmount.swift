@@ -16,26 +16,70 @@ struct Unmount: PhotogateCommand {
     @Argument(help: "The mount point.") var mountpoint: String
     @OptionGroup var lib: LibraryOption
 
+    /// The mount acted on is found in the kernel's mount table at what the path names, resolved
+    /// following no other user's symbolic link (`trustedPath`, exit 74), and must be a photogate
+    /// view of this library (its registry says so, by mount point and device): nothing else is
+    /// unmounted, whatever the path leads to (exit 66). root unmounts it by name in its folder
+    /// held open (UMOUNT_NOFOLLOW), once that name is checked to be that very mount (its mount
+    /// id), so a folder on the way may be another user's (a view root mounted in a user's home);
+    /// any other user unmounts through fusermount3, which goes by the path again, so for them the
+    /// folders on the way must be theirs or root's too.
     func execute() throws {
         do {
-            let abs = mountpoint.hasPrefix("/") ? mountpoint : FileManager.default.currentDirectoryPath + "/" + mountpoint
-            let resolved = realpath(abs, nil).map { p -> String in defer { free(p) }; return String(cString: p) } ?? abs
-            guard isMounted(resolved) || isMounted(abs) else {
-                throw CommandFailure("nothing is mounted at \(abs)", .notFound)
+            let root = geteuid() == 0
+            let target = try trustedPath(mountpoint, "unmount", folders: !root)
+            let library = try lib.open()
+            // The topmost mount there (mountinfo lists mounts in the order they were made).
+            guard let entry = MountTable.entries().last(where: { $0.mountPointBytes.elementsEqual(target.utf8) }) else {
+                throw CommandFailure("nothing is mounted at \(target)", .notFound)
             }
-            let target = isMounted(resolved) ? resolved : abs
-            let record = (try? lib.open()).map { MountRegistry.list($0) }?.first { MountTable.samePath($0.mountpoint, target) }
-            let daemon = DaemonEnd(pid: record?.pid)
+            guard entry.type == "fuse.photogate" else {
+                throw CommandFailure("\(target) is a \(entry.type) mount, not a photogate view: photogate unmount unmounts only its library's views (use umount for anything else); nothing was unmounted", .notFound)
+            }
+            guard let found = MountRegistry.record(of: entry, library: library) else {
+                throw CommandFailure("the photogate view at \(target) is not a mount of the library at \(library.paths.root) (pass that view's --library, or use fusermount3 -u); nothing was unmounted", .notFound)
+            }
+            let daemon = DaemonEnd(pid: found.alive ? found.record.pid : nil)
             defer { daemon.release() }
-            if try runTool("/bin/fusermount3", ["-u", target]) != 0 {
-                if getuid() == 0 && umount2(target, 0) == 0 {
-                    // unmounted by the kernel directly
-                } else {
-                    throw CommandFailure("cannot unmount \(target): it is busy (files are open there); close them, or use fusermount3 -u -z", .conflict)
-                }
+            let busy = CommandFailure("cannot unmount \(target): it is busy (files are open there); close them, or use fusermount3 -u -z", .conflict)
+            if root {
+                try unmountAsRoot(target, entry)
+            } else if try runTool("/bin/fusermount3", ["-u", target]) != 0 {
+                throw busy
             }
             daemon.waitForEnd()
             say("unmounted \(target)")
+        }
+    }
+
+    /// Unmounts `entry`, the mount at `target`, by its name in its folder held open, after checking
+    /// that name leads to that mount (its mount id), following no symbolic link: a folder on the
+    /// way renamed meanwhile, and a link left in its place, make it refuse rather than unmount
+    /// what the path leads to now.
+    func unmountAsRoot(_ target: String, _ entry: MountTable.Entry) throws {
+        let name = (target as NSString).lastPathComponent
+        let parent = (target as NSString).deletingLastPathComponent
+        let changed = CommandFailure("the mount at \(target) changed while photogate looked at it (a folder on the way was renamed?); nothing was unmounted", .conflict)
+        guard !name.isEmpty, name != "/" else { throw changed }
+        let folder = Glibc.open(parent, oPath | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { throw changed }
+        defer { close(folder) }
+        let fd = openat(folder, name, oPath | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw changed }
+        let id = SandboxHiding.mountID(fd: fd)
+        // Closed before the unmount: it holds the mount, which would be busy.
+        close(fd)
+        guard id == entry.id else { throw changed }
+        let cwd = Glibc.open(".", oPath | O_DIRECTORY | O_CLOEXEC)
+        guard fchdir(folder) == 0 else { if cwd >= 0 { close(cwd) }; throw changed }
+        let rc = umount2(name, Int32(UMOUNT_NOFOLLOW))
+        let err = errno
+        if cwd >= 0 { _ = fchdir(cwd); close(cwd) }
+        if rc != 0 {
+            if err == EBUSY {
+                throw CommandFailure("cannot unmount \(target): it is busy (files are open there); close them, or use fusermount3 -u -z", .conflict)
+            }
+            throw CommandFailure("cannot unmount \(target): \(String(cString: strerror(err)))", .failure)
         }
     }
 }

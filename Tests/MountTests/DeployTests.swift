@@ -138,6 +138,9 @@ struct Deploy {
     /// root refuses a library another user owns (grant, import, mount, verify...), changing nothing.
     @Test func rootRefusesALibraryAnotherUserOwns() throws { try script("foreign-library") }
     @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
+    /// root's mount, unmount and run --bind follow no link and pass no folder another user may
+    /// change, unmount only this library's views, and mount nowhere inside the library.
+    @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }
     /// A view mounted for a run follows the run, whoever else uses it, and touches no other mount.
     @Test func runLifelineKeepsAReusedViewAndTouchesNoOtherMount() throws { try script("run-lifeline") }
     /// A daemon's mount is identified from the kernel's list when it is made, not by its path

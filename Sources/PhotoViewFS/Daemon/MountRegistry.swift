@@ -67,6 +67,21 @@ public enum MountRegistry {
         records(library).first { $0.record.mountpoint.utf8.elementsEqual(mountpoint.utf8) }?.record
     }
 
+    /// The record of `mount` (a mount in the kernel's table) when it is one of this library's
+    /// views: recorded at that mount point with that device (a record of an older daemon, with
+    /// no device: at that mount point), or with that device by a daemon still running (a mount
+    /// whose folder was renamed since). `alive`: its daemon still runs. nil for any other mount,
+    /// a photogate mount of another library included.
+    public static func record(of mount: MountTable.Entry, library: some LibraryLocations) -> (record: MountRecord, alive: Bool)? {
+        guard mount.type == "fuse.photogate" else { return nil }
+        let all = records(library).map(\.record)
+        if let r = all.first(where: { $0.mountpoint.utf8.elementsEqual(mount.mountPointBytes) && ($0.device ?? mount.device) == mount.device }) {
+            return (r, daemonAlive(r))
+        }
+        if let r = all.first(where: { $0.device == mount.device && daemonAlive($0) }) { return (r, true) }
+        return nil
+    }
+
     /// Every record file (its name) and what it says, whatever the state of its mount.
     static func records(_ library: some LibraryLocations) -> [(file: String, record: MountRecord)] {
         let d = dir(library)
