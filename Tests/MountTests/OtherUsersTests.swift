@@ -128,40 +128,11 @@ extension OtherUsers {
         let f = try MountFixture()
         let open = try Self.openFolder()
         defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
-        try f.importPhotos(["a.jpg"])
-        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
-        let mp = open + "/m"
-        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        // A daemon with 600 descriptors: a budget of 600 - 256, others' share half, each user's an eighth.
-        let m = try TestSupport.run("/bin/sh", ["-c", "ulimit -n 600 && exec \"$0\" \"$@\"", TestSupport.photogateBinary,
-                                                "mount", "org.example.Frame", mp, "-o", "allow_other"], environment: f.env)
-        #expect(m.status == 0, "\(m.stderr)")
+        let mp = try Self.smallBudgetMount(f, at: open + "/m")
         defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-        holder.arguments = ["-u", user, "--", "python3", "-c", """
-            import os, sys
-            fds, err = [], 0
-            while len(fds) < 5000:
-                try: fds.append(os.open(sys.argv[1], os.O_RDONLY))
-                except OSError as e: err = e.errno; break
-            print(len(fds), err, flush=True)
-            sys.stdin.read()
-            """, mp + "/a.jpg"]
-        let input = Pipe(), output = Pipe()
-        holder.standardInput = input
-        holder.standardOutput = output
-        try holder.run()
-        defer { try? input.fileHandleForWriting.close(); holder.waitUntilExit() }
-        var line = Data()
-        while !line.contains(0x0a) {
-            let d = output.fileHandleForReading.availableData
-            if d.isEmpty { break }
-            line.append(d)
-        }
-        let fields = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
-        #expect(fields.count == 2, "the holder said: \(String(decoding: line, as: UTF8.self))")
-        let (held, err) = (fields.first ?? -1, fields.last ?? -1)
+        let holding = try Self.hold(user, [mp + "/a.jpg"], limit: 5000)
+        defer { holding.close() }
+        let (held, err) = (holding.held, holding.err)
         #expect(err == Int(EMFILE), "the open past the share failed with errno \(err)")
         #expect(held >= 16 && held <= (600 - 256) / 8, "another user held \(held) descriptors")
         // The owner opens as before while that user holds its share.
@@ -188,55 +159,19 @@ extension OtherUsers {
         let f = try MountFixture()
         let open = try Self.openFolder()
         defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
-        try f.importPhotos(["a.jpg"])
-        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
-        let mp = open + "/m"
-        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
-        // A daemon with 600 descriptors: a budget of 600 - 256, others' share half, each user's an eighth.
-        let m = try TestSupport.run("/bin/sh", ["-c", "ulimit -n 600 && exec \"$0\" \"$@\"", TestSupport.photogateBinary,
-                                                "mount", "org.example.Frame", mp, "-o", "allow_other"], environment: f.env)
-        #expect(m.status == 0, "\(m.stderr)")
+        let mp = try Self.smallBudgetMount(f, at: open + "/m")
         defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
         // A refusal on record, so that `refused` has content.
         let refusedName = mp + "/notes.jpg"
         let fd = Glibc.open(refusedName, O_CREAT | O_WRONLY | O_EXCL, 0o644)
         if fd >= 0 { _ = "not a photo".withCString { Glibc.write(fd, $0, strlen($0)) }; Glibc.close(fd) }
         #expect(eventually { (readAll(mp + "/.photogate/refused")?.count ?? 0) > 0 })
-        /// Opens `files` in turn as the other user, until `limit` opens or the first error; says
-        /// how many it held and the errno, then holds them until its stdin closes.
-        func hold(_ files: [String], limit: Int) throws -> (held: Int, err: Int, close: () -> Void) {
-            let holder = Process()
-            holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            holder.arguments = ["-u", user, "--", "python3", "-c", """
-                import os, sys
-                files, limit = sys.argv[2:], int(sys.argv[1])
-                fds, err = [], 0
-                while len(fds) < limit:
-                    try: fds.append(os.open(files[len(fds) % len(files)], os.O_RDONLY))
-                    except OSError as e: err = e.errno; break
-                print(len(fds), err, flush=True)
-                sys.stdin.read()
-                """, String(limit)] + files
-            let input = Pipe(), output = Pipe()
-            holder.standardInput = input
-            holder.standardOutput = output
-            try holder.run()
-            var line = Data()
-            while !line.contains(0x0a) {
-                let d = output.fileHandleForReading.availableData
-                if d.isEmpty { break }
-                line.append(d)
-            }
-            let fields = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
-            #expect(fields.count == 2, "the holder said: \(String(decoding: line, as: UTF8.self))")
-            return (fields.first ?? -1, fields.last ?? -1, { try? input.fileHandleForWriting.close(); holder.waitUntilExit() })
-        }
         let control = ["refused", "status", "changes"].map { mp + "/.photogate/" + $0 }
-        let first = try hold(control, limit: 5000)
+        let first = try Self.hold(user, control, limit: 5000)
         #expect(first.err == Int(EMFILE), "the open past the share failed with errno \(first.err)")
         #expect(first.held >= 16 && first.held <= (600 - 256) / 8, "another user held \(first.held) opens of control files")
         // Its photos count in the same share: none is left while it holds its control files.
-        let photo = try hold([mp + "/a.jpg"], limit: 1)
+        let photo = try Self.hold(user, [mp + "/a.jpg"], limit: 1)
         photo.close()
         #expect(photo.held == 0 && photo.err == Int(EMFILE), "a photo opened past the share: \(photo.held), errno \(photo.err)")
         // The owner opens as before.
@@ -250,10 +185,55 @@ extension OtherUsers {
         for fd in mine { Glibc.close(fd) }
         // Closed, the share is given back.
         first.close()
-        let again = try hold(control, limit: 10)
+        let again = try Self.hold(user, control, limit: 10)
         again.close()
         #expect(again.held == 10, "after its closes the other user opened \(again.held), errno \(again.err)")
         withExtendedLifetime(f) {}
+    }
+}
+
+extension OtherUsers {
+    /// `a.jpg` imported, `org.example.Frame` authorized and mounted at `mp` with `allow_other` by
+    /// a daemon with 600 descriptors: a budget of 600 - 256, others' share half, each user's an
+    /// eighth. The caller unmounts it.
+    static func smallBudgetMount(_ f: MountFixture, at mp: String) throws -> String {
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        let m = try TestSupport.run("/bin/sh", ["-c", "ulimit -n 600 && exec \"$0\" \"$@\"", TestSupport.photogateBinary,
+                                                "mount", "org.example.Frame", mp, "-o", "allow_other"], environment: f.env)
+        #expect(m.status == 0, "\(m.stderr)")
+        return mp
+    }
+
+    /// Opens `files` in turn as `user`, until `limit` opens or the first error; says how many it
+    /// held and the errno, then holds them until `close` (its stdin closes).
+    static func hold(_ user: String, _ files: [String], limit: Int) throws -> (held: Int, err: Int, close: () -> Void) {
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+        holder.arguments = ["-u", user, "--", "python3", "-c", """
+            import os, sys
+            files, limit = sys.argv[2:], int(sys.argv[1])
+            fds, err = [], 0
+            while len(fds) < limit:
+                try: fds.append(os.open(files[len(fds) % len(files)], os.O_RDONLY))
+                except OSError as e: err = e.errno; break
+            print(len(fds), err, flush=True)
+            sys.stdin.read()
+            """, String(limit)] + files
+        let input = Pipe(), output = Pipe()
+        holder.standardInput = input
+        holder.standardOutput = output
+        try holder.run()
+        var line = Data()
+        while !line.contains(0x0a) {
+            let d = output.fileHandleForReading.availableData
+            if d.isEmpty { break }
+            line.append(d)
+        }
+        let fields = String(decoding: line, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Int($0) }
+        #expect(fields.count == 2, "the holder said: \(String(decoding: line, as: UTF8.self))")
+        return (fields.first ?? -1, fields.last ?? -1, { try? input.fileHandleForWriting.close(); holder.waitUntilExit() })
     }
 }
 
