@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "FUSETests", dependencies: ["FUSE", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "GrantStore", "TestSupport"]),
         .testTarget(name: "PhotoViewFSTests", dependencies: ["PhotoViewFS", "GrantStore", "PhotoLibrary", "TestSupport"]),
-        .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport"]),
+        .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport", "CSysShims"]),
         .target(name: "CSysShims", path: "Tests/CSysShims"),
         .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims", "GrantStore", "PhotoLibrary"]),
     ],

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import CSysShims
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -118,7 +119,8 @@ final class PickFixture {
 
     /// Starts the tmux server with posix_spawn, not Foundation's Process: Process learns that a
     /// child ended from a descriptor the child inherits, and the tmux server (a daemon) would keep
-    /// it open, so waiting for `tmux new-session` would last as long as the session.
+    /// it open, so waiting for `tmux new-session` would last as long as the session. It inherits
+    /// no descriptor but stdin, stdout and stderr.
     private func startTmux(_ args: [String]) throws {
         let errPath = dir + "/tmux.err"
         var actions = posix_spawn_file_actions_t()
@@ -127,6 +129,10 @@ final class PickFixture {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        // Nothing else: the server lives for the whole test, and a descriptor another test running
+        // alongside opened without O_CLOEXEC (a file in its mount) would stay open in it, and that
+        // test's unmount busy, until this test ends.
+        cs_spawn_closefrom(&actions, 3)
         // An empty signal mask and default dispositions: this thread blocks signals, and a tmux
         // server (and its panes) inheriting that would never die of SIGHUP on kill-server.
         var attr = posix_spawnattr_t()
@@ -143,7 +149,7 @@ final class PickFixture {
         var pid: pid_t = 0
         let cargs = args.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
-        let rc = posix_spawnp(&pid, "tmux", &actions, &attr, cargs, environ)
+        let rc = posix_spawnp(&pid, "tmux", &actions, &attr, cargs, Glibc.environ)
         if rc != 0 { throw PickError("cannot start tmux: \(String(cString: strerror(rc)))") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
