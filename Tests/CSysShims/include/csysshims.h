@@ -1,7 +1,4 @@
 // Syscalls the mount tests call directly that Swift's Glibc module does not export.
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <sys/types.h>
 #include <sys/xattr.h>
 #include <sys/sysmacros.h>
@@ -14,5 +11,7 @@ static inline long cs_listxattr(const char *p) { char b[256]; return listxattr(p
 static inline int cs_setxattr(const char *p, const char *n) { return setxattr(p, n, "v", 1, 0); }
 static inline dev_t cs_makedev(unsigned ma, unsigned mi) { return makedev(ma, mi); }
 static inline int cs_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-// glibc >= 2.34: every descriptor from `from` up closed in the child (not exported to Swift).
+// glibc >= 2.34: every descriptor from `from` up closed in the child. Declared here rather than
+// through _GNU_SOURCE, which would change fd_set in this module and clash with Dispatch's.
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
 static inline int cs_spawn_closefrom(posix_spawn_file_actions_t *a, int from) { return posix_spawn_file_actions_addclosefrom_np(a, from); }
