@@ -150,7 +150,26 @@ public final class Library: Sendable {
     func write<T>(_ body: (Database) throws -> T) throws -> T {
         let result = try quietWrite(body)
         ringBell()
+        if Library.notesCommits.load(ordering: .relaxed), let seq = try? lastChange() {
+            Library.committed.withLock { c in
+                if (c[paths.run]?.seq ?? -1) < seq { c[paths.run] = (paths.store, seq) }
+            }
+        }
         return result
+    }
+
+    /// Set by the CLI (never by a mount): each change it commits is noted, so that before it
+    /// returns it can wait for the running mounts to have applied it (`takeCommitted`).
+    public static let notesCommits = Atomic<Bool>(false)
+    private static let committed = Mutex<[String: (store: String, seq: Int64)]>([:])
+
+    /// The newest change this process committed in each library (its run folder, store folder
+    /// and change sequence number), forgotten once taken.
+    public static func takeCommitted() -> [(run: String, store: String, seq: Int64)] {
+        committed.withLock { c in
+            defer { c = [:] }
+            return c.map { ($0.key, $0.value.store, $0.value.seq) }
+        }
     }
 
     /// A write transaction that does not ring the bell: for what no view shows (requests), so

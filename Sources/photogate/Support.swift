@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import GrantStore
 import PhotoLibrary
+import PhotoViewFS
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -100,7 +101,26 @@ protocol PhotogateCommand: ParsableCommand {
 }
 
 extension PhotogateCommand {
-    func run() throws { try photogate.run { try execute() } }
+    func run() throws {
+        // A mount's daemon never waits for other mounts; every other command that changed the
+        // library returns once the running mounts show the change.
+        let waits = !(self is Mount)
+        if waits { Library.notesCommits.store(true, ordering: .relaxed) }
+        try photogate.run { try execute() }
+        if waits { awaitRunningMounts() }
+    }
+}
+
+/// Waits until every running mount of each library this command changed has applied the change
+/// (at most 10 s; a mount whose daemon is stopped or stuck gets a warning, and the command still
+/// succeeds: the change is committed, and that mount applies it when its daemon runs again).
+func awaitRunningMounts() {
+    struct Locations: LibraryLocations { let storeRoot: String; let runDir: String }
+    for c in Library.takeCommitted() {
+        for r in MountAcks.wait(for: c.seq, library: Locations(storeRoot: c.store, runDir: c.run), timeout: 10) {
+            printWarning("the mount of \(r.app) at \(r.mountpoint) (pid \(r.pid)) has not applied this change after 10 s; it will once its daemon runs again")
+        }
+    }
 }
 
 /// The one CLI error handler: library errors and command failures become the message and exit

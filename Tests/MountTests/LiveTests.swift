@@ -40,6 +40,44 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// `photogate revoke` returns once every running mount shows the change, not merely once it
+    /// is committed: a script that revokes a photo and then starts the app finds it gone. Here the
+    /// mount's daemon is stopped (SIGSTOP) so that it cannot apply the change: the revoke is in
+    /// the catalog, and the command still waits; once the daemon runs again it returns, and the
+    /// photo is gone from the mount at that moment. Before, it returned at the commit, and under
+    /// load an open right after it could still succeed (a hostile review saw 1 in 40).
+    @Test func revokeReturnsOnceTheRunningMountsHaveAppliedIt() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg", "b.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "a.jpg", "b.jpg")
+        let mp = try f.mount(app)
+        #expect(readAll(mp + "/a.jpg") != nil)
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = pid_t(try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int))
+        #expect(kill(pid, SIGSTOP) == 0)
+        var stopped = true
+        defer { if stopped { kill(pid, SIGCONT) } }
+        let revoke = Process()
+        revoke.executableURL = URL(fileURLWithPath: TestSupport.photogateBinary)
+        revoke.arguments = ["revoke", app, "a.jpg"]
+        revoke.environment = ProcessInfo.processInfo.environment.merging(f.env) { $1 }
+        revoke.standardOutput = FileHandle.nullDevice
+        try revoke.run()
+        // Committed (the catalog no longer lists it) while the daemon cannot apply it: still waiting.
+        #expect(eventually { (try? f.pg("grants", app).stdout.contains("a.jpg")) == false })
+        #expect(revoke.isRunning, "revoke returned before the running mount had applied it")
+        #expect(kill(pid, SIGCONT) == 0)
+        stopped = false
+        #expect(eventually { !revoke.isRunning })
+        revoke.waitUntilExit()
+        #expect(revoke.terminationStatus == 0)
+        // Right after it returned, the photo is gone from the mount; the other one is there.
+        #expect(openErrno(mp + "/a.jpg", O_RDONLY) == ENOENT)
+        #expect(readAll(mp + "/b.jpg") != nil)
+        try f.unmount(mp)
+    }
+
     @Test func revokedAssetIsUnreadableThroughAHandleOpenedBefore() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])

@@ -41,6 +41,10 @@ final class ChangeWatcher: @unchecked Sendable {
             _ = inotify_add_watch(ifd, fs.library.runDir, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE))
         }
         var lastSeq = fs.model.withLock { $0.seq }
+        // What this view has applied, for commands that wait for running mounts (MountAcks).
+        let ack = MountAcks.Publisher(runDir: fs.library.runDir)
+        defer { ack?.remove() }
+        ack?.publish(lastSeq)
         var buf = [UInt8](repeating: 0, count: 4096)
         while true {
             var fds = [pollfd(fd: ifd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
@@ -60,7 +64,9 @@ final class ChangeWatcher: @unchecked Sendable {
                 // A ring means a committed change: the refresh reads what changed (nothing for this
                 // view is an empty answer), with no separate look at the sequence first.
                 fs.refresh()
-                lastSeq = max(lastSeq, fs.model.withLock { $0.seq })
+                let applied = fs.model.withLock { $0.seq }
+                lastSeq = max(lastSeq, applied)
+                ack?.publish(applied)
                 continue
             }
             // The slow safety check (a ring lost, the bell removed): compare the sequence.
@@ -68,6 +74,7 @@ final class ChangeWatcher: @unchecked Sendable {
             if seq != lastSeq {
                 fs.refresh()
                 lastSeq = fs.model.withLock { $0.seq }
+                ack?.publish(lastSeq)
                 if lastSeq < seq { lastSeq = seq }
             }
         }
