@@ -109,8 +109,9 @@ extension PhotogateCommand {
         // running; waiting for them all doubled it), and its mounts show it within a millisecond.
         let waits = !(self is Mount) && !(self is Grant)
         if waits { Library.notesCommits.store(true, ordering: .relaxed) }
+        // Also when it fails after committing (pick interrupted by a signal reverts, then exits 130).
+        defer { if waits { awaitRunningMounts() } }
         try photogate.run { try execute() }
-        if waits { awaitRunningMounts() }
     }
 }
 

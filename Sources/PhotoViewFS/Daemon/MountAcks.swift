@@ -52,8 +52,10 @@ public enum MountAcks {
 
     /// Waits until every running mount of the library has applied change `seq`, at most `timeout`
     /// seconds. Returns the mounts still behind then (a daemon stopped or too busy to answer).
+    /// Every registered daemon still running counts, wherever its mount is now: one whose folder
+    /// was renamed, or that was detached lazily while an app still uses it, serves all the same.
     public static func wait(for seq: Int64, library: some LibraryLocations, timeout: Double) -> [MountRecord] {
-        let live = MountRegistry.list(library)
+        let live = MountRegistry.records(library).map(\.record).filter(MountRegistry.daemonAlive)
         guard !live.isEmpty else { return [] }
         let dir = library.runDir + "/" + folder
         // Watched before the files are read: an acknowledgment written in between still wakes us.

@@ -138,6 +138,10 @@ public enum MountRegistry {
     /// by another process).
     static func daemonAlive(_ r: MountRecord) -> Bool {
         if kill(r.pid, 0) != 0 && errno == ESRCH { return false }
+        // Run by this user or root: another user's process given the pid (after a crash) with a
+        // look-alike command line is not it.
+        var st = stat()
+        guard stat("/proc/\(r.pid)", &st) == 0, st.st_uid == geteuid() || st.st_uid == 0 else { return false }
         guard let cmd = FileManager.default.contents(atPath: "/proc/\(r.pid)/cmdline") else { return false }
         let args = cmd.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         return args.contains("mount") && args.contains { $0 == r.app || $0.hasSuffix("#" + r.app) }
