@@ -299,4 +299,10 @@ public final class FUSESession: @unchecked Sendable {
     public func flushNotifications() -> Bool {
         core.flush()
     }
+
+    /// `SessionCore.invalidateNow`: `inode`'s cached attributes and pages dropped before this
+    /// returns, not queued.
+    public func invalidateInodeNow(_ inode: Inode) {
+        core.invalidateNow(inode)
+    }
 }

@@ -339,6 +339,14 @@ final class SessionCore: @unchecked Sendable {
     }
 
     @discardableResult
+    /// Drops `ino`'s cached attributes and pages (a folder's: its cached listing) now, from the
+    /// calling thread, a request handler included: only for an inode whose locks no request under
+    /// way can hold (callers say why), since the kernel may wait for them.
+    func invalidateNow(_ ino: UInt64) {
+        guard let se else { return }
+        _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
+    }
+
     func flush() -> Bool {
         // Inside a handler, waiting could deadlock (the kernel may hold a lock the invalidation
         // needs until this very request is answered): queue only.

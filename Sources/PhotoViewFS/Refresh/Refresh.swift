@@ -16,6 +16,13 @@ public protocol Invalidator: AnyObject, Sendable {
     /// Blocks until everything queued has reached the kernel; returns false where it cannot wait
     /// (on a request handler thread).
     func flushNotifications() -> Bool
+    /// Drops a folder's cached listing before returning, from any thread (a request handler's
+    /// included), where the queued invalidation would be too late.
+    func invalidateInodeNow(_ inode: Inode)
+}
+
+extension Invalidator {
+    public func invalidateInodeNow(_ inode: Inode) { invalidateInode(inode, offset: 0, length: 0) }
 }
 
 extension FUSESession: Invalidator {}
