@@ -254,6 +254,11 @@ extension PhotoFS {
                                                 : Timespec(seconds: t.seconds + 1)
             }
         }
-        for ino in folders { inv.invalidateInode(ino, offset: 0, length: 0) }
+        // Dropped now, not queued: a listing gains names without a syscall on that folder (a
+        // file written in an upload folder or an album appears at the top too), and the queued
+        // drop reached the kernel after the writer's close returned, so an `ls` right after it
+        // missed the file under load. Dropping a folder's cached pages takes no directory lock,
+        // so it is safe from any thread, a request handler's included.
+        for ino in folders { inv.invalidateInodeNow(ino) }
     }
 }

@@ -145,12 +145,6 @@ extension PhotoFS {
         // disappears in between (rsync renames right after close).
         uncount(f)
         refresh()
-        // Written in a folder, the file appears at the top too: the refresh queued the drop of the
-        // root's cached listing (FOPEN_CACHE_DIR), which under load reached the kernel after the
-        // close returned, and an `ls` right after it missed the file. Dropped now, before the
-        // close returns. (No request under way holds a lock of the root's listing pages for long:
-        // a readdir locks one only while it copies a reply in.)
-        if f.folder != nil { invalidator?.invalidateInodeNow(FixedInode.root) }
         f.state = .committed(rowID: asset.rowID)
         forgetAlbumSession(f)
         if let folder = f.folder, access == .readWrite {
