@@ -117,7 +117,16 @@ int pg_open_in_folder(const char *dir, const char *sub, const char *name, int fl
 
 int pg_sqlite_keep_wal(void *db) {
     // sqlite3_db_config is variadic: Swift cannot call it.
+    // The WAL file stays when the last connection closes (emptied, not deleted: see
+    // journal_size_limit in Library.configuration), so that the next process finds it and opens
+    // without a write of its own (GRDB makes one when the file is missing).
+    int persist = 1;
+    sqlite3_file_control((sqlite3 *)db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     return sqlite3_db_config((sqlite3 *)db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}
+
+int pg_sqlite_checkpoint_on_close(void *db) {
+    return sqlite3_db_config((sqlite3 *)db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, (int *)0);
 }
 
 #include <sys/syscall.h>
@@ -342,4 +351,10 @@ long long pg_copy_fd(int src, int dst) {
         in += n;
         out += n;
     }
+}
+
+#include <sys/xattr.h>
+
+int pg_has_access_acl(const char *path) {
+    return lgetxattr(path, "system.posix_acl_access", NULL, 0) > 0 ? 1 : 0;
 }

@@ -16,8 +16,22 @@ private func core(_ req: fuse_req_t?) -> SessionCore {
     return Unmanaged<SessionCore>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
 }
 
+/// The request's caller, refused (EACCES) when the mount serves only some users
+/// (`MountOptions.onlyUsers`) and it is none of them.
 @inline(__always)
-private func context(_ req: fuse_req_t?) -> RequestContext {
+private func context(_ req: fuse_req_t?) throws(Errno) -> RequestContext {
+    guard let ctx = fuse_req_ctx(req)?.pointee else { throw .accessDenied }
+    if let only = core(req).options.onlyUsers, !only.contains(ctx.uid) { throw .accessDenied }
+    return RequestContext(uid: ctx.uid, gid: ctx.gid, pid: ctx.pid, umask: ctx.umask)
+}
+
+/// The same refusal for requests that take no caller's context (xattrs, statfs, readlink).
+@inline(__always)
+private func admit(_ req: fuse_req_t?) throws(Errno) { _ = try context(req) }
+
+/// The caller, unchecked: for requests on a handle an admitted open made.
+@inline(__always)
+private func handleContext(_ req: fuse_req_t?) -> RequestContext {
     guard let ctx = fuse_req_ctx(req)?.pointee else { return RequestContext(uid: 0, gid: 0, pid: 0, umask: 0) }
     return RequestContext(uid: ctx.uid, gid: ctx.gid, pid: ctx.pid, umask: ctx.umask)
 }
@@ -163,7 +177,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
             return
         }
         do throws(Errno) {
-            let entry = try c.fs.lookup(parent: parent, name: name(cname), context: context(req))
+            let entry = try c.fs.lookup(parent: parent, name: name(cname), context: try context(req))
             c.replyEntry(req, entry)
         } catch { replyError(req, error) }
     }
@@ -185,7 +199,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         let c = core(req)
         do throws(Errno) {
             let handle: UInt64? = fi == nil ? nil : fileHandle(fi)
-            let (attributes, timeout) = try c.fs.getattr(ino, handle: handle, context: context(req))
+            let (attributes, timeout) = try c.fs.getattr(ino, handle: handle, context: try context(req))
             var st = attributes.statValue
             _ = fuse_reply_attr(req, &st, timeout)
         } catch { replyError(req, error) }
@@ -197,7 +211,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
             guard let attr else { throw .invalid }
             let handle: UInt64? = fi == nil ? nil : fileHandle(fi)
             let (attributes, timeout) = try c.fs.setattr(ino, setAttributes(attr.pointee, toSet), handle: handle,
-                                                         context: context(req))
+                                                         context: try context(req))
             var st = attributes.statValue
             _ = fuse_reply_attr(req, &st, timeout)
         } catch { replyError(req, error) }
@@ -206,6 +220,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.readlink = { req, ino in
         let c = core(req)
         do throws(Errno) {
+            try admit(req)
             var target = try c.fs.readlink(ino)
             if let nul = target.firstIndex(of: 0) { target.removeSubrange(nul...) }
             guard !target.isEmpty else { throw .io }
@@ -217,7 +232,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         let c = core(req)
         do throws(Errno) {
             let entry = try c.fs.mknod(parent: parent, name: name(cname), mode: UInt32(mode), rdev: UInt64(rdev),
-                                       context: context(req))
+                                       context: try context(req))
             c.replyEntry(req, entry)
         } catch { replyError(req, error) }
     }
@@ -225,7 +240,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.mkdir = { req, parent, cname, mode in
         let c = core(req)
         do throws(Errno) {
-            let entry = try c.fs.mkdir(parent: parent, name: name(cname), mode: UInt32(mode), context: context(req))
+            let entry = try c.fs.mkdir(parent: parent, name: name(cname), mode: UInt32(mode), context: try context(req))
             c.replyEntry(req, entry)
         } catch { replyError(req, error) }
     }
@@ -233,7 +248,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.unlink = { req, parent, cname in
         let c = core(req)
         do throws(Errno) {
-            try c.fs.unlink(parent: parent, name: name(cname), context: context(req))
+            try c.fs.unlink(parent: parent, name: name(cname), context: try context(req))
             replyOK(req)
         } catch { replyError(req, error) }
     }
@@ -241,7 +256,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.rmdir = { req, parent, cname in
         let c = core(req)
         do throws(Errno) {
-            try c.fs.rmdir(parent: parent, name: name(cname), context: context(req))
+            try c.fs.rmdir(parent: parent, name: name(cname), context: try context(req))
             replyOK(req)
         } catch { replyError(req, error) }
     }
@@ -249,7 +264,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.symlink = { req, link, parent, cname in
         let c = core(req)
         do throws(Errno) {
-            let entry = try c.fs.symlink(target: bytes(link), parent: parent, name: name(cname), context: context(req))
+            let entry = try c.fs.symlink(target: bytes(link), parent: parent, name: name(cname), context: try context(req))
             c.replyEntry(req, entry)
         } catch { replyError(req, error) }
     }
@@ -262,7 +277,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
             guard known.isSuperset(of: renameFlags),
                   renameFlags != [.noReplace, .exchange] else { throw .invalid }
             try c.fs.rename(parent: parent, name: name(cname), newParent: newParent, newName: name(newName),
-                            flags: renameFlags, context: context(req))
+                            flags: renameFlags, context: try context(req))
             replyOK(req)
         } catch { replyError(req, error) }
     }
@@ -270,7 +285,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.link = { req, ino, newParent, newName in
         let c = core(req)
         do throws(Errno) {
-            let entry = try c.fs.link(ino, newParent: newParent, newName: name(newName), context: context(req))
+            let entry = try c.fs.link(ino, newParent: newParent, newName: name(newName), context: try context(req))
             c.replyEntry(req, entry)
         } catch { replyError(req, error) }
     }
@@ -279,7 +294,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         let c = core(req)
         guard let fi else { return replyError(req, .invalid) }
         do throws(Errno) {
-            let reply = try c.fs.open(ino, flags: fi.pointee.flags, context: context(req))
+            let reply = try c.fs.open(ino, flags: fi.pointee.flags, context: try context(req))
             c.apply(reply, inode: ino, to: fi, req: req, isDirectory: false)
             if fuse_reply_open(req, fi) != 0 {
                 // The open was interrupted: the kernel will never release it.
@@ -314,7 +329,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         do throws(Errno) {
             let data = UnsafeRawBufferPointer(start: buf, count: buf == nil ? 0 : size)
             let written = try c.fs.write(ino, handle: fileHandle(fi), offset: Int64(offset), data: data,
-                                         context: context(req))
+                                         context: handleContext(req))
             guard written >= 0 else { throw .io }
             _ = fuse_reply_write(req, min(written, size))
         } catch { replyError(req, error) }
@@ -323,7 +338,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.flush = { req, ino, fi in
         let c = core(req)
         do throws(Errno) {
-            try c.fs.flush(ino, handle: fileHandle(fi), context: context(req))
+            try c.fs.flush(ino, handle: fileHandle(fi), context: handleContext(req))
             replyOK(req)
         } catch { replyError(req, error) }
     }
@@ -348,7 +363,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         let c = core(req)
         guard let fi else { return replyError(req, .invalid) }
         do throws(Errno) {
-            let reply = try c.fs.opendir(ino, flags: fi.pointee.flags, context: context(req))
+            let reply = try c.fs.opendir(ino, flags: fi.pointee.flags, context: try context(req))
             c.apply(reply, inode: ino, to: fi, req: req, isDirectory: true)
             if fuse_reply_open(req, fi) != 0 { c.fs.releasedir(ino, handle: reply.handle) }
         } catch { replyError(req, error) }
@@ -377,6 +392,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.statfs = { req, ino in
         let c = core(req)
         do throws(Errno) {
+            try admit(req)
             let s = try c.fs.statfs(ino)
             var v = statvfs()
             v.f_bsize = .init(truncatingIfNeeded: s.blockSize)
@@ -395,6 +411,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.setxattr = { req, ino, cname, value, size, flags in
         let c = core(req)
         do throws(Errno) {
+            try admit(req)
             let data = UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : size)
             try c.fs.setxattr(ino, name: bytes(cname), value: data, flags: flags)
             replyOK(req)
@@ -404,6 +421,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.getxattr = { req, ino, cname, size in
         let c = core(req)
         do throws(Errno) {
+            try admit(req)
             let value = try c.fs.getxattr(ino, name: bytes(cname), size: size)
             replySized(req, value, size)
         } catch { replyError(req, error) }
@@ -412,6 +430,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.listxattr = { req, ino, size in
         let c = core(req)
         do throws(Errno) {
+            try admit(req)
             let list = try c.fs.listxattr(ino, size: size)
             replySized(req, list, size)
         } catch { replyError(req, error) }
@@ -420,6 +439,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.removexattr = { req, ino, cname in
         let c = core(req)
         do throws(Errno) {
+            try admit(req)
             try c.fs.removexattr(ino, name: bytes(cname))
             replyOK(req)
         } catch { replyError(req, error) }
@@ -428,7 +448,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
     ops.access = { req, ino, mask in
         let c = core(req)
         do throws(Errno) {
-            try c.fs.access(ino, mask: mask, context: context(req))
+            try c.fs.access(ino, mask: mask, context: try context(req))
             replyOK(req)
         } catch { replyError(req, error) }
     }
@@ -438,7 +458,7 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         guard let fi else { return replyError(req, .invalid) }
         do throws(Errno) {
             let (entry, reply) = try c.fs.create(parent: parent, name: name(cname), mode: UInt32(mode),
-                                                 flags: fi.pointee.flags, context: context(req))
+                                                 flags: fi.pointee.flags, context: try context(req))
             let ino = entry.attributes.ino
             c.apply(reply, inode: ino, to: fi, req: req, isDirectory: false)
             var p = entry.param
@@ -489,7 +509,7 @@ private func readDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _
                            _ fi: UnsafeMutablePointer<fuse_file_info>?, plus: Bool) {
     let c = core(req)
     let handle = fi?.pointee.fh ?? 0
-    let ctx = context(req)
+    let ctx = handleContext(req)
     let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(size, 1), alignment: 8)
     defer { buffer.deallocate() }
     let chars = buffer.assumingMemoryBound(to: CChar.self)

@@ -339,11 +339,15 @@ public struct MountOptions: Sendable {
     public var maxWrite: UInt32?
     /// libfuse debug logging of every request on stderr.
     public var debug: Bool
+    /// The only users whose requests are served (nil: all the kernel lets in): a mount with
+    /// allow_other that is for one user, whose path other users can read in the mount table.
+    /// Anyone else gets EACCES for every request that names a file.
+    public var onlyUsers: Set<UInt32>?
 
     public init(fsName: String, subtype: String, allowOther: Bool = false,
                 defaultPermissions: Bool = false, extra: [String] = [], threads: Int = 4,
                 passthrough: Bool = true, readdirplus: Bool = true, writebackCache: Bool = false,
-                maxRead: UInt32? = nil, maxWrite: UInt32? = nil, debug: Bool = false) {
+                maxRead: UInt32? = nil, maxWrite: UInt32? = nil, debug: Bool = false, onlyUsers: Set<UInt32>? = nil) {
         self.fsName = fsName
         self.subtype = subtype
         self.allowOther = allowOther
@@ -356,5 +360,6 @@ public struct MountOptions: Sendable {
         self.maxRead = maxRead
         self.maxWrite = maxWrite
         self.debug = debug
+        self.onlyUsers = onlyUsers
     }
 }

@@ -100,8 +100,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
 
     static let longTimeout = 86_400.0
 
+    /// `owner`: the user the mount is for, when not this process's (a view root mounts for
+    /// `photogate run`, whose command runs as an unprivileged id of its own): its files and folders
+    /// are that user's, and it is the mount's owner for every rule that tells the owner from others.
     public init(library: any LibraryPort, app: AppID, access: AccessLevel, passthrough: Bool = true, noOpen: Bool = false,
-                log: @escaping @Sendable (String) -> Void = { _ in }) throws {
+                owner: (uid: UInt32, gid: UInt32)? = nil, log: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.library = library
         self.appID = app
         self.access = access
@@ -115,8 +118,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         viewBytes = Atomic(initial.totalBytes)
         model = Mutex(initial)
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))
-        uid = getuid()
-        gid = getgid()
+        uid = owner?.uid ?? getuid()
+        gid = owner?.gid ?? getgid()
     }
 
     public func setInvalidator(_ i: Invalidator?) { invalidatorBox.withLock { $0 = i } }

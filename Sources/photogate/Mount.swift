@@ -57,6 +57,8 @@ struct Mount: PhotogateCommand {
     @Option(help: .hidden) var readyFd: Int32?
     /// `photogate run`'s own pid: the mount ends when that process does, SIGKILL included.
     @Option(help: .hidden) var whilePid: Int32?
+    /// `photogate run` started by root: the unprivileged UID:GID its command runs as, whose view this is.
+    @Option(help: .hidden) var owner: String?
     @OptionGroup var lib: LibraryOption
 
     func execute() throws {
@@ -69,6 +71,12 @@ struct Mount: PhotogateCommand {
             // An add-only mount shows nothing and only takes new files: it has nothing to read.
             if noOpen && access == .addOnly {
                 throw CommandFailure("--no-open makes a read-only mount, and an add-only mount only takes new files: choose one", .usage)
+            }
+            let owner = try self.owner.map { spec -> (uid: UInt32, gid: UInt32) in
+                let parts = spec.split(separator: ":").compactMap { UInt32($0) }
+                guard parts.count == 2, parts[0] != 0, parts[1] != 0 else { throw CommandFailure("--owner takes UID:GID, neither 0", .usage) }
+                guard geteuid() == 0 else { throw CommandFailure("--owner is for root (photogate run started by root)", .usage) }
+                return (parts[0], parts[1])
             }
             let library = try Library.open(at: LibraryPaths.resolve(parsed.library ?? lib.library))
             let mp = try prepareMountpoint(mountpoint, library: library)
@@ -117,7 +125,7 @@ struct Mount: PhotogateCommand {
                 // Left open until this process exits: the daemon's thread polls it to the end.
                 let settings = MountDaemon.Settings(app: id, access: access, mountpoint: mp, extraOptions: parsed.fuse,
                                                     passthrough: !noPassthrough, allowOther: parsed.allowOther, noOpen: noOpen,
-                                                    whileProcess: whilePid.map { ($0, runEnd) })
+                                                    whileProcess: whilePid.map { ($0, runEnd) }, owner: owner)
                 // A background daemon's stderr is its log file in run/logs/ (spawnDaemon): rotated
                 // when it grows past its limit. A foreground one's is its caller's, left alone.
                 if readyFd != nil {
@@ -135,7 +143,7 @@ struct Mount: PhotogateCommand {
                 return
             }
             try spawnDaemon(library: library, app: id, access: access, mountpoint: mp, options: parsed, noPassthrough: noPassthrough,
-                            noOpen: noOpen, whilePID: whilePid)
+                            noOpen: noOpen, whilePID: whilePid, owner: self.owner)
             say("mounted \(id) (\(access.rawValue)\(noOpen ? ", no-open, read-only" : "")) at \(mp)")
         }
     }
@@ -175,11 +183,13 @@ struct Mount: PhotogateCommand {
     /// would have. By descriptors, following no symlink: its name may lead elsewhere by now.
     func removeRunFolder(_ mountpoint: String, library: Library) {
         let folder = (mountpoint as NSString).deletingLastPathComponent
-        guard (mountpoint as NSString).lastPathComponent == "view",
-              let sandboxes = realpath(library.paths.run + "/sandbox", nil) else { return }
-        let parent = String(cString: sandboxes)
-        free(sandboxes)
-        guard (folder as NSString).deletingLastPathComponent == parent else { return }
+        guard (mountpoint as NSString).lastPathComponent == "view" else { return }
+        let parents = [library.paths.run + "/sandbox", RunFolders.rootBase].compactMap { p -> String? in
+            guard let r = realpath(p, nil) else { return nil }
+            defer { free(r) }
+            return String(cString: r)
+        }
+        guard let parent = parents.first(where: { (folder as NSString).deletingLastPathComponent == $0 }) else { return }
         let base = Glibc.open(parent, O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard base >= 0 else { return }
         defer { close(base) }
@@ -192,7 +202,7 @@ struct Mount: PhotogateCommand {
     }
 
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
-                     noPassthrough: Bool, noOpen: Bool, whilePID: Int32?) throws {
+                     noPassthrough: Bool, noOpen: Bool, whilePID: Int32?, owner: String? = nil) throws {
         let logName = daemonLogName(app, access)
         let logPath = library.paths.run + "/logs/" + logName
         // Opened here, in run/logs/, following no symbolic link (at run/, logs/ or the log): a link
@@ -213,6 +223,7 @@ struct Mount: PhotogateCommand {
         if noPassthrough { args.append("--no-passthrough") }
         if noOpen { args.append("--no-open") }
         if let whilePID { args += ["--while-pid", String(whilePID)] }
+        if let owner { args += ["--owner", owner] }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -272,10 +283,11 @@ struct Mount: PhotogateCommand {
 func isMounted(_ path: String) -> Bool { MountTable.isMountPoint(path) }
 
 @discardableResult
-func runTool(_ path: String, _ args: [String]) throws -> Int32 {
+func runTool(_ path: String, _ args: [String], environment: [String: String]? = nil) throws -> Int32 {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: path)
     p.arguments = args
+    if let environment { p.environment = environment }
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
     try p.run()

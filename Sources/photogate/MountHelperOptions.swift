@@ -21,7 +21,10 @@ struct MountOptionList: Equatable {
         "atime", "noatime", "diratime", "nodiratime", "relatime", "norelatime", "strictatime",
         "nostrictatime", "lazytime", "nolazytime", "default_permissions", "allow_root", "auto_unmount",
     ]
-    static let fuseKeys: Set<String> = ["max_read", "fsname", "subtype", "blksize"]
+    static let fuseKeys: Set<String> = ["max_read", "blksize"]
+    /// Options that would change what the mount table says the mount is (`fuse.NAME`, its
+    /// source): views are told apart by them, so they are photogate's to set.
+    static let namingKeys: Set<String> = ["fsname", "subtype"]
     /// Options for mount(8) itself, meaningless to a FUSE daemon: accepted and ignored, so an
     /// fstab line may carry them (mount.fuse3 drops most of them before calling us).
     static let ignoredFlags: Set<String> = ["defaults", "auto", "noauto", "user", "nouser", "users", "owner",
@@ -47,6 +50,8 @@ struct MountOptionList: Equatable {
                 case ("no_open", nil): noOpen = true
                 case (let k, nil) where Self.fuseFlags.contains(k): fuse.append(k)
                 case (let k, _?) where Self.fuseKeys.contains(k): fuse.append(opt)
+                case (let k, _) where Self.namingKeys.contains(k):
+                    throw CommandFailure("mount option \(opt) is refused: a view's type (fuse.photogate) and source (photogate:APP) are how photogate and other tools tell views apart", .usage)
                 case (let k, nil) where Self.ignoredFlags.contains(k): continue
                 case (let k, _) where k.hasPrefix("x-") || Self.ignoredKeys.contains(k): continue
                 default:

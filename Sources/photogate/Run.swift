@@ -21,8 +21,12 @@ struct Run: PhotogateCommand {
             with that access is already mounted. Inside: the system read-only (/usr, /etc), a \
             private /tmp, /proc and /dev; the home is empty except the pictures folder (the view: \
             ~/Pictures, the XDG pictures folder, or --pictures); no network unless --share-net. \
-            The command gets no capabilities, no inherited descriptor but 0-2 and no PHOTOGATE_* \
-            variable. The library (its store, database and run/ folder) and the other apps' mounts \
+            The command gets no capabilities and no inherited descriptor but 0-2. Its environment \
+            is not the caller's: only PATH, LANG, LANGUAGE, LC_*, TERM, COLORTERM, TZ and NO_COLOR \
+            are passed, with what --env names; HOME is the sandbox's home and PHOTOGATE_APP the app \
+            id. Started by root, the command never runs as root: it runs as --user, by default \
+            uid and gid \(SandboxUser.defaultID), which no account has (a folder it writes through \
+            --bind must be writable to that user); /proc/sys is read-only inside. The library (its store, database and run/ folder) and the other apps' mounts \
             are not reachable by any path: a folder passed with --ro-bind that holds the library \
             gets it covered by an empty folder; one passed with --bind that holds it, or a symlink \
             on the way to it (the command could move the library out from under the cover), one \
@@ -47,11 +51,22 @@ struct Run: PhotogateCommand {
     @Option(name: .customLong("ro-bind"), help: ArgumentHelp("Make a host folder readable inside: SRC or SRC:DEST (repeatable).", valueName: "src[:dest]"))
     var roBinds: [String] = []
     @Flag(help: "Share the network with the sandbox.") var shareNet = false
+    @Option(name: .customLong("env"), help: ArgumentHelp("Pass an environment variable in: NAME (its value here) or NAME=VALUE (repeatable).", valueName: "name[=value]"))
+    var envs: [String] = []
+    @Option(name: .customLong("user"), help: ArgumentHelp("Started as root: the user the command runs as, a name or UID[:GID], never root (default: \(SandboxUser.defaultID):\(SandboxUser.defaultID), an id no account has).", valueName: "user"))
+    var user: String?
     @OptionGroup var lib: LibraryOption
     @Argument(parsing: .postTerminator, help: "The command and its arguments (after --).") var command: [String] = []
 
     func validate() throws {
         if command.isEmpty { throw ValidationError("give the command to run after --") }
+        for e in envs {
+            let name = e.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            guard SandboxEnvironment.isName(name) else { throw ValidationError("--env \"\(e)\": give NAME or NAME=VALUE") }
+            guard !name.hasPrefix("PHOTOGATE_"), name != "HOME" else {
+                throw ValidationError("--env \(name): HOME and PHOTOGATE_* are set by photogate run, not passed in")
+            }
+        }
     }
 
     func execute() throws {
@@ -59,6 +74,18 @@ struct Run: PhotogateCommand {
         do {
             let id = try parseApp(app)
             let library = try lib.open()
+            // Started by root (a person, sudo, a system unit), the command never runs as root: as
+            // uid 0 without capabilities it could still write what root owns and the sandbox shows,
+            // /proc/sys first (kernel.core_pattern: a program of its own run by the kernel as root).
+            let asRoot = getuid() == 0 || geteuid() == 0
+            let sandboxUser: SandboxUser.ID?
+            if asRoot {
+                sandboxUser = try SandboxUser.resolve(user)
+            } else {
+                if user != nil { throw CommandFailure("--user is for root: the command runs as you", .usage) }
+                sandboxUser = nil
+            }
+            let environment = try SandboxEnvironment.make(passing: envs, from: ProcessInfo.processInfo.environment)
             let bwrapCandidates: [String] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
             guard let bwrap = bwrapCandidates.first(where: { Glibc.access($0, X_OK) == 0 }) else {
                 throw CommandFailure("bwrap is missing: install bubblewrap (apt-get install bubblewrap)", .failure)
@@ -75,27 +102,43 @@ struct Run: PhotogateCommand {
             var folderFD: Int32? = nil
             var viewFD: Int32 = -1
             // Not a no-open mount: it is read-only and has no change feed, which the app may need.
-            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon }) {
+            // A view for the user the command runs as (as root, one another root run mounted for
+            // that user: a view root mounted for itself is root's).
+            let owner = sandboxUser.map { "\($0.uid):\($0.gid)" }
+            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon && $0.owner == owner }) {
                 mountpoint = existing.mountpoint
             } else {
                 // In the library's run/ folder, not /tmp: a sandbox given /tmp could rename a folder
                 // there (it is the same user's) and swap it, before the mount or after, for a
                 // symlink to wherever it likes. No sandbox is given the library writable (see
                 // RunSandbox.swift), so nothing inside one can rename anything in it.
-                let base = library.paths.run + "/sandbox"
-                if mkdir(base, 0o700) != 0 && errno != EEXIST {
+                // Root's runs: in /run/photogate-run (RunFolders.rootBase), which the command's
+                // user can pass through (bubblewrap resolves the view's path as that user): the
+                // library's folder is closed to it. Other users who read the path in the mount
+                // table get EACCES from the view for every request (MountOptions.onlyUsers).
+                let base = asRoot ? RunFolders.rootBase : library.paths.run + "/sandbox"
+                let mode: mode_t = asRoot ? 0o711 : 0o700
+                if mkdir(base, mode) != 0 && errno != EEXIST {
                     throw CommandFailure("cannot make \(base): \(String(cString: strerror(errno)))", .failure)
                 }
-                // A folder, not a symbolic link to one elsewhere (photogate follows none in run/).
+                // A folder, not a symbolic link to one elsewhere (photogate follows none in run/),
+                // and (root's) root's alone to change.
                 var baseStat = stat()
                 guard lstat(base, &baseStat) == 0, (baseStat.st_mode & S_IFMT) == S_IFDIR else {
                     throw CommandFailure("\(base) is not a folder (a symbolic link?): remove it", .failure)
+                }
+                if asRoot {
+                    guard baseStat.st_uid == 0, baseStat.st_mode & 0o022 == 0 else {
+                        throw CommandFailure("\(base) belongs to another user or is writable by others: remove it", .failure)
+                    }
+                    // Made under photogate's umask (077): the command's user must pass through.
+                    chmod(base, mode)
                 }
                 var template = Array((base + "/XXXXXX").utf8CString)
                 guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
                     throw CommandFailure("cannot make a folder in \(base): \(String(cString: strerror(errno)))", .failure)
                 }
-                chmod(dir, 0o700)
+                chmod(dir, mode)
                 mountpoint = dir + "/view"
                 mkdir(mountpoint, 0o700)
                 // Held from before the mount: the view is then found in this folder even if it is
@@ -111,7 +154,8 @@ struct Run: PhotogateCommand {
                 // Mounted for as long as this process runs: killed (SIGKILL), it cannot unmount the view
                 // itself, and its daemon does instead.
                 let (st, err) = try runCapturing(exe, ["mount", id.rawValue, mountpoint, "--access", access.rawValue, "--library", library.paths.root,
-                                                       "--while-pid", String(getpid())])
+                                                       "--while-pid", String(getpid())]
+                                                      + (sandboxUser.map { ["--owner", "\($0.uid):\($0.gid)"] } ?? []))
                 guard st == 0 else {
                     close(folder)
                     rmdir(mountpoint); rmdir(dir)
@@ -170,6 +214,8 @@ struct Run: PhotogateCommand {
             }
             let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPointBytes)
             hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", policy: .refuse) }
+            // Root's runs' view folders (their views are refused above; the folders are masked).
+            if asRoot { hidden.append(SandboxHiding.Hidden(path: Array(RunFolders.rootBase.utf8), what: "photogate run's view folders", policy: .mask)) }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
             // masked all the same.
             hidden += MountRegistry.entries(library).map { Array($0.record.mountpoint.utf8) }
@@ -177,6 +223,16 @@ struct Run: PhotogateCommand {
                 .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", policy: .mask) }
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+            // Root drops to the sandbox's user before anything else runs (bubblewrap included),
+            // with no supplementary group and no capability left to gain.
+            var asUser: [String] = []
+            if let u = sandboxUser {
+                let setpriv = "/usr/bin/setpriv"
+                guard Glibc.access(setpriv, X_OK) == 0 else {
+                    throw CommandFailure("\(setpriv) is missing (util-linux): run cannot leave root for the command's user", .failure)
+                }
+                asUser = [setpriv, "--reuid=\(u.uid)", "--regid=\(u.gid)", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
+            }
             // Host mounts propagate into bubblewrap's binds (systemd makes "/" shared): a view
             // mounted under a bound folder after the start would come in unmasked. So bubblewrap
             // starts in a mount namespace of its own with nothing shared, where nothing arrives:
@@ -186,27 +242,24 @@ struct Run: PhotogateCommand {
             let later = "a view mounted under a folder passed in after the command starts will reach it"
             if Glibc.access(unshare, X_OK) != 0 {
                 printWarning("\(unshare) is missing (util-linux): \(later)")
-            } else if getuid() == 0 && geteuid() == 0 {
-                args = [unshare, "--mount", "--propagation", "private", "--"] + args
             } else {
                 // Tried first as the run will use it (bubblewrap nests two user namespaces of its
                 // own inside), so that a machine that allows fewer goes on without the wrapper.
                 let wrap = [unshare, "--user", "--map-current-user", "--mount", "--propagation", "private", "--"]
                 let probe = [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true"]
-                if (try? runTool(unshare, Array(wrap.dropFirst()) + probe)) == 0 {
+                if (try? runTool((asUser + wrap).first!, Array((asUser + wrap).dropFirst()) + probe, environment: environment)) == 0 {
                     args = wrap + args
+                } else if sandboxUser != nil {
+                    throw CommandFailure("the command's user (\(sandboxUser!.uid)) cannot make the sandbox's namespaces (unshare --user): "
+                        + "user namespaces may be turned off for unprivileged users here (sysctl kernel.unprivileged_userns_clone)", .failure)
                 } else {
                     printWarning("cannot start bubblewrap in a user namespace of its own (unshare --user): \(later)")
                 }
             }
+            args = asUser + args
             if shareNet { args.append("--share-net") }
-            // As root, bubblewrap keeps the capabilities: with them the command could unmount a
-            // mask or make a device node and mount the host's disk.
-            if getuid() == 0 || geteuid() == 0 { args += ["--cap-drop", "ALL"] }
-            // The library's location and photogate's settings are not the command's business.
-            for name in ProcessInfo.processInfo.environment.keys.sorted() where name.hasPrefix("PHOTOGATE_") {
-                args += ["--unsetenv", name]
-            }
+            args.append("--cap-drop")
+            args.append("ALL")
             // Every folder bound in is opened here and checked for what it is (RunSandbox.swift);
             // the user's are handed to bubblewrap as descriptors 3, 4, ... (--bind-fd, which it
             // closes once bound: an open directory left in the sandbox would reach past every mask).
@@ -240,7 +293,10 @@ struct Run: PhotogateCommand {
                     try bind("--ro-bind", d, d, byDescriptor: false)
                 }
             }
-            args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/var/tmp",
+            // /proc/sys read-only: the kernel's settings (the sandbox's own namespaces' among
+            // them, as every process reads its own) are not the command's to change; bound from
+            // the host's /proc, which shows each reader its own namespaces' values.
+            args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/var/tmp",
                      "--tmpfs", "/home", "--dir", home, "--setenv", "HOME", home, "--setenv", "PHOTOGATE_APP", id.rawValue]
             var specs: [(flag: String, src: String, dest: String)] = []
             for (flag, list) in [("--bind", binds), ("--ro-bind", roBinds)] {
@@ -277,6 +333,16 @@ struct Run: PhotogateCommand {
             } catch {
                 throw CommandFailure("cannot pass that folder in: \(error.description)", .usage)
             }
+            // Root's run: the command's user must reach each folder passed in (bubblewrap, as
+            // that user, resolves its path), checked once the library's rules have passed.
+            if let u = sandboxUser {
+                for b in bound {
+                    guard let blocked = SandboxUser.blocked(b.src.real, for: u) else { continue }
+                    throw CommandFailure("cannot pass \(b.src.spelled) in: the command runs as uid \(u.uid) (run was started by root), "
+                        + "which cannot pass through \(blocked.folder) (mode \(String(blocked.mode, radix: 8)), owned by uid \(blocked.owner)): "
+                        + "let it through (chmod o+x \(blocked.folder), or an ACL), pass a folder it can reach, or choose the user with --user", .usage)
+                }
+            }
             // Masks that would land in the view (a bound folder holding the pictures folder and the
             // library beneath it) would be made there, as folders of the app's.
             let insidePath = lexicallyNormal(Array(inside.utf8))
@@ -296,7 +362,7 @@ struct Run: PhotogateCommand {
             let argv = args.map { Array($0.utf8) }
                 + masks.flatMap { m in m.isFolder ? [Array("--tmpfs".utf8), m.path] : [Array("--ro-bind".utf8), Array("/dev/null".utf8), m.path] }
                 + (["--chdir", home, "--"] + command).map { Array($0.utf8) }
-            status = try spawnAndWait(argv, handing: handed, info: infoPipe[0])
+            status = try spawnAndWait(argv, handing: handed, info: infoPipe[0], environment: environment)
         }
         if status != 0 { throw ExitCode(status) }
     }
@@ -352,7 +418,7 @@ func runCapturing(_ path: String, _ args: [String]) throws -> (Int32, String) {
 /// handler ran); sent to this process, a SIGTERM was ignored and the command ran on. `info`
 /// (taken, closed here) is the read end of the pipe given to bubblewrap's --info-fd: it names the
 /// sandbox's first process, whose process group the command is in.
-func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1) throws -> Int32 {
+func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1, environment: [String: String]? = nil) throws -> Int32 {
     var infoFD = info
     defer { if infoFD >= 0 { close(infoFD) } }
     var attr = posix_spawnattr_t()
@@ -399,7 +465,11 @@ func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1) th
     if high.contains(where: { $0 < 0 }) { throw CommandFailure("cannot pass the folders in: \(String(cString: strerror(errno)))", .failure) }
     for (i, fd) in high.enumerated() { posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + i)) }
     pg_spawn_closefrom(&actions, Int32(3 + handing.count))
-    let rc = posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, environ)
+    // The environment given, else this process's.
+    let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { e in e.keys.sorted().map { strdup("\($0)=\(e[$0]!)") } + [nil] }
+    defer { envp?.forEach { free($0) } }
+    let rc = envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, UnsafeMutablePointer(mutating: $0.baseAddress!)) } }
+        ?? posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, environ)
     guard rc == 0 else { throw CommandFailure("cannot run \(String(decoding: argv[0], as: UTF8.self)): \(String(cString: strerror(rc)))", .failure) }
     var status: Int32 = 0
     if !relaying || pg_relay_wait(pid, infoFD, &status) != 0 {

@@ -166,7 +166,13 @@ extension OtherUsers {
         let fd = Glibc.open(refusedName, O_CREAT | O_WRONLY | O_EXCL, 0o644)
         if fd >= 0 { _ = "not a photo".withCString { Glibc.write(fd, $0, strlen($0)) }; Glibc.close(fd) }
         #expect(eventually { (readAll(mp + "/.photogate/refused")?.count ?? 0) > 0 })
-        let control = ["refused", "status", "changes"].map { mp + "/.photogate/" + $0 }
+        // `refused` (names the app tried to save, through any of its mounts) is the owner's alone.
+        let refused = try Self.hold(user, [mp + "/.photogate/refused"], limit: 1)
+        refused.close()
+        #expect(refused.held == 0 && refused.err == Int(EACCES), "another user opened refused: \(refused.held), errno \(refused.err)")
+        var st = stat()
+        #expect(stat(mp + "/.photogate/refused", &st) == 0 && st.st_mode & 0o777 == 0o400, "refused's mode: \(String(st.st_mode & 0o777, radix: 8))")
+        let control = ["status", "changes"].map { mp + "/.photogate/" + $0 }
         let first = try Self.hold(user, control, limit: 5000)
         #expect(first.err == Int(EMFILE), "the open past the share failed with errno \(first.err)")
         #expect(first.held >= 16 && first.held <= (600 - 256) / 8, "another user held \(first.held) opens of control files")
@@ -177,7 +183,7 @@ extension OtherUsers {
         // The owner opens as before.
         var mine: [Int32] = []
         for _ in 0..<100 {
-            let fd = Glibc.open(control[mine.count % 3], O_RDONLY)
+            let fd = Glibc.open((control + [mp + "/.photogate/refused"])[mine.count % 3], O_RDONLY)
             if fd < 0 { break }
             mine.append(fd)
         }

@@ -23,6 +23,10 @@ printf '%s#org.example.Fstab %s fuse library=%s,access=read-write,noatime,nofail
     "$pg" "$tmp/mnt-rw" "$tmp/library" >"$tmp/fstab"
 out=$(env -u PHOTOGATE_LIBRARY mount -T "$tmp/fstab" "$tmp/mnt-rw" 2>&1) || fail "mount -T (type fuse): $out"
 is_mounted "$tmp/mnt-rw" || fail "not mounted after mount -T"
+# No set-user-id program and no device node through a view, however it was mounted: mount(8)
+# hands `suid,dev` unless the line says otherwise.
+opts=$(awk -v m="$tmp/mnt-rw" '$2 == m {print $4}' /proc/mounts)
+[[ ,$opts, == *,nosuid,* && ,$opts, == *,nodev,* ]] || fail "the fstab mount lacks nosuid,nodev: $opts"
 cmp "$tmp/src/a.jpg" "$tmp/mnt-rw/a.jpg" || fail "the file read through the fstab mount differs"
 has '"access" : "read-write"' "$("$pg" mounts --json)" || fail "photogate mounts: $("$pg" mounts)"
 umount "$tmp/mnt-rw" || fail "umount"
@@ -46,4 +50,19 @@ INSIDE
 unshare -m --propagation private bash "$tmp/inside.sh" || fail "mount -T of a fuse.photogate line (in a private namespace)"
 wait_until 10 bash -c "[[ -z \$('$pg' mounts --json | grep org.example.Fstab) ]]" || fail "the add-only daemon did not go away"
 has new.jpg "$("$pg" assets)" || fail "the file saved through the add-only mount is not an asset"
+# 3. A view's type and source are photogate's: `subtype=` (fuse.NAME) or `fsname=` would hide it
+# from every check that tells views apart (run's masks, mounts, unmount).
+mkdir -p "$tmp/mnt-sub"
+on_exit "force_unmount '$tmp/mnt-sub'"
+for o in subtype=other fsname=other; do
+    set +e; out=$("$pg" mount org.example.Fstab "$tmp/mnt-sub" -o "$o" 2>&1); status=$?; set -e
+    [[ $status == 64 ]] || fail "-o $o: exit $status ($out)"
+    has "refused" "$out" || fail "-o $o says: $out"
+    ! is_mounted "$tmp/mnt-sub" || fail "-o $o mounted"
+done
+# suid/dev asked for outright are not given either.
+"$pg" mount org.example.Fstab "$tmp/mnt-sub" -o suid,dev >/dev/null || fail "-o suid,dev"
+opts=$(awk -v m="$tmp/mnt-sub" '$2 == m {print $4}' /proc/mounts)
+"$pg" unmount "$tmp/mnt-sub" >/dev/null
+[[ ,$opts, == *,nosuid,* && ,$opts, == *,nodev,* ]] || fail "-o suid,dev mounted with $opts"
 say "ok"

@@ -74,6 +74,8 @@ later_mount_check() {
     local dir=$1 src=$2 app=$3; shift 3
     mkdir -p "$dir/prop/later" "$dir/sig"
     rm -f "$dir/sig/ready" "$dir/sig/go"
+    # Run by root (no PREFIX): the command runs as the sandbox's id.
+    (($# > 0)) || sandbox_writable "$dir/sig"
     cat >"$dir/later.sh" <<'LATER'
 set -u
 mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
@@ -117,4 +119,13 @@ one_photo_library() {
     "$PHOTOGATE_BIN" init >/dev/null
     "$PHOTOGATE_BIN" import "$dir/src" >/dev/null
     for app in "$@"; do "$PHOTOGATE_BIN" authorize "$app" --access read-write --status authorized >/dev/null; done
+}
+
+# sandbox_writable DIR...: a folder the command of a `photogate run` started by root writes into
+# (passed with --bind): that command runs as photogate's sandbox id, not root, so the folder is
+# made its (as an administrator would; `run --help`). A no-op for other users' runs.
+sandbox_id=2147483646
+sandbox_writable() {
+    [[ $(id -u) == 0 ]] || return 0
+    chown -R "$sandbox_id:$sandbox_id" "$@"
 }

@@ -21,6 +21,7 @@ command -v python3 >/dev/null || skip "python3 is missing"
 pg=$PHOTOGATE_BIN
 export PHOTOGATE_LIBRARY="$tmp/library"
 mkdir -p "$tmp/src" "$tmp/flag"
+sandbox_writable "$tmp/flag"
 cp "$corpus/exif.jpg" "$tmp/src/granted.jpg"
 cp "$corpus/exif.jpg" "$tmp/flag/granted.jpg"
 "$pg" init >/dev/null
@@ -56,26 +57,28 @@ set +e; wait "$second"; status=$?; set -e
 
 # 2. A killed run not yet reaped when its view's daemon ends.
 "$pg" authorize org.example.Zombie --access read-write --status limited >/dev/null
-mkdir -p "$tmp/zflag"
+mkdir -p "$tmp/zflag"; sandbox_writable "$tmp/zflag"
+# Root's runs make their folders in /run/photogate-run, others' in the library's run/sandbox.
+runs=$PHOTOGATE_LIBRARY/run/sandbox; [[ $(id -u) == 0 ]] && runs=/run/photogate-run
 set +e
-python3 - "$pg" "$tmp" "$PHOTOGATE_LIBRARY" <<'PY'
+python3 - "$pg" "$tmp" "$PHOTOGATE_LIBRARY" "$runs" <<'PY'
 import os, signal, subprocess, sys, time
-pg, tmp, lib = sys.argv[1:4]
+pg, tmp, lib, runs = sys.argv[1:5]
 def until(seconds, f):
     deadline = time.monotonic() + seconds
     while not f():
         if time.monotonic() > deadline: return False
         time.sleep(0.02)
     return True
-before = set(os.listdir(lib + "/run/sandbox")) if os.path.isdir(lib + "/run/sandbox") else set()
+before = set(os.listdir(runs)) if os.path.isdir(runs) else set()
 p = subprocess.Popen([pg, "run", "org.example.Zombie", "--bind", tmp + "/zflag:/flag", "--", "sh", "-c", "touch /flag/in; exec sleep 600"])
 try:
     if not until(30, lambda: os.path.exists(tmp + "/zflag/in")): sys.exit("the zombie run's command did not start")
-    made = set(os.listdir(lib + "/run/sandbox")) - before
+    made = set(os.listdir(runs)) - before
     os.kill(p.pid, signal.SIGKILL)      # not reaped below until the daemon has ended
     log = lib + "/run/logs/org.example.Zombie.read-write.log"
-    if not until(30, lambda: "unmounted " + lib in open(log).read()): sys.exit("the zombie run's daemon did not end")
-    left = made & set(os.listdir(lib + "/run/sandbox"))
+    if not until(30, lambda: "unmounted " + runs in open(log).read()): sys.exit("the zombie run's daemon did not end")
+    left = made & set(os.listdir(runs))
     if left: sys.exit("a killed run not yet reaped left its folder: " + ", ".join(left))
 finally:
     p.kill(); p.wait()
@@ -88,6 +91,7 @@ set -e
 "$pg" authorize org.example.Victim --access read-write --status authorized >/dev/null
 "$pg" authorize org.example.Runner --access read-write --status authorized >/dev/null
 mkdir -p "$tmp/other/view" "$tmp/rflag"
+sandbox_writable "$tmp/rflag"
 on_exit "force_unmount '$tmp/other/view'"
 "$pg" mount org.example.Victim "$tmp/other/view" >/dev/null
 on_exit 'for m in $(awk '"'"'/ photogate:org.example.Runner / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
@@ -96,7 +100,7 @@ on_exit "kill -9 $runner"
 wait_until 30 test -e "$tmp/rflag/in" || fail "the runner's command did not start"
 runner_view=$(awk '/ photogate:org.example.Runner / {print $5; exit}' /proc/self/mountinfo)
 folder=${runner_view%/view}
-[[ $folder == "$PHOTOGATE_LIBRARY/run/sandbox/"* ]] || fail "the runner's view is at $runner_view"
+[[ $folder == "$runs/"* ]] || fail "the runner's view is at $runner_view"
 mv "$folder" "$folder.moved"
 ln -s "$tmp/other" "$folder"
 on_exit "rm -f '$folder'"

@@ -138,7 +138,7 @@ set -e
 "$pg" grant org.example.Raced granted.jpg >/dev/null
 cat >"$tmp/racer.py" <<'RACER'
 import os, re, sys, time
-target, moved, flag = sys.argv[1:4]
+target, flag = sys.argv[1:3]
 open(flag + ".ready", "w").close()
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
@@ -146,20 +146,24 @@ while time.monotonic() < deadline:
         lines = f.read().split(b"\n")
     for line in lines:
         fields = line.split(b" ")
-        if len(fields) > 4 and re.fullmatch(rb".*/run/sandbox/[A-Za-z0-9]{6}/view", fields[4]) and b" photogate:org.example.Raced " in line:
+        if len(fields) > 4 and re.fullmatch(rb".*/run/(sandbox|photogate-run)/[A-Za-z0-9]{6}/view", fields[4]) and b" photogate:org.example.Raced " in line:
             folder = os.path.dirname(fields[4])
+            # Beside it (the same filesystem: /run is a tmpfs of its own).
+            moved = folder + b".moved"
             os.rename(folder, moved)
             os.mkdir(folder, 0o700)
             os.symlink(target, folder + b"/view")
+            with open(flag + ".moved", "w") as f:
+                f.write(moved.decode())
             with open(flag, "w") as f:
                 f.write(folder.decode())
             sys.exit(0)
 sys.exit(2)
 RACER
-on_exit "force_unmount '$tmp/raced/view'"
+on_exit 'for m in $(awk '"'"'/ photogate:org.example.Raced / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
 for round in 1 2 3; do
-    rm -rf "$tmp/raced" "$tmp/raced.flag" "$tmp/raced.flag.ready"
-    python3 "$tmp/racer.py" "$PHOTOGATE_LIBRARY" "$tmp/raced" "$tmp/raced.flag" & racer=$!
+    rm -rf "$tmp/raced.flag" "$tmp/raced.flag.moved" "$tmp/raced.flag.ready"
+    python3 "$tmp/racer.py" "$PHOTOGATE_LIBRARY" "$tmp/raced.flag" & racer=$!
     wait_until 30 test -e "$tmp/raced.flag.ready" || fail "the racer did not start"
     set +e
     out=$("$pg" run org.example.Raced -- sh -c '[ -e "$HOME/Pictures/photogate.sqlite" ] && exit 50; [ -e "$HOME/Pictures/granted.jpg" ] || exit 51; exit 0' 2>&1)
@@ -173,8 +177,12 @@ for round in 1 2 3; do
     [[ $status == 0 ]] || fail "round $round: exit $status (51: the view is not the pictures folder) $out"
     ! grep -q "photogate:org.example.Raced" /proc/self/mountinfo || fail "round $round: the view was left mounted: $(grep Raced /proc/self/mountinfo)"
     [[ -f $PHOTOGATE_LIBRARY/photogate.sqlite ]] || fail "round $round: the library is gone"
-    [[ $(cat "$tmp/raced.flag") == "$PHOTOGATE_LIBRARY/run/sandbox/"* ]] || fail "round $round: the view was mounted at $(cat "$tmp/raced.flag")"
-    [[ ! -e $tmp/raced ]] || fail "round $round: the run's folder was left: $(ls -la "$tmp/raced")"
+    # Root's runs mount in /run/photogate-run (their command's user passes through it), others'
+    # in the library's run/sandbox/.
+    runs_at="$PHOTOGATE_LIBRARY/run/sandbox/"; [[ $(id -u) == 0 ]] && runs_at=/run/photogate-run/
+    [[ $(cat "$tmp/raced.flag") == "$runs_at"* ]] || fail "round $round: the view was mounted at $(cat "$tmp/raced.flag")"
+    moved=$(cat "$tmp/raced.flag.moved")
+    [[ ! -e $moved ]] || fail "round $round: the run's folder was left: $(ls -la "$moved")"
     folder=$(cat "$tmp/raced.flag")
     rm -f "$folder/view"; rmdir "$folder"
 done
@@ -194,8 +202,8 @@ is_mounted "$tmp/boxed" || fail "the existing mount was unmounted by run"
 # keeps reading it until it ends.
 "$pg" authorize org.example.Killed --access read-write --status limited >/dev/null
 "$pg" grant org.example.Killed granted.jpg >/dev/null
-mkdir -p "$tmp/killed"
-killed_mount() { awk '$5 ~ /\/run\/sandbox\/[A-Za-z0-9]+\/view$/ && / photogate:org.example.Killed / {print $5; exit}' /proc/self/mountinfo; }
+mkdir -p "$tmp/killed"; sandbox_writable "$tmp/killed"
+killed_mount() { awk '$5 ~ /\/run\/(sandbox|photogate-run)\/[A-Za-z0-9]+\/view$/ && / photogate:org.example.Killed / {print $5; exit}' /proc/self/mountinfo; }
 killed_gone() { [[ -z $(killed_mount) ]]; }
 on_exit 'for m in $(awk '"'"'/ photogate:org.example.Killed / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
 "$pg" run org.example.Killed --bind "$tmp/killed:/flag" -- sh -c 'touch /flag/in; exec sleep 600' & runner=$!
@@ -250,7 +258,7 @@ os.execvp(sys.argv[1], sys.argv[1:])')
 for variant in TERM INT HUP TERM-BLOCKED; do
     sig=${variant%-BLOCKED}
     wrap=("${foreground[@]}"); [[ $variant == *-BLOCKED ]] && wrap+=("${blocked[@]}")
-    rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"
+    rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"; sandbox_writable "$tmp/signalled"
     # In a session of its own, as a shell's foreground job is: its process group is run's.
     setsid "${wrap[@]}" "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- sh -c "$trapping" sh $sig & runner=$!
     on_exit "kill -9 $runner 2>/dev/null"
@@ -264,7 +272,7 @@ done
 
 # A signal ignored when run starts (a shell's background job ignores SIGINT: a ^C at the terminal
 # is not for it) stays ignored: run does not catch it, and the command inherits it ignored.
-rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"
+rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"; sandbox_writable "$tmp/signalled"
 setsid sh -c 'trap "" INT; exec "$@"' sh "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- \
     sh -c 'trap "touch /flag/caught-INT" INT; trap "touch /flag/caught-TERM; exit 3" TERM; touch /flag/in; sleep 30 & s=$!; wait $s; wait $s; exit 0' & runner=$!
 on_exit "kill -9 $runner 2>/dev/null"
@@ -279,18 +287,52 @@ set +e; wait "$runner"; status=$?; set -e
 
 # Nothing but stdin, stdout and stderr comes in (photogate's own descriptors and the caller's: a
 # socket among them would reach the host's network), no capabilities even as root (with them the
-# command could unmount a mask), no PHOTOGATE_* variable (the library's location).
+# command could unmount a mask), and of the environment only the allow-list (PATH, LANG, LC_*,
+# TERM, TZ, ...), what --env names, HOME and PHOTOGATE_APP: not the library's location, nor the
+# caller's tokens, agent sockets or D-Bus address.
+# Started by root, the command does not run as root (as uid 0 without capabilities it could still
+# write the host's /proc/sys: kernel.core_pattern runs a program of its choosing as root), and
+# nothing in /proc/sys is writable to it, with its own network or the host's.
+core_uses_pid=$(cat /proc/sys/kernel/core_uses_pid)
+# (Written back should the sandbox manage to change it.)
+on_exit "echo $core_uses_pid >/proc/sys/kernel/core_uses_pid"
+for net in "" --share-net; do
+    set +e
+    SSH_AUTH_SOCK=/tmp/agent.sock DBUS_SESSION_BUS_ADDRESS=unix:path=/tmp/bus GITHUB_TOKEN=ghp_secret PASSED_ON=yes LC_TIME=C.UTF-8 \
+    "$pg" run org.example.Boxed $net --env PASSED_ON --env SET_HERE=1 -- sh -c '
+        fds=$(ls /proc/self/fd | sort -n | tr "\n" " ")
+        [ "$fds" = "0 1 2 3 " ] || { echo "inherited descriptors: $fds" >&2; exit 81; }
+        grep -q "^CapEff:[[:space:]]*0000000000000000$" /proc/self/status || { grep Cap /proc/self/status >&2; exit 82; }
+        env | grep -E "^(PHOTOGATE_LIBRARY|SSH_AUTH_SOCK|DBUS_SESSION_BUS_ADDRESS|GITHUB_TOKEN)=" >&2 && exit 83
+        [ "$PHOTOGATE_APP" = org.example.Boxed ] || exit 84
+        [ "$PASSED_ON" = yes ] && [ "$SET_HERE" = 1 ] && [ "$LC_TIME" = C.UTF-8 ] && [ -n "$PATH" ] || { env >&2; exit 85; }
+        [ "$(id -u)" != 0 ] && [ "$(id -g)" != 0 ] || { id >&2; exit 86; }
+        ! grep -qE "^(Uid|Gid):[[:space:]]+0[[:space:]]" /proc/self/status || exit 86
+        w=$(find /proc/sys -writable 2>/dev/null | head -5)
+        [ -z "$w" ] || { echo "writable: $w" >&2; exit 87; }
+        { echo 1 >/proc/sys/kernel/core_uses_pid; } 2>/dev/null && exit 88
+        exit 0' 9</dev/null
+    status=$?
+    set -e
+    [[ $status == 0 ]] || fail "the sandbox's start ${net:-(own network)}: exit $status (81: descriptors, 82: capabilities, 83: environment, 84: PHOTOGATE_APP, 85: the allow-list or --env, 86: runs as root, 87/88: /proc/sys is writable)"
+done
+# A folder the command's user cannot reach (root's 0700) is refused before the command starts,
+# with what to do (bubblewrap said only "Can't find source path /proc/self/fd/3").
+mkdir -p "$tmp/closed/inner"; chmod 700 "$tmp/closed"
+set +e; out=$("$pg" run org.example.Boxed --ro-bind "$tmp/closed/inner:/c" -- true 2>&1); status=$?; set -e
+[[ $status == 64 ]] || fail "a folder closed to the command's user: exit $status ($out)"
+has "cannot pass through $tmp/closed" "$out" || fail "a folder closed to the command's user says: $out"
+# --env cannot set what run sets, and --user is root's alone to choose, never root.
 set +e
-"$pg" run org.example.Boxed -- sh -c '
-    fds=$(ls /proc/self/fd | sort -n | tr "\n" " ")
-    [ "$fds" = "0 1 2 3 " ] || { echo "inherited descriptors: $fds" >&2; exit 81; }
-    grep -q "^CapEff:[[:space:]]*0000000000000000$" /proc/self/status || { grep Cap /proc/self/status >&2; exit 82; }
-    env | grep -q "^PHOTOGATE_LIBRARY=" && exit 83
-    [ "$PHOTOGATE_APP" = org.example.Boxed ] || exit 84
-    exit 0' 9</dev/null
-status=$?
+out=$("$pg" run org.example.Boxed --env PHOTOGATE_LIBRARY=/x -- true 2>&1); status=$?
+[[ $status == 64 ]] || fail "--env PHOTOGATE_LIBRARY: exit $status ($out)"
+out=$("$pg" run org.example.Boxed --user root -- true 2>&1); status=$?
+[[ $status == 64 ]] || fail "--user root: exit $status ($out)"
+out=$("$pg" run org.example.Boxed --user 0:5 -- true 2>&1); status=$?
+[[ $status == 64 ]] || fail "--user 0:5: exit $status ($out)"
+"$pg" run org.example.Boxed --user 4242:4243 -- sh -c '[ "$(id -u):$(id -g)" = 4242:4243 ]'; status=$?
+[[ $status == 0 ]] || fail "--user 4242:4243: exit $status"
 set -e
-[[ $status == 0 ]] || fail "the sandbox's start: exit $status (81: descriptors, 82: capabilities, 83: environment, 84: PHOTOGATE_APP)"
 
 # Hidden places are found by where they are, not how the bound folder is spelled: "//", ".",
 # "..", a symlink, /proc/self/root, a bind mount of the folder elsewhere; /proc under a bound
@@ -524,7 +566,7 @@ status=$?
 [[ $status == 0 ]] || fail "a folder holding the pictures folder: exit $status (61: not passed in, 62: the view is not over it)"
 # A folder passed writable inside one passed read-only stays writable (binds go outer first,
 # whatever the flag), and a bare "~" is the home.
-mkdir -p "$tmp/homelike/work"
+mkdir -p "$tmp/homelike/work"; sandbox_writable "$tmp/homelike/work"
 "$pg" run org.example.Boxed --bind "$tmp/homelike/work:/hl/work" --ro-bind "$tmp/homelike:/hl" -- sh -c '
     touch /hl/work/written || exit 57
     touch /hl/docs/written 2>/dev/null && exit 58

@@ -56,6 +56,11 @@ int pg_open_in_folder(const char *dir, const char *sub, const char *name, int fl
 /// in place instead of syncing, copying and deleting them (the next process would then recreate
 /// the WAL, sync its folder and, through GRDB, write a dummy transaction). 0 on success.
 int pg_sqlite_keep_wal(void *db);
+/// Lets the connection checkpoint the WAL into the database when it closes as the last
+/// connection to it, from any process (SQLite's default; undoes pg_sqlite_keep_wal).
+int pg_sqlite_checkpoint_on_close(void *db);
+/// 1 when `path` (not followed) has a POSIX access ACL, else 0.
+int pg_has_access_acl(const char *path);
 
 /// pidfd_open(pid, 0): a descriptor (close-on-exec) for a running process, readable once it has
 /// ended; -1 with errno set (ESRCH: no such process).

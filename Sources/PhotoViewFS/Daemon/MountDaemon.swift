@@ -12,7 +12,9 @@ public enum MountDaemon {
     /// The access options for libfuse: allow_other, whether default_permissions is on (always
     /// when anyone but the owner may come in), and the other options without it.
     static func mountAccess(_ settings: Settings) -> (allowOther: Bool, defaultPermissions: Bool, extra: [String]) {
-        let allowOther = settings.allowOther || settings.extraOptions.contains("allow_other")
+        // A mount for another user (`owner`) lets that user in through allow_other: the kernel
+        // admits only the mounting user otherwise.
+        let allowOther = settings.allowOther || settings.owner != nil || settings.extraOptions.contains("allow_other")
         let others = allowOther || settings.extraOptions.contains("allow_root")
         let extra = settings.extraOptions.filter { $0 != "default_permissions" && $0 != "allow_other" }
         return (allowOther, others || settings.extraOptions.contains("default_permissions"), extra)
@@ -32,8 +34,12 @@ public enum MountDaemon {
         /// mount: when it ends, however it ends (SIGKILL included, which gives it no chance to
         /// unmount), the mount is detached. The caller keeps the descriptor open.
         public var whileProcess: (pid: pid_t, pidfd: Int32)?
+        /// The user the mount is for, when not the daemon's (root mounting the view of a
+        /// `photogate run` whose command runs as an unprivileged id): PhotoFS's owner.
+        public var owner: (uid: UInt32, gid: UInt32)?
         public init(app: AppID, access: AccessLevel, mountpoint: String, extraOptions: [String] = [], passthrough: Bool = true,
-                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whileProcess: (pid: pid_t, pidfd: Int32)? = nil) {
+                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whileProcess: (pid: pid_t, pidfd: Int32)? = nil,
+                    owner: (uid: UInt32, gid: UInt32)? = nil) {
             self.app = app
             self.access = access
             self.mountpoint = mountpoint
@@ -43,6 +49,7 @@ public enum MountDaemon {
             self.threads = threads
             self.noOpen = noOpen
             self.whileProcess = whileProcess
+            self.owner = owner
         }
     }
 
@@ -53,7 +60,7 @@ public enum MountDaemon {
         let fs: PhotoFS
         do {
             fs = try PhotoFS(library: library, app: settings.app, access: settings.access, passthrough: settings.passthrough,
-                             noOpen: settings.noOpen, log: log)
+                             noOpen: settings.noOpen, owner: settings.owner, log: log)
         } catch {
             ready("\(error)")
             return 1
@@ -67,9 +74,17 @@ public enum MountDaemon {
         // A no-open mount is read-only for the kernel too: writes fail with EROFS before they
         // reach the daemon, which could not tell one open for writing from another.
         if settings.noOpen { extra = extra.filter { $0 != "rw" } + (extra.contains("ro") ? [] : ["ro"]) }
+        // Never a set-user-id program or a device node through a view, however it was mounted:
+        // mount(8) and fstab hand libfuse `suid`/`dev` unless told otherwise, and a file being
+        // written can be given mode 04755.
+        extra = extra.filter { !["suid", "dev", "nosuid", "nodev"].contains($0) } + ["nosuid", "nodev"]
         let opts = MountOptions(fsName: "photogate:\(settings.app.rawValue)", subtype: "photogate", allowOther: allowOther,
                                 defaultPermissions: defaultPermissions, extra: extra, threads: settings.threads,
-                                passthrough: settings.passthrough && !settings.noOpen)
+                                passthrough: settings.passthrough && !settings.noOpen,
+                                // A view for another user (a root `run`'s command) serves that user
+                                // and the daemon's own (root, checking it is the view): its path is
+                                // in the mount table for every user to read.
+                                onlyUsers: settings.owner.map { [$0.uid, getuid()] })
         // Descriptors: the soft limit goes up to the hard limit, and an app's opens of originals
         // may hold all but a reserve (FDBudget.swift).
         let budget = FDBudget.mount
@@ -122,7 +137,8 @@ public enum MountDaemon {
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
                                  readaheadKiB: readahead, device: deviceOf(settings.mountpoint),
-                                 opens: settings.noOpen ? .kernel : .daemon)
+                                 opens: settings.noOpen ? .kernel : .daemon,
+                                 owner: settings.owner.map { "\($0.uid):\($0.gid)" })
         MountRegistry.write(record, library: library)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opensFiles.rawValue), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)

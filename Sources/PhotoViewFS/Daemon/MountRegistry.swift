@@ -24,6 +24,9 @@ public struct MountRecord: Codable, Sendable, Equatable {
     /// Who opens the mount's files (nil: a record of an older daemon, which opened them itself).
     public var opens: Opens?
     public var opensFiles: Opens { opens ?? .daemon }
+    /// The user the view is for when not its daemon's ("UID:GID": a root `photogate run`'s
+    /// command, which runs as an unprivileged id), else nil.
+    public var owner: String?
 
     /// Who opens a mount's files: its daemon (each open a request it answers), or the kernel
     /// (a no-open mount: the kernel opens files without asking). Decoded from its name; a name

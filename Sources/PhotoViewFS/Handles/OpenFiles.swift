@@ -70,8 +70,9 @@ extension PhotoFS {
             let content = sharedSnapshot(FixedInode.status, statusContent())
             return OpenReply(handle: newHandle(SnapshotHandle(content, user: other)), directIO: true)
         case .controlFile(FixedInode.refused)?:
-            if wantsWrite { throw .accessDenied }
-            if let other { try FDBudget.mount.charge(user: other) }
+            // The names the app tried to save (through any of its mounts, private ones
+            // included) are its owner's to read, not every local user's.
+            if wantsWrite || other != nil { throw .accessDenied }
             let content = sharedSnapshot(FixedInode.refused, refusedContent())
             return OpenReply(handle: newHandle(SnapshotHandle(content, user: other)), directIO: true)
         case .controlFile(FixedInode.changes)?:

@@ -29,9 +29,10 @@ extension PhotoFS {
         // asks for at every read (no attribute cache time, FUSE_AUTO_INVAL_DATA).
         var m = started
         if let content { m.nanoseconds = Int(SipHash24.hash(key: (0, 0), content) % 1_000_000_000) }
-        // `.photogate/request` is the owner's alone to write (issue 14: with allow_other, the
-        // kernel checks these bits for everyone else).
-        let mode: UInt32 = ino == FixedInode.request ? 0o200 : 0o444
+        // `.photogate/request` is the owner's alone to write, `refused` the owner's alone to
+        // read (with allow_other, the kernel checks these bits for everyone else; the opens
+        // check the user as well).
+        let mode: UInt32 = ino == FixedInode.request ? 0o200 : ino == FixedInode.refused ? 0o400 : 0o444
         return Attributes(ino: ino, mode: FileMode.regular | mode, nlink: 1, size: size, uid: uid, gid: gid,
                           atime: m, mtime: m, ctime: m)
     }
