@@ -57,6 +57,9 @@ public final class Library: Sendable {
         c.journalMode = .wal
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // The WAL is cut back to this after a checkpoint restarts it, and to nothing when the
+            // last connection closes (checkpointIfLast): the WAL file is kept (pg_sqlite_keep_wal).
+            try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
             // Keep the WAL between processes (see pg_sqlite_keep_wal): a CLI command then opens,
             // reads and closes without a single fsync. What it commits is made durable by one
             // fdatasync of the WAL when the library is released (`deinit`), not by a checkpoint.
@@ -70,7 +73,20 @@ public final class Library: Sendable {
         // Another user's folder is theirs to make a library in (see LibraryOwnership).
         try LibraryOwnership.check(paths)
         let fm = FileManager.default
-        if fm.fileExists(atPath: paths.database) { throw LibraryError.libraryExists(paths.root) }
+        if fm.fileExists(atPath: paths.database) {
+            // Said to be damaged if it is (as every other command says), else that it exists.
+            do { _ = try Library.open(at: paths) } catch let e as LibraryError {
+                switch e {
+                case .catalogDamaged, .libraryDamaged: throw e
+                default: break
+                }
+            }
+            throw LibraryError.libraryExists(paths.root)
+        }
+        // A library whose catalog is gone: a new one made here would hide its photos.
+        if hasLibraryBesidesCatalog(paths) {
+            throw LibraryError.catalogDamaged(library: paths.root, why: "its database, photogate.sqlite, is missing")
+        }
         // Private to its owner whatever the umask (see LibraryPrivacy): folders 0700, files 0600,
         // by explicit modes. (Never by changing the umask here: it is the whole process's, and a
         // library call must not change it under the threads of a process that embeds it.)
@@ -101,16 +117,59 @@ public final class Library: Sendable {
 
     /// Opens an existing library.
     public static func open(at paths: LibraryPaths) throws -> Library {
-        guard access(paths.database, F_OK) == 0 else { throw LibraryError.libraryMissing(paths.root) }
+        guard access(paths.database, F_OK) == 0 else {
+            // A library (its marker, or originals in its store) whose database is gone is
+            // damaged, not missing: `init` would make an empty catalog over its photos.
+            if hasLibraryBesidesCatalog(paths) {
+                try LibraryOwnership.check(paths)
+                throw LibraryError.catalogDamaged(library: paths.root, why: "its database, photogate.sqlite, is missing")
+            }
+            throw LibraryError.libraryMissing(paths.root)
+        }
         // First of all: nothing of a library another user owns is read, written or trusted (its
         // catalog, crash recovery, migrations, the mount registry, the bell, the logs).
         try LibraryOwnership.check(paths)
         try LibraryPrivacy.ensure(paths)
+        var st = stat()
+        if lstat(paths.database, &st) == 0, st.st_size == 0 {
+            throw LibraryError.catalogDamaged(library: paths.root, why: "its database, photogate.sqlite, is empty (0 bytes)")
+        }
         return try Library(paths: paths, creating: false)
     }
 
-    private init(paths: LibraryPaths, creating: Bool) throws {
+    /// Whether `paths` holds a library's marker or any file in its store.
+    static func hasLibraryBesidesCatalog(_ paths: LibraryPaths) -> Bool {
+        if access(paths.marker, F_OK) == 0 { return true }
+        return Directory.entries(paths.store).contains { $0.1 == .directory || $0.1 == .file }
+    }
+
+    init(paths: LibraryPaths, creating: Bool) throws {
         self.paths = paths
+        // Without a WAL file, or with an empty one (the last process to let go emptied it:
+        // checkpointIfLast), opening the pool writes (GRDB fills the file with a transaction of
+        // its own): a catalog without its schema is told first, by a connection that writes
+        // nothing, so that nothing is made over it.
+        var wal = stat()
+        if !creating && (lstat(paths.database + "-wal", &wal) != 0 || wal.st_size == 0) {
+            let hasSchema: Bool
+            do {
+                // Kept as it is at its close, like every connection of photogate's (no
+                // checkpoint, the log file not removed): see `configuration`.
+                var probeConfiguration = Configuration()
+                probeConfiguration.prepareDatabase { db in
+                    if let connection = db.sqliteConnection { _ = pg_sqlite_keep_wal(UnsafeMutableRawPointer(connection)) }
+                }
+                let probe = try DatabaseQueue(path: paths.database, configuration: probeConfiguration)
+                hasSchema = try probe.read { db in try db.tableExists("grdb_migrations") }
+                try probe.close()
+            } catch let e as DatabaseError {
+                throw Library.map(e, paths: paths)
+            }
+            if !hasSchema {
+                throw LibraryError.catalogDamaged(library: paths.root, why: "its database holds no catalog "
+                    + "(its write-ahead log, photogate.sqlite-wal, was lost or damaged, or the file was replaced)")
+            }
+        }
         do {
             pool = try DatabasePool(path: paths.database, configuration: Library.configuration())
         } catch let e as DatabaseError {
@@ -123,6 +182,13 @@ public final class Library: Sendable {
             let applied = try pool.writeWithoutTransaction { db in try migrator.appliedIdentifiers(db) }
             let known = migrator.migrations
             if applied.contains(where: { !known.contains($0) }) { throw LibraryError.libraryTooNew(paths.root) }
+            // A library's catalog always has its schema (init makes it): one without is what is
+            // left when the write-ahead log that held it was lost, truncated or damaged, or the
+            // database was replaced. Carrying on would make an empty schema over the photos.
+            if !creating && applied.isEmpty {
+                throw LibraryError.catalogDamaged(library: paths.root, why: "its database holds no catalog "
+                    + "(its write-ahead log, photogate.sqlite-wal, was lost or damaged, or the file was replaced)")
+            }
             if creating || applied.count != known.count {
                 try migrator.migrate(pool)
                 wrote.store(true, ordering: .relaxed)
@@ -130,6 +196,7 @@ public final class Library: Sendable {
         } catch let e as DatabaseError {
             throw Library.map(e, paths: paths)
         }
+        noteLogIdentity()
         for d in [paths.store, paths.tmp, paths.run] where access(d, F_OK) != 0 {
             try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
@@ -192,8 +259,25 @@ public final class Library: Sendable {
     /// it exits), as when the last connection's checkpoint at close synced it; now it is one
     /// fdatasync of the WAL, also when mounts hold the database open (then no checkpoint ran).
     deinit {
-        guard wrote.load(ordering: .relaxed) else { return }
-        if !checkpointLargeLog() { syncLog() }
+        if wrote.load(ordering: .relaxed), !checkpointLargeLog() { try? syncLog(rescue: false) }
+        checkpointIfLast()
+    }
+
+    /// The catalog lives in the database file, not only in its write-ahead log, once the last
+    /// process lets go of it: anyone who copies or backs up `photogate.sqlite` alone then copies
+    /// every committed transaction, and a lost or damaged WAL loses nothing that was there
+    /// before. SQLite does it at close when the closing connection is the last one to the
+    /// database, in any process (it takes an exclusive lock to know): the reader connections
+    /// close first, and the writer closes last with that checkpoint allowed. While other
+    /// processes hold the database (running mounts), nothing is checkpointed here and a CLI
+    /// command costs what it did; the last of them to end does it. The checkpoint writes the
+    /// log's pages into the database and syncs it (synchronous=NORMAL).
+    func checkpointIfLast() {
+        pool.releaseMemory()
+        try? pool.writeWithoutTransaction { db in
+            if let c = db.sqliteConnection { _ = pg_sqlite_checkpoint_on_close(UnsafeMutableRawPointer(c)) }
+        }
+        try? pool.close()
     }
 
     /// A WAL past this size after a process's writes is checkpointed and truncated when the
@@ -250,10 +334,57 @@ public final class Library: Sendable {
     }
 
     /// Makes every committed transaction durable now (the database runs with synchronous=NORMAL:
-    /// the write-ahead log is synced lazily, at checkpoints).
-    public func syncLog() {
-        let fd = Glibc.open(paths.database + "-wal", O_RDONLY | O_CLOEXEC)
-        if fd >= 0 { _ = fdatasync(fd); Glibc.close(fd) }
+    /// the write-ahead log is synced lazily, at checkpoints). Throws when the log at its path is
+    /// not the one SQLite writes to (removed or replaced while this process had it open): what
+    /// was committed is then in a file that is gone once this process ends, and nobody may be
+    /// told it is saved (an app's close fails with EIO instead).
+    /// `rescue`: when the log is not the one SQLite writes to, checkpoint what it holds into the
+    /// database file (`rescueLog`) instead of failing; not at the end of a process's use of the
+    /// library (its last close checkpoints anyway, and its folder may be gone by then).
+    public func syncLog(rescue: Bool = true) throws {
+        let path = paths.database + "-wal"
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            if rescue && rescueLog() { return }
+            throw LibraryError.notDurable("the catalog's write-ahead log \(path) cannot be opened (\(String(cString: strerror(errno)))): "
+                + "it was removed while photogate had it open, so this change cannot be made durable; stop the library's "
+                + "processes (unmount its views) and check it with photogate verify")
+        }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        if fstat(fd, &st) == 0, let known = walIdentity.withLock({ $0 }), known != Library.identity(st) {
+            if rescue && rescueLog() { return }
+            throw LibraryError.notDurable("the catalog's write-ahead log \(path) was replaced while photogate had it open, "
+                + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
+        }
+        guard fdatasync(fd) == 0 else { throw StoreWriter.ioError(errno, "cannot sync \(path)") }
+    }
+
+    /// With the log removed or replaced under this process, what it committed is only in the log
+    /// file SQLite still has open: a checkpoint through the writer copies it all into the database
+    /// file and syncs that (and resets the shared index, so that other processes stop reading a
+    /// log that is not there). True when it all went in: durable after all.
+    func rescueLog() -> Bool {
+        let done = (try? pool.writeWithoutTransaction { db -> Bool in
+            let r = try db.checkpoint(.truncate)
+            return r.walFrameCount == r.checkpointedFrameCount
+        }) ?? false
+        if done {
+            FileHandle.standardError.write(Data("photogate: warning: the catalog's write-ahead log \(paths.database)-wal was removed or replaced while in use; what was committed was checkpointed into the database file\n".utf8))
+        }
+        return done
+    }
+
+    /// The write-ahead log SQLite opened (device and inode), noted once the pool is open: with
+    /// the log kept between processes (pg_sqlite_keep_wal) it is the same file for as long as
+    /// this process has the library open, unless someone removes or replaces it.
+    private let walIdentity = Mutex<[UInt64]?>(nil)
+
+    static func identity(_ st: stat) -> [UInt64] { [UInt64(st.st_dev), UInt64(st.st_ino)] }
+
+    func noteLogIdentity() {
+        var st = stat()
+        if lstat(paths.database + "-wal", &st) == 0 { walIdentity.withLock { $0 = Library.identity(st) } }
     }
 
     static func now() -> Double { Date().timeIntervalSince1970 }

@@ -8,6 +8,9 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     case libraryTooNew(String)
     case libraryBusy(String)
     case libraryDamaged(String)
+    /// The library's catalog is missing, empty or holds no schema while the library is there
+    /// (its marker, its store): nothing may be made over it.
+    case catalogDamaged(library: String, why: String)
     /// The library folder at `library`, or one of its parts (`path`), belongs to the user `owner`,
     /// who is neither the caller (`caller`, the effective uid) nor root (`LibraryOwnership`).
     case notOwner(library: String, path: String, owner: UInt32, caller: UInt32)
@@ -27,6 +30,8 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     case badInput(String)
     case noSpace(String)
     case io(String)
+    /// A change committed that cannot be made durable (the write-ahead log is gone or replaced).
+    case notDurable(String)
 
     public var description: String {
         switch self {
@@ -36,7 +41,13 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .libraryTooNew(let p):
             return "the library at \(p) was written by a newer photogate; this version refuses to open it so that nothing is damaged"
         case .libraryBusy(let p): return "the library at \(p) is busy (locked by another process); try again"
-        case .libraryDamaged(let m): return "the library database is damaged: \(m)"
+        case .libraryDamaged(let m):
+            return "the library's catalog (photogate.sqlite) is damaged: \(m); nothing was changed. "
+                + "Restore it from a backup (photogate backup), or rebuild the assets from the store (photogate verify --rebuild)"
+        case .catalogDamaged(let library, let why):
+            return "the catalog of the library at \(library) is damaged: \(why); nothing was changed. Restore photogate.sqlite "
+                + "from a backup (`photogate backup DEST` makes one; see the README, \"Backups\"), or rebuild the assets from "
+                + "the store with `photogate verify --rebuild` (grants, albums and history cannot be rebuilt)"
         case .notOwner(let library, let path, let owner, let caller):
             let what = path == library ? "the library at \(library)"
                 : path.hasPrefix(library + "/") ? "\(path) in the library at \(library)"
@@ -72,6 +83,7 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .badInput(let m): return m
         case .noSpace(let m): return "no space left on device: \(m)"
         case .io(let m): return m
+        case .notDurable(let m): return m
         }
     }
 }

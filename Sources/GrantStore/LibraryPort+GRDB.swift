@@ -96,6 +96,7 @@ public final class LibraryStorePort: LibraryPort {
         case .badInput(let m)?: return PortError.refused(m)
         case .invalid(let m)?: return PortError.invalid(m)
         case .conflict(let m)?: return PortError.denied(m)
+        case .notDurable(let m)?: return PortError.notDurable(m)
         default: return error
         }
     }

@@ -321,15 +321,17 @@ public final class StoreWriter: @unchecked Sendable {
             try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, [a.rowID]))
             return (a, false)
         }
+        // The row is durable before the file moves (the database syncs its log lazily otherwise),
+        // so a power cut can never leave a file in the store that the catalog lost; and before
+        // the app's close is told it is saved (a log removed under the daemon: EIO, the temp file
+        // kept as it was). The rename needs no sync of its own: if it is lost, recovery finds the
+        // row and renames again.
+        try library.syncLog()
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         if reused {
             unlink(tempPath)
             return AppFileCommit(asset: asset, reused: true)
         }
-        // The row is durable before the file moves (the database syncs its log lazily otherwise),
-        // so a power cut can never leave a file in the store that the catalog lost. The rename
-        // needs no sync of its own: if it is lost, recovery finds the row and renames again.
-        library.syncLog()
         try? StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: false)   // else recovery moves it
         return AppFileCommit(asset: asset, reused: false)
     }

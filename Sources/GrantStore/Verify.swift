@@ -20,9 +20,13 @@ public struct VerifyOptions: Sendable {
     /// Hashing threads (nil: one more than the cores, at least 8 and at most 16; or
     /// PHOTOGATE_VERIFY_THREADS).
     public var threads: Int?
-    public init(repair: Bool = false, threads: Int? = nil) {
+    /// With `repair`: move store files no asset names to lost+found/ even when they are most of
+    /// the store (which looks like a lost catalog, not stray files: see `Repair`).
+    public var force: Bool
+    public init(repair: Bool = false, threads: Int? = nil, force: Bool = false) {
         self.repair = repair
         self.threads = threads
+        self.force = force
     }
 }
 
@@ -407,6 +411,12 @@ public final class Verifier {
 
         // What repair would do about damaged and missing originals.
         if !options.repair {
+            let unnamed = problems.filter { $0.kind == .orphan }.count
+            if Repair.isMajority(unnamed, of: storeFiles.count + storeOdd.count) {
+                for k in problems.indices where problems[k].kind == .orphan {
+                    problems[k].action = Repair.majorityWarning(unnamed, of: storeFiles.count + storeOdd.count, forced: false)
+                }
+            }
             for p in wanted {
                 guard let i = problems[p].asset.flatMap({ byID($0) }) else { continue }
                 let a = catalog[i]
@@ -422,7 +432,8 @@ public final class Verifier {
             }
         } else {
             var repair = Repair(verifier: self, catalog: catalog, problems: problems, sources: sources, sourceOrphan: sourceOrphan,
-                                good: good, wanted: wanted, deadFolders: deadFolders, openEntries: openEntries)
+                                good: good, wanted: wanted, deadFolders: deadFolders, openEntries: openEntries,
+                                storeFiles: storeFiles.count + storeOdd.count)
             repair.run(into: &problems)
         }
         report.problems = problems

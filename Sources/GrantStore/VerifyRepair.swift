@@ -19,10 +19,13 @@ struct Repair {
     let deadFolders: [(problem: Int, keep: [String])]
     let openEntries: [String]
     let stamp: String
+    /// Files in the store (regular or not) when it was listed.
+    let storeFiles: Int
 
     init(verifier: Verifier, catalog: [Verifier.CatalogEntry], problems: [VerifyProblem], sources: [String: [String]],
          sourceOrphan: [String: Int], good: [String: String], wanted: [Int], deadFolders: [(problem: Int, keep: [String])],
-         openEntries: [String]) {
+         openEntries: [String], storeFiles: Int) {
+        self.storeFiles = storeFiles
         self.verifier = verifier
         self.catalog = catalog
         self.problems = problems
@@ -79,8 +82,17 @@ struct Repair {
         }
         // 3. Damaged and missing store originals.
         for p in wanted { restore(p) }
-        // 4. Whatever is still unaccounted for goes to lost+found/.
+        // 4. Whatever is still unaccounted for goes to lost+found/; but not most of the store
+        // unless forced: that many files no asset names means a catalog that lost its rows (a
+        // lost write-ahead log, an old copy put back), and moving the photos away would hide
+        // them behind it. `verify --rebuild` makes them assets again instead.
+        let unnamed = problems.filter { $0.kind == .orphan && !$0.repaired }.count
+        let heldBack = Repair.isMajority(unnamed, of: storeFiles) && !verifier.options.force
         for (k, p) in problems.enumerated() where (p.kind == .orphan || p.kind == .strayTemp) && !p.repaired {
+            if heldBack && p.kind == .orphan {
+                problems[k].action = Repair.majorityWarning(unnamed, of: storeFiles, forced: true)
+                continue
+            }
             let path = root + "/" + p.path
             if p.kind == .orphan {
                 switch named(String(p.path.dropFirst("store/".count))) {
@@ -102,6 +114,14 @@ struct Repair {
             }
         }
         out = problems
+    }
+
+    /// Whether `n` of the store's `total` files is most of it.
+    static func isMajority(_ n: Int, of total: Int) -> Bool { n > 0 && n * 2 > total }
+
+    static func majorityWarning(_ n: Int, of total: Int, forced: Bool) -> String {
+        "not moved: \(n) of the store's \(total) files have no asset, which looks like a catalog that lost its rows, not stray files; "
+            + "`photogate verify --rebuild` makes them assets again\(forced ? ", and `verify --repair --force` moves them to lost+found/" : "")"
     }
 
     /// Restores the original of a damaged or missing asset from a file with its exact bytes.
@@ -149,6 +169,13 @@ struct Repair {
                 problems[p].action = "cannot move \(verifier.rel(src)) into place: \(String(cString: strerror(e)))"
                 return
             }
+            // What was moved is what was hashed (a file changed or swapped since is put back).
+            guard HashPool.hash(dest, expectedSize: a.size, reference: false).hash == a.hash else {
+                rename(dest, src)
+                if let damagedCopy { rename(damagedCopy, dest) }
+                problems[p].action = "\(verifier.rel(src)) changed after it was hashed; left where it was"
+                continue
+            }
             fsyncDirectory(of: dest)
             fsyncDirectory(of: src)
             problems[p].repaired = true
@@ -162,9 +189,18 @@ struct Repair {
         // Else a copy of another asset's verified original with the same bytes.
         if let g = good[a.hash] {
             let tmp = dir + "/.verify-\(StoreWriter.randomID()).part"
-            guard copyFile(g, tmp) else {
+            // A referenced original is the person's file, in a folder others may change: opened
+            // as every reader opens one (no symlink anywhere on its path, a regular file), and
+            // the copy is hashed before it takes the place of the original.
+            let fromReference = !g.hasPrefix(library.paths.store + "/")
+            guard copyFile(g, tmp, reference: fromReference) else {
                 problems[p].action = "cannot copy \(verifier.rel(g)): \(String(cString: strerror(errno)))"
                 unlink(tmp)
+                return
+            }
+            guard HashPool.hash(tmp, expectedSize: a.size, reference: false).hash == a.hash else {
+                unlink(tmp)
+                problems[p].action = "the copy of \(verifier.rel(g)) does not have the asset's bytes (it changed, or was swapped, since it was hashed): not restored"
                 return
             }
             var damagedCopy: String? = nil
@@ -219,10 +255,14 @@ struct Repair {
     }
 
     /// Copies a file durably (0600).
-    func copyFile(_ from: String, _ to: String) -> Bool {
-        let src = Glibc.open(from, O_RDONLY | O_CLOEXEC)
+    func copyFile(_ from: String, _ to: String, reference: Bool) -> Bool {
+        // The one checked open of originals (no symlink followed; for a referenced one, none on
+        // the whole path, and no FIFO to block on).
+        let src = pg_open_original(from, reference ? 1 : 0)
         guard src >= 0 else { return false }
         defer { Glibc.close(src) }
+        var st = stat()
+        guard fstat(src, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { errno = EINVAL; return false }
         let dst = Glibc.open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard dst >= 0 else { return false }
         defer { Glibc.close(dst) }

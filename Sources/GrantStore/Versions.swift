@@ -199,6 +199,9 @@ extension Library {
             throw error
         }
         let (asset, changed) = committed
+        // Durable before the file is told saved (and before its marker goes: should the log be
+        // gone, the temp file stays as it was, for the next mount's recovery).
+        try syncLog()
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         unlink(temp + ".ready")
         guard changed else {
@@ -206,7 +209,6 @@ extension Library {
             // after its row committed but its rename failed), it still has to move into the store.
             let dest = paths.store + "/" + rel
             if asset.storePath == rel && Glibc.access(dest, F_OK) != 0 {
-                syncLog()
                 try? StoreWriter.install(self, tempPath: temp, storePath: rel, durable: false)   // else recovery moves it
             } else {
                 unlink(temp)
@@ -214,8 +216,7 @@ extension Library {
             return (asset, false)
         }
         // As for new files: the row is durable before the file moves; a lost rename is redone by
-        // recovery, which finds the version by its file id.
-        syncLog()
+        // recovery, which finds the version by its file id (synced above).
         try? StoreWriter.install(self, tempPath: temp, storePath: rel, durable: false)   // else recovery moves it
         return (asset, true)
     }

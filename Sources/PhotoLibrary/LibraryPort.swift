@@ -120,11 +120,14 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalid(String)
     /// A rule of the library forbids it.
     case denied(String)
+    /// The catalog cannot make the change durable (its write-ahead log was removed or replaced
+    /// under the process): nothing may be told it is saved.
+    case notDurable(String)
 
     public var description: String {
         switch self {
         case .noSpace(let m): return "no space left on device: \(m)"
-        case .exists(let m), .notEmpty(let m), .tooManyRequests(let m), .refused(let m), .invalid(let m), .denied(let m):
+        case .exists(let m), .notEmpty(let m), .tooManyRequests(let m), .refused(let m), .invalid(let m), .denied(let m), .notDurable(let m):
             return m
         }
     }

@@ -22,6 +22,7 @@ enum Exit: Int32, CaseIterable {
     case mountFailed = 72
     case expired = 73
     case notOwner = 74
+    case catalogDamaged = 75
 
     var meaning: String {
         switch self {
@@ -33,11 +34,12 @@ enum Exit: Int32, CaseIterable {
         case .libraryMissing: return "no library at the given place (run `photogate init`)"
         case .conflict: return "conflict: already exists, not empty, or refused by a rule (e.g. shared asset to a limited app)"
         case .busy: return "the library is locked by another process for too long; try again"
-        case .libraryIncompatible: return "the library was written by a newer photogate, or is damaged; nothing was changed"
+        case .libraryIncompatible: return "the library was written by a newer photogate; nothing was changed. verify: it found a problem"
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
         case .mountFailed: return "mount failed: mount point missing, busy, or inside (or holding) the library, /dev/fuse missing, or the daemon did not start"
         case .expired: return "change token expired: the history before it was discarded; refetch everything"
         case .notOwner: return "the library, or a folder above it, belongs to another user (neither you nor root), or a folder above it is writable by others: run the command as its owner (e.g. runuser -u OWNER -- photogate ...), or make the folder writable by its owner only; nothing was changed. Also: a mount point, unmount path or --bind folder reached through a symbolic link or folder another user owns or may change"
+        case .catalogDamaged: return "the library's catalog (photogate.sqlite) is damaged or missing while its photos are there; nothing was changed or created: restore it from a backup, or rebuild it from the store (photogate verify --rebuild)"
         }
     }
 }
@@ -46,14 +48,15 @@ func exitCode(for e: LibraryError) -> Exit {
     switch e {
     case .libraryMissing: return .libraryMissing
     case .libraryExists, .albumExists, .conflict, .tooManyRequests: return .conflict
-    case .libraryTooNew, .libraryDamaged: return .libraryIncompatible
+    case .libraryTooNew: return .libraryIncompatible
+    case .libraryDamaged, .catalogDamaged: return .catalogDamaged
     case .notOwner, .openFolder: return .notOwner
     case .libraryBusy: return .busy
     case .invalidAppID, .invalid: return .usage
     case .unknownApp, .unknownAssets, .unknownAlbum, .unknownRequest: return .notFound
     case .badInput: return .badInput
     case .noSpace: return .noSpace
-    case .io: return .failure
+    case .io, .notDurable: return .failure
     }
 }
 

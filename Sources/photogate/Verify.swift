@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import GrantStore
+import PhotoLibrary
+import PhotoViewFS
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,18 +39,28 @@ struct Verify: PhotogateCommand {
 
     @Flag(help: "Fix what can be fixed (see above); without it nothing is changed.")
     var repair = false
+    @Flag(help: "With --repair: move store files no asset names to lost+found/ even when they are most of the store.")
+    var force = false
+    @Flag(help: "Make every store file no asset names an asset again (after a lost catalog); grants, albums and history are not rebuilt.")
+    var rebuild = false
 
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
 
+    func validate() throws {
+        if force && !repair { throw ValidationError("--force goes with --repair") }
+        if rebuild && repair { throw ValidationError("--rebuild and --repair are two runs: rebuild first, then verify") }
+    }
+
     func execute() throws {
+        if rebuild { return try rebuildCatalog() }
         var failed = false
         do {
             let library = try lib.open()
             let tty = isatty(2) == 1
             var lastDraw = Date.distantPast
-            let report = try Verifier(library: library, options: VerifyOptions(repair: repair)).run { p in
+            let report = try Verifier(library: library, options: VerifyOptions(repair: repair, force: force)).run { p in
                 guard tty else { return }
                 let now = Date()
                 guard now.timeIntervalSince(lastDraw) > 0.1 || p.filesDone == p.filesTotal else { return }
@@ -98,6 +110,27 @@ struct Verify: PhotogateCommand {
         if failed { throw ExitCode(Exit.libraryIncompatible.rawValue) }
     }
 
+    /// `--rebuild`: the store's files no asset names become assets again (Library.rebuild).
+    func rebuildCatalog() throws {
+        let paths = lib.paths
+        let running = MountRegistry.list(RunFolder(paths: paths))
+        if !running.isEmpty {
+            throw CommandFailure("the library has mounts running (\(running.map(\.mountpoint).joined(separator: ", "))): unmount them first (photogate unmount)", .conflict)
+        }
+        let r = try Library.rebuild(at: paths) { line in if !output.json { say(line) } }
+        if output.json {
+            printJSON([
+                "damagedCatalog": r.damagedCatalog ?? NSNull(), "rebuilt": r.assets.map { ["id": $0.id, "path": "store/" + $0.path] },
+                "alreadyNamed": r.alreadyNamed, "skipped": r.skipped.map { ["path": $0.path, "why": $0.why] },
+            ] as [String: Any])
+            return
+        }
+        for s in r.skipped { printWarning("\(s.path) not rebuilt: \(s.why)") }
+        if let d = r.damagedCatalog { say("the damaged catalog is kept as \(d)") }
+        say("rebuilt \(r.assets.count) asset\(r.assets.count == 1 ? "" : "s") from the store (\(r.alreadyNamed) store file\(r.alreadyNamed == 1 ? " was" : "s were") an asset's already). "
+            + "They are the person's, named after their store files; grants, albums, apps, names and history were in the catalog and are gone: grant again what apps should see")
+    }
+
     /// The stable JSON object (README "JSON"; fields are only ever added).
     static func json(_ r: VerifyReport) -> [String: Any] {
         var counts: [String: Int] = [:]
@@ -120,4 +153,11 @@ struct Verify: PhotogateCommand {
             },
         ]
     }
+}
+
+/// A library's folders by their paths alone, for what needs no open catalog (the mount registry).
+struct RunFolder: LibraryLocations {
+    let paths: LibraryPaths
+    var storeRoot: String { paths.store }
+    var runDir: String { paths.run }
 }

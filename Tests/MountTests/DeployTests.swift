@@ -142,6 +142,9 @@ struct Deploy {
     /// root refuses a library another user owns (grant, import, mount, verify...), changing nothing.
     @Test func rootRefusesALibraryAnotherUserOwns() throws { try script("foreign-library") }
     @Test func runSandboxSeesOnlyItsView() throws { try script("run") }
+    /// The catalog is in photogate.sqlite once the last process lets go; a damaged one is said so
+    /// and nothing is made over it; backup, and rebuild from the store.
+    @Test func theCatalogSurvivesAndADamagedOneIsSaidSo() throws { try script("catalog") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }

@@ -15,6 +15,6 @@ func mountErrno(for error: any Error) -> Errno {
     // Not complete media, or a name the library does not take.
     case .refused?, .invalid?: return .invalid
     case .denied?: return .accessDenied
-    case nil: return .io
+    case .notDurable?, nil: return .io
     }
 }

@@ -111,6 +111,13 @@ extension PhotoFS {
                     hideLocked(f)
                 }
                 throw .invalid
+            case .notDurable(let why)?:
+                // Not "kept for later": the row went into a log that is gone, and the close must
+                // not say saved. Nothing of it is kept (the app has its bytes, and was told).
+                log("could not add \(f.name): \(why)")
+                noteRefusal(f.name, "the library's catalog cannot make it durable: \(why)")
+                discardLocked(f)
+                throw .io
             case .noSpace?:
                 log("no space to add \(f.name)")
                 noteRefusal(f.name, "no space left on the library's disk")

@@ -1,0 +1,185 @@
+import CSystem
+import Foundation
+import GRDB
+import PhotoLibrary
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A consistent copy of a library, and a catalog rebuilt from the store when it was lost.
+///
+/// A library's catalog is `photogate.sqlite` (with its write-ahead log while processes use it);
+/// its photos are the files in `store/`, which are never changed once written (an edit is a new
+/// file). So a consistent copy is the catalog as of one moment, by SQLite's online backup (safe
+/// while mounts and commands write), then every store file that catalog names.
+public struct BackupReport: Sendable {
+    public var assets = 0
+    public var filesCopied = 0
+    public var bytesCopied: UInt64 = 0
+    /// Store files the catalog named that were gone by the time they were copied (an asset
+    /// deleted for good meanwhile), relative to the library.
+    public var missing: [String] = []
+    /// Assets whose original is a `--reference` file outside the library: not copied.
+    public var referenced = 0
+}
+
+public struct RebuildReport: Sendable {
+    /// Where the damaged catalog was moved (nil: it opened and was kept).
+    public var damagedCatalog: String?
+    public var assets: [(id: String, path: String)] = []
+    public var skipped: [(path: String, why: String)] = []
+    /// Store files an asset already named.
+    public var alreadyNamed = 0
+}
+
+extension Library {
+    /// Copies the library into `dest`, a folder that must not exist yet (made 0700): a library of
+    /// its own there, which `--library DEST` opens as it is.
+    public func backup(to dest: String) throws -> BackupReport {
+        var report = BackupReport()
+        let fm = FileManager.default
+        if fm.fileExists(atPath: dest) { throw LibraryError.conflict("\(dest) already exists: name a new folder for the backup") }
+        do {
+            try fm.createDirectory(atPath: dest, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            for d in ["store", "tmp", "run"] {
+                try fm.createDirectory(atPath: dest + "/" + d, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            }
+        } catch {
+            throw LibraryError.io("cannot make \(dest): \(error.localizedDescription)")
+        }
+        chmod(dest, 0o700)
+        let target = LibraryPaths(root: dest)
+        try "photogate library\n".write(toFile: target.marker, atomically: true, encoding: .utf8)
+        chmod(target.marker, 0o600)
+        // The catalog as of one moment (SQLite's online backup: pages copied under a read
+        // transaction; concurrent writers go on).
+        let fd = Glibc.open(target.database, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw LibraryError.io("cannot create \(target.database): \(String(cString: strerror(errno)))") }
+        Glibc.close(fd)
+        var paths: [String] = []
+        do {
+            let copy = try DatabaseQueue(path: target.database)
+            try pool.backup(to: copy)
+            try copy.read { db in
+                report.assets = try Int.fetchOne(db, sql: "SELECT count(*) FROM assets") ?? 0
+                report.referenced = try Int.fetchOne(db, sql: "SELECT count(*) FROM assets WHERE store_path IS NULL AND reference_path IS NOT NULL") ?? 0
+                paths = try String.fetchAll(db, sql: """
+                    SELECT store_path FROM assets WHERE store_path IS NOT NULL
+                    UNION SELECT store_path FROM versions WHERE store_path IS NOT NULL
+                    """)
+            }
+            try copy.close()
+        } catch let e as DatabaseError {
+            throw Library.map(e, paths: self.paths)
+        }
+        // Then the store files that catalog names (never changed once written).
+        for rel in paths where StorePath.isValid(rel) {
+            let src = self.paths.store + "/" + rel
+            let dst = target.store + "/" + rel
+            let dir = (dst as NSString).deletingLastPathComponent
+            if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "cannot make \(dir)") }
+            let s = pg_open_original(src, 0)
+            guard s >= 0 else {
+                if errno == ENOENT { report.missing.append("store/" + rel); continue }
+                throw StoreWriter.ioError(errno, "cannot open \(src)")
+            }
+            defer { Glibc.close(s) }
+            let d = Glibc.open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard d >= 0 else { throw StoreWriter.ioError(errno, "cannot create \(dst)") }
+            let n = pg_copy_fd(s, d)
+            let synced = n >= 0 && fsync(d) == 0
+            let e = errno
+            Glibc.close(d)
+            guard synced else { throw StoreWriter.ioError(e, "cannot copy \(src) to \(dst)") }
+            report.filesCopied += 1
+            report.bytesCopied += UInt64(n)
+        }
+        for d in Set(paths.map { (target.store + "/" + $0 as NSString).deletingLastPathComponent }) { fsyncDirectory(of: d + "/x") }
+        fsyncDirectory(of: target.database)
+        return report
+    }
+
+    /// Makes every regular file in the store that no asset (nor version) names an asset of the
+    /// person's again, named after its store file: a catalog that lost its rows gets the photos
+    /// back (their grants, albums, names and history are not in the files, and stay lost). When
+    /// the catalog cannot be opened (missing, empty, without its schema, damaged), it is moved
+    /// to lost+found/<time>/ first and a new one made. Refused while mounts of the library run.
+    public static func rebuild(at paths: LibraryPaths, event: (String) -> Void = { _ in }) throws -> RebuildReport {
+        try LibraryOwnership.check(paths)
+        var report = RebuildReport()
+        let library: Library
+        do {
+            library = try Library.open(at: paths)
+        } catch LibraryError.catalogDamaged, LibraryError.libraryDamaged {
+            let stamp = Library.stampNow()
+            let aside = paths.root + "/" + LostAndFound.folder + "/" + stamp
+            do {
+                try FileManager.default.createDirectory(atPath: aside, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw LibraryError.io("cannot make \(aside): \(error.localizedDescription)")
+            }
+            for suffix in ["", "-wal", "-shm"] where access(paths.database + suffix, F_OK) == 0 {
+                guard rename(paths.database + suffix, aside + "/photogate.sqlite" + suffix) == 0 else {
+                    throw LibraryError.io("cannot move \(paths.database + suffix) aside: \(String(cString: strerror(errno)))")
+                }
+            }
+            fsyncDirectory(of: paths.database)
+            report.damagedCatalog = aside + "/photogate.sqlite"
+            let fd = Glibc.open(paths.database, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw LibraryError.io("cannot create \(paths.database): \(String(cString: strerror(errno)))") }
+            Glibc.close(fd)
+            library = try Library(paths: paths, creating: true)
+        }
+        let named = try library.read { db in
+            Set(try String.fetchAll(db, sql: """
+                SELECT store_path FROM assets WHERE store_path IS NOT NULL
+                UNION SELECT store_path FROM versions WHERE store_path IS NOT NULL
+                """))
+        }
+        var files: [String] = []
+        for (d, k) in Directory.entries(paths.store) where k == .directory {
+            for (f, fk) in Directory.entries(paths.store + "/" + d) {
+                let rel = d + "/" + f
+                if fk == .file { files.append(rel) } else { report.skipped.append(("store/" + rel, "not a regular file")) }
+            }
+        }
+        for rel in files.sorted() {
+            if named.contains(rel) { report.alreadyNamed += 1; continue }
+            guard StorePath.isValid(rel) else { report.skipped.append(("store/" + rel, "not a name photogate gives store files")); continue }
+            let id = String((rel as NSString).lastPathComponent.prefix { $0 != "." })
+            let fd = pg_open_original(paths.store + "/" + rel, 0)
+            guard fd >= 0 else { report.skipped.append(("store/" + rel, String(cString: strerror(errno)))); continue }
+            defer { Glibc.close(fd) }
+            do {
+                let (scan, size, date) = try StoreWriter.scan(fd: fd)
+                let hash = try StoreWriter.hash(fd: fd, size: size)
+                let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
+                let name = (rel as NSString).lastPathComponent
+                let done: Bool = try library.write { db in
+                    guard try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE id = ?", arguments: [id]) == nil else { return false }
+                    _ = try StoreWriter.insertRow(db, id: id, name: name, owner: nil, ownerName: nil, facts: facts,
+                                                  storePath: rel, referencePath: nil, shared: false)
+                    return true
+                }
+                if done {
+                    report.assets.append((id, rel))
+                    event("rebuilt \(id)  store/\(rel)")
+                } else {
+                    report.skipped.append(("store/" + rel, "its id \(id) is another asset's"))
+                }
+            } catch {
+                report.skipped.append(("store/" + rel, "\(error)"))
+            }
+        }
+        return report
+    }
+
+    /// A time stamp for lost+found/ folders (UTC, with the pid: two runs in one second differ).
+    static func stampNow() -> String {
+        var t = time_t(Date().timeIntervalSince1970)
+        var tmv = tm()
+        gmtime_r(&t, &tmv)
+        return String(format: "%04d%02d%02dT%02d%02d%02dZ-%d", tmv.tm_year + 1900, tmv.tm_mon + 1, tmv.tm_mday,
+                      tmv.tm_hour, tmv.tm_min, tmv.tm_sec, getpid())
+    }
+}

@@ -1,0 +1,47 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `photogate backup DEST`: a consistent copy of the library, safe while mounts run.
+struct Backup: PhotogateCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Copy the library (its catalog and its store) into a new folder, consistently, while mounts run.",
+        usage: "photogate backup <dest> [<options>]",
+        discussion: """
+            The catalog is copied as of one moment through SQLite's online backup (mounts and \
+            commands may write meanwhile; what they commit after that moment is not in the copy), \
+            then every store file that catalog names (store files never change once written). DEST \
+            must not exist; it is made private (0700) and is a library of its own: `photogate \
+            --library DEST assets` reads it. Originals imported with --reference live outside the \
+            library and are not copied (they are counted).
+
+            To restore: stop the mounts, move the damaged library aside, and move (or copy) the \
+            backup into its place; or keep using the backup where it is with --library. Copying \
+            photogate.sqlite by hand is consistent only when no photogate process has the library \
+            open (then the database file holds every committed change).
+
+            Examples:
+              photogate backup /media/disk/photos-2026-11-28
+            """)
+
+    @Argument(help: "A new folder for the copy.") var dest: String
+    @OptionGroup var lib: LibraryOption
+
+    func execute() throws {
+        let library = try lib.open()
+        let target = dest.hasPrefix("/") ? dest : FileManager.default.currentDirectoryPath + "/" + dest
+        let real = realpath(library.paths.root, nil).map { p in defer { free(p) }; return String(cString: p) } ?? library.paths.root
+        if target == real || target.hasPrefix(real + "/") || target.hasPrefix(library.paths.root + "/") {
+            throw CommandFailure("the backup cannot go inside the library it copies: name a folder outside \(library.paths.root)", .usage)
+        }
+        let r = try library.backup(to: target)
+        for m in r.missing { printWarning("\(m) was gone by the time it was copied (its asset was deleted for good meanwhile?)") }
+        say("backed up \(r.assets) asset\(r.assets == 1 ? "" : "s") to \(target): the catalog and \(r.filesCopied) store file\(r.filesCopied == 1 ? "" : "s") (\(humanSize(r.bytesCopied)))"
+            + (r.referenced > 0 ? "; \(r.referenced) referenced original\(r.referenced == 1 ? "" : "s") outside the library not copied" : ""))
+        if !r.missing.isEmpty { throw ExitCode(Exit.failure.rawValue) }
+    }
+}

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The catalog survives (issue 34, "the catalog lives only in the WAL"):
+#  1. once the last process lets go of a library (a command, a mount's daemon), photogate.sqlite
+#     alone holds every committed change: a copy of that file is the whole catalog;
+#  2. a library whose catalog is missing, empty, without its schema or damaged is said to be
+#     damaged (exit 75) by every command, and nothing is made over it (init included);
+#  3. `verify --repair` never moves most of the store to lost+found/ without --force, and says so
+#     first; `verify --rebuild` makes every store file an asset again;
+#  4. `backup DEST` copies the catalog (SQLite's online backup) and the store while a mount
+#     writes, and the copy opens as a library of its own.
+source "$(dirname "$0")/lib.sh"
+need_fuse
+pg=$PHOTOGATE_BIN
+export PHOTOGATE_LIBRARY="$tmp/library"
+mkdir -p "$tmp/src"
+for f in exif.jpg xmp.jpg le-thumb.jpg; do cp "$corpus/$f" "$tmp/src/$f"; done
+"$pg" init >/dev/null
+"$pg" import "$tmp/src" >/dev/null
+count() { python3 -c 'import sqlite3, sys; print(sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True).execute("SELECT count(*) FROM assets").fetchone()[0])' "$1"; }
+
+# 1. After the import (no process left), and after a mount's daemon wrote and was unmounted.
+cp "$PHOTOGATE_LIBRARY/photogate.sqlite" "$tmp/alone.sqlite"
+[[ $(count "$tmp/alone.sqlite") == 3 ]] || fail "photogate.sqlite alone after an import holds $(count "$tmp/alone.sqlite") assets, not 3"
+"$pg" authorize org.example.Cam --access read-write --status authorized >/dev/null
+mkdir -p "$tmp/m"
+on_exit "force_unmount '$tmp/m'"
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+cp "$corpus/exif.jpg" "$tmp/m/from-app.jpg"
+printf 'x' | dd of="$tmp/m/from-app.jpg" bs=1 seek=3000 conv=notrunc status=none 2>/dev/null || true
+"$pg" unmount "$tmp/m" >/dev/null
+[[ ! -s $PHOTOGATE_LIBRARY/photogate.sqlite-wal ]] || fail "the WAL still holds $(stat -c %s "$PHOTOGATE_LIBRARY/photogate.sqlite-wal") bytes after the last process let go"
+cp "$PHOTOGATE_LIBRARY/photogate.sqlite" "$tmp/alone.sqlite"
+[[ $(count "$tmp/alone.sqlite") == 4 ]] || fail "photogate.sqlite alone after the mount's write holds $(count "$tmp/alone.sqlite") assets, not 4"
+
+# 1b. The log removed while a mount runs (a careless cleanup): what the app saved before and
+# after is kept (the daemon checkpoints what it committed from the log it still has open into
+# the database), or its close fails; never a close that returned 0 and a photo gone after.
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+cp "$corpus/xmp.jpg" "$tmp/m/before-rm.jpg"
+rm "$PHOTOGATE_LIBRARY/photogate.sqlite-wal"
+saved=0; cp "$corpus/le-thumb.jpg" "$tmp/m/after-rm.jpg" 2>/dev/null && saved=1
+"$pg" unmount "$tmp/m" >/dev/null
+out=$("$pg" assets 2>&1) || fail "assets after the log was removed under a mount: $out"
+has before-rm.jpg "$out" || fail "a photo whose close returned 0 before the log was removed is gone: $out"
+if [[ $saved == 1 ]]; then has after-rm.jpg "$out" || fail "a photo whose close returned 0 after the log was removed is gone: $out"; fi
+out=$("$pg" verify 2>&1) || fail "verify after the log was removed under a mount: $out"
+
+# 4. A backup while a mount runs and an app writes.
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+( for i in $(seq 1 20); do cp "$corpus/xmp.jpg" "$tmp/m/w$i.jpg" || exit 1; done ) & writer=$!
+"$pg" backup "$tmp/backup" >"$tmp/backup.out" || fail "backup: exit $? ($(cat "$tmp/backup.out"))"
+wait $writer || fail "the app's writes failed during the backup"
+"$pg" unmount "$tmp/m" >/dev/null
+[[ $(stat -c %a "$tmp/backup") == 700 ]] || fail "the backup folder is $(stat -c %a "$tmp/backup")"
+n=$(PHOTOGATE_LIBRARY="$tmp/backup" "$pg" verify 2>&1 | tail -1) || fail "verify of the backup: $n"
+has "no problems" "$n" || fail "the backup does not verify: $n"
+has "org.example.Cam" "$("$pg" apps --library "$tmp/backup")" || fail "the backup lost the apps"
+set +e; out=$("$pg" backup "$tmp/backup" 2>&1); status=$?; set -e
+[[ $status == 68 ]] || fail "a backup over an existing folder: exit $status ($out)"
+set +e; out=$("$pg" backup "$PHOTOGATE_LIBRARY/inside" 2>&1); status=$?; set -e
+[[ $status == 64 ]] || fail "a backup inside the library: exit $status ($out)"
+
+# 2. Damaged catalogs: every command says so (75), and nothing is made over them.
+damage() {
+    rm -rf "$tmp/d"; cp -a "$tmp/backup" "$tmp/d"
+    case $1 in
+        missing) rm "$tmp/d/photogate.sqlite" ;;
+        empty) : >"$tmp/d/photogate.sqlite" ;;
+        noschema) rm "$tmp/d/photogate.sqlite"; python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA journal_mode=WAL"); c.close()' "$tmp/d/photogate.sqlite" ;;
+        truncated) truncate -s 8192 "$tmp/d/photogate.sqlite" ;;
+    esac
+    sha256sum "$tmp/d/photogate.sqlite" 2>/dev/null >"$tmp/d.sum" || : >"$tmp/d.sum"
+}
+for kind in missing empty noschema truncated; do
+    for cmd in "assets" "grants org.example.Cam" "verify" "verify --repair" "import $tmp/src" "init"; do
+        damage $kind
+        set +e; out=$(PHOTOGATE_LIBRARY="$tmp/d" "$pg" $cmd 2>&1); status=$?; set -e
+        [[ $status == 75 ]] || fail "$kind catalog, $cmd: exit $status, expected 75 ($out)"
+        has "damaged" "$out" || fail "$kind catalog, $cmd says: $out"
+        [[ $(sha256sum "$tmp/d/photogate.sqlite" 2>/dev/null) == "$(cat "$tmp/d.sum")" ]] || fail "$kind catalog, $cmd: the catalog file changed"
+        [[ -z $(ls "$tmp/d/lost+found" 2>/dev/null) ]] || fail "$kind catalog, $cmd: moved files to lost+found"
+    done
+done
+
+# 3. A catalog that lost its rows (an old copy put back): repair holds back, rebuild restores.
+stored=$(find "$PHOTOGATE_LIBRARY/store" -type f | wc -l)
+rm -rf "$tmp/old"; mkdir "$tmp/old"
+cp -a "$PHOTOGATE_LIBRARY/." "$tmp/old/"
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA foreign_keys=OFF"); c.execute("DELETE FROM versions"); c.execute("DELETE FROM assets WHERE rowid > 1"); c.commit(); c.close()' "$tmp/old/photogate.sqlite"
+set +e; out=$(PHOTOGATE_LIBRARY="$tmp/old" "$pg" verify --repair 2>&1); status=$?; set -e
+[[ $status == 70 ]] || fail "repair of a catalog that lost most rows: exit $status ($out)"
+has "not moved" "$out" || fail "repair does not say it held back: $out"
+[[ $(find "$tmp/old/store" -type f | wc -l) == "$stored" ]] || fail "repair moved store files away without --force"
+out=$(PHOTOGATE_LIBRARY="$tmp/old" "$pg" verify --rebuild 2>&1) || fail "rebuild: exit $? ($out)"
+has "grants, albums" "$out" || fail "rebuild does not say what is lost: $out"
+out=$(PHOTOGATE_LIBRARY="$tmp/old" "$pg" verify 2>&1) || fail "verify after rebuild: $out"
+[[ $(PHOTOGATE_LIBRARY="$tmp/old" "$pg" assets | wc -l) -ge $stored ]] || fail "after rebuild: $(PHOTOGATE_LIBRARY="$tmp/old" "$pg" assets)"
+# A missing catalog: rebuild keeps what is left of the old one and makes a new one.
+damage missing
+out=$(PHOTOGATE_LIBRARY="$tmp/d" "$pg" verify --rebuild 2>&1) || fail "rebuild of a missing catalog: exit $? ($out)"
+[[ $(PHOTOGATE_LIBRARY="$tmp/d" "$pg" assets | wc -l) -ge 4 ]] || fail "after rebuild of a missing catalog: $(PHOTOGATE_LIBRARY="$tmp/d" "$pg" assets)"
+damage noschema
+out=$(PHOTOGATE_LIBRARY="$tmp/d" "$pg" verify --rebuild 2>&1) || fail "rebuild of a catalog without schema: exit $? ($out)"
+has "lost+found" "$out" || fail "rebuild does not say where the damaged catalog went: $out"
+ls "$tmp/d/lost+found/"*/photogate.sqlite >/dev/null || fail "the damaged catalog was not kept"
+say "ok"
