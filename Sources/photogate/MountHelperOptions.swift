@@ -31,7 +31,8 @@ struct MountOptionList: Equatable {
                                             "group", "nofail", "_netdev", "loud", "silent"]
     static let ignoredKeys: Set<String> = ["comment", "setuid", "drop_privileges"]
 
-    /// Parses every `-o` value (each comma-separated; `\,` is a literal comma).
+    /// Parses every `-o` value (each comma-separated; `\,` is a literal comma, and so is one inside
+    /// double quotes, which libmount keeps from an fstab line: `library="/srv/a,b"`).
     init(_ values: [String]) throws {
         for value in values {
             for opt in Self.split(value) where !opt.isEmpty {
@@ -62,11 +63,12 @@ struct MountOptionList: Equatable {
     }
 
     static func split(_ s: String) -> [String] {
-        var out: [String] = [], cur = "", escaped = false
+        var out: [String] = [], cur = "", escaped = false, quoted = false
         for ch in s {
             if escaped { cur.append(ch); escaped = false }
             else if ch == "\\" { escaped = true }
-            else if ch == "," { out.append(cur); cur = "" }
+            else if ch == "\"" { quoted.toggle() }
+            else if ch == "," && !quoted { out.append(cur); cur = "" }
             else { cur.append(ch) }
         }
         out.append(cur)

@@ -32,6 +32,22 @@ has '"access" : "read-write"' "$("$pg" mounts --json)" || fail "photogate mounts
 umount "$tmp/mnt-rw" || fail "umount"
 wait_until 10 bash -c "[[ -z \$('$pg' mounts --json | grep org.example.Fstab) ]]" || fail "the daemon did not go away after umount"
 
+# 1b. A library path with a comma, quoted as libmount quotes it on an fstab line (`"a,b"`; it
+# hands the quotes on) or escaped (`\,`): both name the library.
+comma="$tmp/lib,comma"
+PHOTOGATE_LIBRARY="$comma" "$pg" init >/dev/null
+PHOTOGATE_LIBRARY="$comma" "$pg" import "$tmp/src" >/dev/null
+PHOTOGATE_LIBRARY="$comma" "$pg" authorize org.example.Fstab --access read-write --status authorized >/dev/null
+printf '%s#org.example.Fstab %s fuse library="%s",noatime 0 0\n' "$pg" "$tmp/mnt-rw" "$comma" >"$tmp/fstab-q"
+out=$(env -u PHOTOGATE_LIBRARY mount -T "$tmp/fstab-q" "$tmp/mnt-rw" 2>&1) || fail "mount -T of library=\"a,b\": $out"
+cmp "$tmp/src/a.jpg" "$tmp/mnt-rw/a.jpg" || fail "the quoted library's photo reads differently"
+umount "$tmp/mnt-rw"
+wait_until 10 bash -c "[[ -z \$(PHOTOGATE_LIBRARY='$comma' '$pg' mounts --json | grep org.example.Fstab) ]]" || fail "the quoted library's daemon did not go away"
+mkdir -p "$tmp/mnt-esc"; on_exit "force_unmount '$tmp/mnt-esc'"
+"$pg" mount org.example.Fstab "$tmp/mnt-esc" -o "library=${comma/,/\\,}" >/dev/null || fail "-o library=a\\,b"
+cmp "$tmp/src/a.jpg" "$tmp/mnt-esc/a.jpg" || fail "the escaped library's photo reads differently"
+PHOTOGATE_LIBRARY="$comma" "$pg" unmount "$tmp/mnt-esc" >/dev/null
+
 # 2. Type fuse.photogate, photogate#APP, add-only; in a private mount namespace (see above).
 ln -s "$pg" "$tmp/sbin/photogate"
 printf 'photogate#org.example.Fstab %s fuse.photogate access=add-only,library=%s,nodev,nosuid,_netdev 0 0\n' \

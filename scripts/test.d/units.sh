@@ -21,6 +21,18 @@ check verify --man=no "$tmp/units/photogate-shared@org.example.Editor.service"
 check --user verify --man=no "$tmp/units/photogate@.service"
 check --user verify --man=no "$tmp/units/photogate@org.example.Editor.service"
 grep -q '^Type=notify' "$tmp/units/photogate@.service" || fail "the user unit is not Type=notify"
+# The shared unit run as a user (the README's recipe: `[Service] User=alice`) must be able to
+# start: its mount point is made by systemd for that user (RuntimeDirectory=), not by a command
+# run as that user in root's /run (ExecStartPre=mkdir failed there), and kept at stop (systemd
+# removes a runtime folder with what is inside).
+shared="$tmp/units/photogate-shared@.service"
+! grep -q '^ExecStartPre=.*mkdir' "$shared" || fail "the shared unit still makes its folder with ExecStartPre: $(grep ExecStartPre "$shared")"
+grep -q '^RuntimeDirectory=photogate/%i$' "$shared" || fail "the shared unit has no RuntimeDirectory=photogate/%i"
+grep -q '^RuntimeDirectoryPreserve=yes$' "$shared" || fail "the shared unit's runtime folder is removed at stop"
+grep -q "^ExecStart=.* /run/photogate/%i " "$shared" || fail "the shared unit mounts elsewhere than its RuntimeDirectory: $(grep ExecStart= "$shared")"
+mkdir -p "$tmp/units/photogate-shared@.service.d"
+printf '[Service]\nUser=daemon\n' >"$tmp/units/photogate-shared@.service.d/user.conf"
+check verify --man=no "$tmp/units/photogate-shared@org.example.Editor.service"
 # A broken unit must fail this check (so a pass means something).
 sed 's/^Type=notify/Type=notifyy/' "$tmp/units/photogate@.service" >"$tmp/units/broken@.service"
 if out=$(cd "$tmp/units" && XDG_RUNTIME_DIR="$tmp/run" systemd-analyze --user verify --man=no "$tmp/units/broken@.service" 2>&1) && [[ -z $out ]]; then
