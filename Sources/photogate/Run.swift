@@ -212,8 +212,17 @@ struct Run: PhotogateCommand {
             hidden += ([Array("/proc".utf8)] + mounts.filter { $0.type == "proc" }.map(\.mountPointBytes)).map {
                 SandboxHiding.Hidden(path: $0, what: "the host's /proc", policy: .maskReadOnly)
             }
-            let views = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) }.map(\.mountPointBytes)
-            hidden += views.map { SandboxHiding.Hidden(path: $0, what: "another photogate view", policy: .refuse) }
+            // Views the command could enter: another user's view without allow_other (which the
+            // kernel closes to everyone but its owner) does not count, so that no one stops
+            // another's run by mounting a view below a shared folder (/srv, /tmp, /).
+            let commandUID = sandboxUser?.uid ?? getuid()
+            let viewMounts = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) && $0.admits(uid: commandUID) }
+            let views = viewMounts.map(\.mountPointBytes)
+            hidden += viewMounts.map { m in
+                let owner = m.superOption("user_id").flatMap { UInt32($0) }
+                let whose = owner.map { $0 == getuid() ? "yours" : "\(accountName($0))'s, mounted with allow_other" } ?? "of an unknown user"
+                return SandboxHiding.Hidden(path: m.mountPointBytes, what: "another photogate view (\(whose))", policy: .refuse)
+            }
             // Root's runs' view folders (their views are refused above; the folders are masked).
             if asRoot { hidden.append(SandboxHiding.Hidden(path: Array(RunFolders.rootBase.utf8), what: "photogate run's view folders", policy: .mask)) }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
@@ -478,4 +487,27 @@ func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1, en
     infoFD = -1   // pg_relay_wait closed it
     let exited = status & 0x7f == 0
     return exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+}
+
+extension MountTable.Entry {
+    /// The value of one of the filesystem's own options (`user_id=1000`), as listed.
+    func superOption(_ key: String) -> String? {
+        for o in superOptionsBytes.split(separator: UInt8(ascii: ",")) where o.starts(with: Array((key + "=").utf8)) {
+            return String(decoding: o.dropFirst(key.utf8.count + 1), as: UTF8.self)
+        }
+        return nil
+    }
+
+    /// Whether the kernel lets `uid` into this FUSE mount: its owner (user_id), or anyone with
+    /// allow_other (the daemon may then refuse some, which is not known from here).
+    func admits(uid: UInt32) -> Bool {
+        if superOptionsBytes.split(separator: UInt8(ascii: ",")).contains(where: { $0.elementsEqual("allow_other".utf8) }) { return true }
+        return superOption("user_id").flatMap { UInt32($0) } == uid
+    }
+}
+
+/// "alice (uid 1000)", or "uid 1000" for an id no account has.
+func accountName(_ uid: UInt32) -> String {
+    guard let pw = getpwuid(uid), let n = pw.pointee.pw_name else { return "uid \(uid)" }
+    return "\(String(cString: n)) (uid \(uid))"
 }

@@ -48,6 +48,20 @@ wait_until 10 bash -c "grep -q '\"state\" : \"dead\"' <<<\"\$(runuser -u '$user'
     || fail "the killed daemon is not listed dead: $(as_user mounts --json)"
 as_user mount org.example.Mine "$home/view" >/dev/null || fail "mount over the stale mount point as $user"
 runuser -u "$user" -- cmp "$home/src/a.jpg" "$home/view/a.jpg" || fail "reading after the remount"
+# Another user's view that root's run cannot enter (no allow_other) does not stop root's run of
+# a folder holding it: it did ("holds another photogate view"), so any user could stop another's
+# run by mounting a view below a shared folder. Nothing of it shows inside.
+if command -v bwrap >/dev/null; then
+    rootlib="$tmp/rootlib"
+    PHOTOGATE_LIBRARY="$rootlib" "$PHOTOGATE_BIN" init >/dev/null
+    PHOTOGATE_LIBRARY="$rootlib" "$PHOTOGATE_BIN" authorize org.example.Root --access read-write --status authorized >/dev/null
+    on_exit 'for m in $(awk '"'"'/ photogate:org.example.Root / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
+    set +e
+    out=$(PHOTOGATE_LIBRARY="$rootlib" "$PHOTOGATE_BIN" run org.example.Root --ro-bind "$home:/h" -- sh -c '[ -n "$(ls -A /h/view 2>/dev/null)" ] && exit 61; exit 0' 2>&1)
+    status=$?
+    set -e
+    [[ $status == 0 ]] || fail "root's run of a folder holding $user's view: exit $status (61: the view shows inside) $out"
+fi
 # photogate run as the user (bubblewrap without privileges): folders are handed in by
 # descriptor, the library inside the bound home is masked, nothing else comes in.
 if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; then
