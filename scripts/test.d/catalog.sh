@@ -60,6 +60,18 @@ set +e; out=$("$pg" backup "$tmp/backup" 2>&1); status=$?; set -e
 set +e; out=$("$pg" backup "$PHOTOGATE_LIBRARY/inside" 2>&1); status=$?; set -e
 [[ $status == 64 ]] || fail "a backup inside the library: exit $status ($out)"
 
+# 5. A store file truncated under a running mount is EIO, not a short read that exits 0.
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+victim=$(cd "$PHOTOGATE_LIBRARY" && python3 -c 'import sqlite3; print(sqlite3.connect("file:photogate.sqlite?mode=ro", uri=True).execute("SELECT store_path FROM assets WHERE display_name = ?", ("xmp.jpg",)).fetchone()[0])')
+size=$(stat -c %s "$PHOTOGATE_LIBRARY/store/$victim")
+cp "$PHOTOGATE_LIBRARY/store/$victim" "$tmp/victim.keep"
+truncate -s $((size / 2)) "$PHOTOGATE_LIBRARY/store/$victim"
+set +e; cat "$tmp/m/xmp.jpg" >"$tmp/read.out" 2>"$tmp/read.err"; status=$?; set -e
+cp "$tmp/victim.keep" "$PHOTOGATE_LIBRARY/store/$victim"
+"$pg" unmount "$tmp/m" >/dev/null
+[[ $status != 0 ]] || fail "a truncated store file read with exit 0 ($(stat -c %s "$tmp/read.out") of $size bytes)"
+has "Input/output error" "$(cat "$tmp/read.err")" || fail "a truncated store file: $(cat "$tmp/read.err")"
+
 # 2. Damaged catalogs: every command says so (75), and nothing is made over them.
 damage() {
     rm -rf "$tmp/d"; cp -a "$tmp/backup" "$tmp/d"

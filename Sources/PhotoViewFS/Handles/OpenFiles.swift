@@ -260,6 +260,16 @@ extension PhotoFS {
                 log("refused \(name) to \(appID): its original at \(path) changed after it was imported (photogate verify reports it)")
                 throw .accessDenied
             }
+        } else {
+            // A store file is never changed once written: one of another size than the catalog's
+            // (truncated, appended to) is damaged, and an app must not take a short read for the
+            // photo. EIO, as for one that is gone.
+            var st = stat()
+            if fstat(fd, &st) != 0 || UInt64(st.st_size) != size {
+                FDBudget.mount.close(fd)
+                log("cannot serve \(describe().name): its store file is \(st.st_size) bytes, the catalog says \(size) (damaged; photogate verify reports it)")
+                throw .io
+            }
         }
         return fd
     }
