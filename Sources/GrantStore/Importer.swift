@@ -215,13 +215,17 @@ public final class Importer {
     /// and the open (to /root, by whoever may write the folder) is skipped, not followed.
     func prepare(_ path: String, beneath root: NamedFolder? = nil) throws -> Pending? {
         let fd: Int32
+        // O_NONBLOCK: a FIFO (or a device) put where a file was found must not hold the import
+        // (it hung, and nothing of the run was committed); what is not a regular file is refused
+        // below. It changes nothing for regular files.
+        let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY
         if let root {
             let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
             var rel = Substring(path.dropFirst(base.count))
             while rel.hasPrefix("/") { rel = rel.dropFirst() }
-            fd = pg_openat_no_symlinks(root.fd, String(rel), O_RDONLY)
+            fd = pg_openat_no_symlinks(root.fd, String(rel), flags)
         } else {
-            fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            fd = Glibc.open(path, flags | O_CLOEXEC)
         }
         guard fd >= 0 else {
             let e = errno
@@ -229,10 +233,20 @@ public final class Importer {
             throw LibraryError.badInput(e == EACCES ? "permission denied" : String(cString: strerror(e)))
         }
         defer { Glibc.close(fd) }
+        var before = stat()
+        guard fstat(fd, &before) == 0 else { throw StoreWriter.ioError(errno, "stat \(path)") }
+        guard before.st_mode & S_IFMT == S_IFREG else { throw LibraryError.badInput("not a regular file (a FIFO, a device or a socket)") }
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
         let name = (path as NSString).lastPathComponent
         if options.reference {
             let hash = try StoreWriter.hash(fd: fd, size: size)
+            // The row describes the file as it was scanned and hashed: one written meanwhile (its
+            // ctime moves with every write) is refused, not cataloged with facts of other bytes.
+            var after = stat()
+            guard fstat(fd, &after) == 0, after.st_size == before.st_size, after.st_ctim.tv_sec == before.st_ctim.tv_sec,
+                  after.st_ctim.tv_nsec == before.st_ctim.tv_nsec else {
+                throw LibraryError.badInput("the file changed while it was being imported")
+            }
             // Where the file opened really is (no link on the way), not where its path leads now.
             var buf = [CChar](repeating: 0, count: 4096)
             let real = pg_fd_path(fd, &buf, UInt(buf.count)) > 0 && buf[0] == 0x2f
@@ -284,12 +298,17 @@ public final class Importer {
             off += UInt64(n)
         }
         guard off == size else { throw LibraryError.badInput("the file changed while it was being imported") }
+        // The catalog describes the bytes stored, not the ones scanned first (a file changed in
+        // place between the scan and the copy was stored with a location its row did not know
+        // of, and a strip-location app got it): the copy is scanned again.
+        let stored = try StoreWriter.scan(fd: out).0
+        guard stored.kind == scan.kind else { throw LibraryError.badInput("the file changed while it was being imported") }
         // Durable before its row commits: `flush` syncs the whole batch with one syncfs (one
         // journal commit for up to 256 files, where a fsync each cost one each). Start now.
         _ = pg_start_writeback(out)
         ok = true
         return Pending(source: path, id: id, temp: temp,
-                       facts: NewAssetFacts(scan: scan, byteSize: size, contentHash: "sha256:" + hexString(h.finalize()), fileDate: date),
+                       facts: NewAssetFacts(scan: stored, byteSize: size, contentHash: "sha256:" + hexString(h.finalize()), fileDate: date),
                        name: name)
     }
 

@@ -145,6 +145,9 @@ struct Deploy {
     /// The catalog is in photogate.sqlite once the last process lets go; a damaged one is said so
     /// and nothing is made over it; backup, and rebuild from the store.
     @Test func theCatalogSurvivesAndADamagedOneIsSaidSo() throws { try script("catalog") }
+    /// import catalogs the bytes it stores, refuses a --reference source changed while read, and
+    /// never hangs on a FIFO.
+    @Test func importCatalogsTheBytesItStores() throws { try script("import-race") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }
