@@ -325,7 +325,7 @@ public final class Importer {
             }
         }
         let shared = options.sharedAlbum != nil
-        let results: [(Pending, Asset, Bool)] = try library.write { db in
+        let results: [(Pending, Asset, Bool, String?)] = try library.write { db in
             var albumID: Int64? = nil
             if let a = options.album { albumID = try Library.createAlbum(db, a, shared: false, mustBeNew: false) }
             var sharedID: Int64? = nil
@@ -339,13 +339,28 @@ public final class Importer {
             let byHash = try db.cachedStatement(sql: """
                 SELECT \(Library.assetColumns) FROM assets WHERE content_hash = ? AND owner_app IS NULL ORDER BY rowid LIMIT 1
                 """)
-            var out: [(Pending, Asset, Bool)] = []
+            var out: [(Pending, Asset, Bool, String?)] = []
             var restored = Set<Int64>()
             for p in items {
                 var asset: Asset
                 var isNew = false
+                // A copy that becomes the stored original of an asset that had only a
+                // referenced one: its store path.
+                var stores: String? = nil
                 if let row = try Row.fetchOne(byHash, arguments: [p.facts.contentHash]) {
                     asset = Library.asset(row)
+                    // Those bytes are in the library only as a file elsewhere (import
+                    // --reference): a copying import is the person keeping them, and the file
+                    // they referenced may go (another user cleans a download folder) once the
+                    // card they came from is wiped. The copy becomes the asset's stored original,
+                    // named by the temp file's id (recovery finds it by that name).
+                    if asset.storePath == nil, p.temp != nil {
+                        let rel = StoreWriter.storeRelativePath(id: p.id, kind: p.facts.scan.kind)
+                        try db.execute(sql: "UPDATE assets SET store_path = ?, reference_path = NULL WHERE rowid = ?",
+                                       arguments: [rel, asset.rowID])
+                        try Library.record(db, .version, asset: asset.rowID)
+                        stores = rel
+                    }
                     if shared && !asset.isShared {
                         // Imported again as cloud-shared: it is shared now, however it arrived
                         // first (before any restore below, so the history sees it once).
@@ -367,13 +382,13 @@ public final class Importer {
                 }
                 if let albumID { _ = try Library.addToAlbum(db, albumID, [asset.rowID]) }
                 if let sharedID { _ = try Library.addToAlbum(db, sharedID, [asset.rowID]) }
-                out.append((p, asset, isNew))
+                out.append((p, asset, isNew, stores))
             }
             // New (or restored) assets appear in every view that may see them.
             try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, out.filter { $0.2 || restored.contains($0.1.rowID) }.map(\.1.rowID)))
             return out
         }
-        for (p, asset, isNew) in results {
+        for (p, asset, isNew, stores) in results {
             if isNew {
                 if let temp = p.temp, let writer, let rel = asset.storePath {
                     try writer.install(tempPath: temp, storePath: rel, durable: false)
@@ -381,7 +396,9 @@ public final class Importer {
                 summary.imported.append(asset)
                 event(.imported(asset, source: p.source))
             } else {
-                if let temp = p.temp { unlink(temp) }
+                if let temp = p.temp {
+                    if let rel = stores, let writer { try writer.install(tempPath: temp, storePath: rel, durable: false) } else { unlink(temp) }
+                }
                 summary.duplicates.append(asset)
                 event(.duplicate(asset, source: p.source))
             }

@@ -64,4 +64,23 @@ has "FIFO" "$(cat "$tmp/shim2.log" 2>/dev/null)" || fail "the shim did not swap 
 [[ $status != 124 ]] || fail "import hung on a file swapped for a FIFO after the walk"
 has "b-kept.jpg" "$("$pg" assets)" || fail "the rest of the run was not committed: $out"
 has "not a regular file" "$out" || fail "the swapped file is not reported as what it is: $out"
+# A copying import of bytes the library has only as a --reference asset stores them (it said
+# "already in the library" and stored nothing: when the referenced file went, so did the photo
+# the person had imported from a card). The asset keeps its id, and reads from the store after.
+export PHOTOGATE_LIBRARY="$tmp/library3"
+"$pg" init >/dev/null
+mkdir -p "$tmp/downloads" "$tmp/card"
+cp "$corpus/xmp.jpg" "$tmp/downloads/shared.jpg"
+cp "$corpus/xmp.jpg" "$tmp/card/DSC_0001.jpg"
+"$pg" import --reference "$tmp/downloads/shared.jpg" >/dev/null
+id=$("$pg" assets | awk -F'\t' 'NR > 1 {print $1}')
+"$pg" authorize org.example.Viewer --access read-write --status authorized >/dev/null
+mkdir -p "$tmp/mv"; on_exit "force_unmount '$tmp/mv'"
+"$pg" mount org.example.Viewer "$tmp/mv" >/dev/null
+"$pg" import "$tmp/card" >/dev/null || fail "the copying import: exit $?"
+rm "$tmp/downloads/shared.jpg"
+cmp "$corpus/xmp.jpg" "$tmp/mv/shared.jpg" || fail "the photo is gone with its referenced file, though it was imported from the card"
+"$pg" unmount "$tmp/mv" >/dev/null
+[[ $("$pg" assets | awk -F'\t' 'NR > 1 {print $1}') == "$id" ]] || fail "the asset changed id or another was made: $("$pg" assets)"
+out=$("$pg" verify 2>&1) || fail "verify after the reference got its stored copy: $out"
 say "ok"
