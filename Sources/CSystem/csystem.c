@@ -358,3 +358,9 @@ long long pg_copy_fd(int src, int dst) {
 int pg_has_access_acl(const char *path) {
     return lgetxattr(path, "system.posix_acl_access", NULL, 0) > 0 ? 1 : 0;
 }
+
+#include <linux/keyctl.h>
+
+long pg_join_new_session_keyring(void) {
+    return syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, (char *)0);
+}

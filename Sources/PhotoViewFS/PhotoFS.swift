@@ -74,6 +74,10 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// Bytes of the assets in the view, for statfs (computed per refresh, never per request).
     let viewBytes: Atomic<UInt64>
     public let uid: UInt32
+    /// A view for one user (`owner`): its root is that user's alone (0700), so that no one else
+    /// passes through it, even to names whose attributes the kernel has cached (with allow_other
+    /// and default_permissions, a `stat` of those is answered from the cache, never asking).
+    let ownerOnly: Bool
     public let gid: UInt32
     let log: @Sendable (String) -> Void
     public let passthrough: Bool
@@ -120,6 +124,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         feed = Mutex(ChangeFeed(latest: try library.latestChangeToken(app)))
         uid = owner?.uid ?? getuid()
         gid = owner?.gid ?? getgid()
+        ownerOnly = owner != nil
     }
 
     public func setInvalidator(_ i: Invalidator?) { invalidatorBox.withLock { $0 = i } }

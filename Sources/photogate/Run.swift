@@ -80,12 +80,17 @@ struct Run: PhotogateCommand {
             let asRoot = getuid() == 0 || geteuid() == 0
             let sandboxUser: SandboxUser.ID?
             if asRoot {
-                sandboxUser = try SandboxUser.resolve(user)
+                sandboxUser = try SandboxUser.resolve(user, library: library.paths.root, app: id.rawValue)
             } else {
                 if user != nil { throw CommandFailure("--user is for root: the command runs as you", .usage) }
                 sandboxUser = nil
             }
+            // The command's environment goes to bubblewrap through a descriptor (--args), not
+            // to what runs before it: setpriv runs as root, and an LD_PRELOAD or GCONV_PATH
+            // passed for the app loaded code into it as root; nor on a command line, which
+            // every local user reads (/proc/PID/cmdline). What runs before it gets a bare PATH.
             let environment = try SandboxEnvironment.make(passing: envs, from: ProcessInfo.processInfo.environment)
+            let launcherEnvironment = ["PATH": "/usr/sbin:/usr/bin:/sbin:/bin"]
             let bwrapCandidates: [String] = ["/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"]
             guard let bwrap = bwrapCandidates.first(where: { Glibc.access($0, X_OK) == 0 }) else {
                 throw CommandFailure("bwrap is missing: install bubblewrap (apt-get install bubblewrap)", .failure)
@@ -256,7 +261,7 @@ struct Run: PhotogateCommand {
                 // own inside), so that a machine that allows fewer goes on without the wrapper.
                 let wrap = [unshare, "--user", "--map-current-user", "--mount", "--propagation", "private", "--"]
                 let probe = [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true"]
-                if (try? runTool((asUser + wrap).first!, Array((asUser + wrap).dropFirst()) + probe, environment: environment)) == 0 {
+                if (try? runTool((asUser + wrap).first!, Array((asUser + wrap).dropFirst()) + probe, environment: launcherEnvironment)) == 0 {
                     args = wrap + args
                 } else if sandboxUser != nil {
                     throw CommandFailure("the command's user (\(sandboxUser!.uid)) cannot make the sandbox's namespaces (unshare --user): "
@@ -269,6 +274,23 @@ struct Run: PhotogateCommand {
             if shareNet { args.append("--share-net") }
             args.append("--cap-drop")
             args.append("ALL")
+            // The command's environment, from a descriptor (see `launcherEnvironment`): bubblewrap
+            // starts the command with only these.
+            var commandEnvironment = environment
+            commandEnvironment["HOME"] = home
+            commandEnvironment["PHOTOGATE_APP"] = id.rawValue
+            var envArgs: [UInt8] = []
+            for a in ["--clearenv"] + commandEnvironment.keys.sorted().flatMap({ ["--setenv", $0, commandEnvironment[$0]!] }) {
+                envArgs += Array(a.utf8) + [0]
+            }
+            guard envArgs.count < 60_000 else { throw CommandFailure("the environment passed in is too large (\(envArgs.count) bytes; at most 60,000)", .usage) }
+            var envPipe: [Int32] = [-1, -1]
+            guard pipe(&envPipe) == 0 else { throw CommandFailure("cannot make a pipe: \(String(cString: strerror(errno)))", .failure) }
+            for fd in envPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            defer { close(envPipe[0]) }
+            let wroteEnv = envArgs.withUnsafeBytes { Glibc.write(envPipe[1], $0.baseAddress, $0.count) }
+            close(envPipe[1])
+            guard wroteEnv == envArgs.count else { throw CommandFailure("cannot pass the environment in", .failure) }
             // Every folder bound in is opened here and checked for what it is (RunSandbox.swift);
             // the user's are handed to bubblewrap as descriptors 3, 4, ... (--bind-fd, which it
             // closes once bound: an open directory left in the sandbox would reach past every mask).
@@ -306,7 +328,7 @@ struct Run: PhotogateCommand {
             // them, as every process reads its own) are not the command's to change; bound from
             // the host's /proc, which shows each reader its own namespaces' values.
             args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/var/tmp",
-                     "--tmpfs", "/home", "--dir", home, "--setenv", "HOME", home, "--setenv", "PHOTOGATE_APP", id.rawValue]
+                     "--tmpfs", "/home", "--dir", home]
             var specs: [(flag: String, src: String, dest: String)] = []
             for (flag, list) in [("--bind", binds), ("--ro-bind", roBinds)] {
                 for spec in list {
@@ -333,6 +355,8 @@ struct Run: PhotogateCommand {
             }
             args += ["--bind-fd", "\(3 + handed.count)", inside]
             handed.append(view.source.fd)
+            args += ["--args", "\(3 + handed.count)"]
+            handed.append(envPipe[0])
             // Binds are recursive: a hidden place under a bound folder gets an empty tmpfs on top, or
             // refuses the run (RunSandbox.swift).
             let masks: [SandboxHiding.Mask]
@@ -349,7 +373,7 @@ struct Run: PhotogateCommand {
                     guard let blocked = SandboxUser.blocked(b.src.real, for: u) else { continue }
                     throw CommandFailure("cannot pass \(b.src.spelled) in: the command runs as uid \(u.uid) (run was started by root), "
                         + "which cannot pass through \(blocked.folder) (mode \(String(blocked.mode, radix: 8)), owned by uid \(blocked.owner)): "
-                        + "let it through (chmod o+x \(blocked.folder), or an ACL), pass a folder it can reach, or choose the user with --user", .usage)
+                        + "let that user through (setfacl -m u:\(u.uid):x \(blocked.folder)), pass a folder it can reach, or choose the user with --user", .usage)
                 }
             }
             // Masks that would land in the view (a bound folder holding the pictures folder and the
@@ -371,7 +395,10 @@ struct Run: PhotogateCommand {
             let argv = args.map { Array($0.utf8) }
                 + masks.flatMap { m in m.isFolder ? [Array("--tmpfs".utf8), m.path] : [Array("--ro-bind".utf8), Array("/dev/null".utf8), m.path] }
                 + (["--chdir", home, "--"] + command).map { Array($0.utf8) }
-            status = try spawnAndWait(argv, handing: handed, info: infoPipe[0], environment: environment)
+            // A session keyring of its own (empty): the caller's (root's, from a login or a unit)
+            // would be the command's to read and change.
+            _ = pg_join_new_session_keyring()
+            status = try spawnAndWait(argv, handing: handed, info: infoPipe[0], environment: launcherEnvironment)
         }
         if status != 0 { throw ExitCode(status) }
     }

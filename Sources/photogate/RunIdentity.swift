@@ -8,22 +8,42 @@ import Glibc
 /// without a capability, it could write whatever root owns and the sandbox shows (the host's
 /// /proc/sys: kernel.core_pattern names a program the kernel then runs as root), and peers that
 /// trust uid 0 (a socket's credentials) would trust it. So root's runs drop to an unprivileged
-/// id: by default one no account has, and so owns nothing outside the sandbox (what the command
-/// saves in a folder passed in with --bind is owned by it; such a folder must be writable to it).
+/// id: by default one of the app's own that no account has, and so owns nothing outside the
+/// sandbox (what the command saves in a folder passed in with --bind is owned by it; such a
+/// folder must be writable to it: to its group, `defaultID`, say).
 enum SandboxUser {
     struct ID: Equatable { let uid: UInt32; let gid: UInt32 }
 
-    /// 2^31 - 2: past every range Debian allots to accounts (system, users, subordinate ids of
-    /// containers), and no account's (checked at each run).
+    /// The group of every root run's command (a folder such a command writes through --bind is
+    /// made writable to it): 2^31 - 2, no account's.
     static let defaultID: UInt32 = 2_147_483_646
+    /// Root runs' uids: one per library and app, in the 2^24 ids below `defaultID` (past every
+    /// range Debian allots to accounts and to containers' subordinate ids). Per app, not one for
+    /// all: a command that left a set-user-id program in a folder passed in (the host's disks
+    /// are not nosuid) gave any local user its uid, and with one uid for all that opened every
+    /// root run's view and processes; now it opens only what that app already had.
+    static let uidRange: ClosedRange<UInt32> = (defaultID - (1 << 24))...(defaultID - 1)
 
-    /// The id `--user` names (a name, UID or UID:GID), or the default; never root's.
-    static func resolve(_ spec: String?) throws -> ID {
+    /// The uid of `app`'s runs in the library at `library` (FNV-1a of both, into `uidRange`).
+    static func uid(library: String, app: String) -> UInt32 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in Array(library.utf8) + [0] + Array(app.utf8) { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
+        return uidRange.lowerBound + UInt32(h % UInt64(uidRange.count))
+    }
+
+    /// The id `--user` names (a name, UID or UID:GID), or the app's own; never root's.
+    static func resolve(_ spec: String?, library: String, app: String) throws -> ID {
         guard let spec else {
-            if let pw = getpwuid(defaultID) {
-                throw CommandFailure("uid \(defaultID), photogate run's own when started as root, belongs to the account \(String(cString: pw.pointee.pw_name)): pass the user the command should run as with --user", .failure)
+            let id = ID(uid: uid(library: library, app: app), gid: defaultID)
+            if let pw = getpwuid(id.uid) {
+                throw CommandFailure("uid \(id.uid), photogate run's own for \(app) when started as root, belongs to the account \(String(cString: pw.pointee.pw_name)): pass the user the command should run as with --user", .failure)
             }
-            return ID(uid: defaultID, gid: defaultID)
+            for (file, value) in [("/etc/subuid", id.uid), ("/etc/subgid", id.gid)] {
+                if let owner = subordinateOwner(of: value, in: file) {
+                    throw CommandFailure("id \(value), photogate run's own for \(app) when started as root, is in \(owner)'s subordinate ids (\(file)): \(owner) could take it in a user namespace; pass the user the command should run as with --user", .failure)
+                }
+            }
+            return id
         }
         let id: ID
         let parts = spec.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
@@ -40,6 +60,17 @@ enum SandboxUser {
             throw CommandFailure("--user \(spec): the command never runs as root (uid or gid 0)", .usage)
         }
         return id
+    }
+
+    /// The user whose subordinate ids (/etc/subuid, /etc/subgid: `name:start:count`) hold `id`.
+    static func subordinateOwner(of id: UInt32, in file: String) -> String? {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") {
+            let f = line.split(separator: ":")
+            guard f.count == 3, let start = UInt64(f[1]), let count = UInt64(f[2]) else { continue }
+            if UInt64(id) >= start && UInt64(id) < start + count { return String(f[0]) }
+        }
+        return nil
     }
 
     /// The first folder on the way to `path` (an absolute path, as bytes) that `id` cannot pass

@@ -122,10 +122,12 @@ one_photo_library() {
 }
 
 # sandbox_writable DIR...: a folder the command of a `photogate run` started by root writes into
-# (passed with --bind): that command runs as photogate's sandbox id, not root, so the folder is
-# made its (as an administrator would; `run --help`). A no-op for other users' runs.
-sandbox_id=2147483646
+# (passed with --bind): that command runs as an id of its app's in photogate's sandbox group
+# (2147483646), not root, so the folder is made writable to that group (as an administrator
+# would; `run --help`). A no-op for other users' runs.
+sandbox_group=2147483646
 sandbox_writable() {
     [[ $(id -u) == 0 ]] || return 0
-    chown -R "$sandbox_id:$sandbox_id" "$@"
+    chgrp -R "$sandbox_group" "$@"
+    chmod -R g+rwX "$@"
 }

@@ -316,6 +316,51 @@ for net in "" --share-net; do
     set -e
     [[ $status == 0 ]] || fail "the sandbox's start ${net:-(own network)}: exit $status (81: descriptors, 82: capabilities, 83: environment, 84: PHOTOGATE_APP, 85: the allow-list or --env, 86: runs as root, 87/88: /proc/sys is writable)"
 done
+# Started by root (a hostile review of the first version): the command's environment reaches only
+# the command (an LD_PRELOAD passed for the app loaded into setpriv, still root); each app's
+# runs have a uid of their own (one for all let a set-user-id program left by one app into every
+# root run's view); the caller's session keyring does not come in; another user cannot pass
+# through a root run's view even to names the kernel has cached.
+if [[ $(id -u) == 0 ]]; then
+    mkdir -p "$tmp/tools" "$tmp/uidlog"; chmod 1777 "$tmp/uidlog"
+    cc=$(command -v cc || command -v clang || true)
+    if [[ -n $cc ]]; then
+        "$cc" -shared -fPIC -O1 -o "$tmp/tools/uid-log.so" "$root/scripts/test.d/c/uid-log.c" || fail "cannot build uid-log.so"
+        "$cc" -O1 -o "$tmp/tools/keyring" "$root/scripts/test.d/c/keyring.c" || fail "cannot build keyring"
+        chmod 755 "$tmp/tools" "$tmp/tools/"*
+        # (The same paths inside and out: a process outside that got the variable loads it too.)
+        "$pg" run org.example.Boxed --ro-bind "$tmp/tools:$tmp/tools" --bind "$tmp/uidlog:$tmp/uidlog" \
+            --env LD_PRELOAD="$tmp/tools/uid-log.so" --env UID_LOG_FILE="$tmp/uidlog/log" -- true || fail "run with --env LD_PRELOAD: exit $?"
+        has "uid=" "$(cat "$tmp/uidlog/log" 2>/dev/null)" || fail "the preload never reached the command"
+        ! grep -q "^uid=0$" "$tmp/uidlog/log" || fail "an LD_PRELOAD passed with --env was loaded by a process running as root: $(sort "$tmp/uidlog/log" | uniq -c)"
+        set +e
+        "$tmp/tools/keyring" plant "$pg" run org.example.Boxed --ro-bind "$tmp/tools:/tools" -- /tools/keyring find; status=$?
+        set -e
+        [[ $status == 0 ]] || fail "the caller's session keyring reached the command (exit $status; 3: the key was found)"
+    else
+        say "no C compiler: the --env LD_PRELOAD and keyring checks were not run"
+    fi
+    a_uid=$("$pg" run org.example.Boxed -- id -u)
+    "$pg" authorize org.example.Second --access read-write --status authorized >/dev/null
+    b_uid=$("$pg" run org.example.Second -- id -u)
+    [[ $a_uid != "$b_uid" ]] || fail "two apps' runs share uid $a_uid"
+    [[ $("$pg" run org.example.Boxed -- id -u) == "$a_uid" ]] || fail "an app's runs do not keep their uid"
+    # Another user, knowing the view's path from the mount table, gets nothing, cached or not.
+    second_user pgrun
+    mkdir -p "$tmp/vsig"; sandbox_writable "$tmp/vsig"
+    "$pg" run org.example.Boxed --bind "$tmp/vsig:/sig" -- sh -c 'ls -l "$HOME/Pictures" >/dev/null; touch /sig/in; while [ ! -e /sig/go ]; do sleep 0.02; done' & viewer=$!
+    on_exit "touch '$tmp/vsig/go'; kill -9 $viewer 2>/dev/null"
+    wait_until 30 test -e "$tmp/vsig/in" || fail "the viewing run did not start"
+    view=$(awk '/ photogate:org.example.Boxed / && $5 ~ /photogate-run/ {print $5; exit}' /proc/self/mountinfo)
+    [[ -n $view ]] || fail "the root run's view is not in the mount table"
+    set +e
+    runuser -u "$user" -- stat "$view/granted.jpg" >/dev/null 2>&1; cached=$?
+    runuser -u "$user" -- ls "$view" >/dev/null 2>&1; listed=$?
+    set -e
+    touch "$tmp/vsig/go"; wait $viewer || true
+    [[ $cached != 0 && $listed != 0 ]] || fail "another user reached a root run's view (stat of a cached name: $cached, ls: $listed)"
+fi
+
 # A folder the command's user cannot reach (root's 0700) is refused before the command starts,
 # with what to do (bubblewrap said only "Can't find source path /proc/self/fd/3").
 mkdir -p "$tmp/closed/inner"; chmod 700 "$tmp/closed"

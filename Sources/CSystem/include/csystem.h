@@ -61,6 +61,9 @@ int pg_sqlite_keep_wal(void *db);
 int pg_sqlite_checkpoint_on_close(void *db);
 /// 1 when `path` (not followed) has a POSIX access ACL, else 0.
 int pg_has_access_acl(const char *path);
+/// Joins a new, empty, anonymous session keyring (keyctl KEYCTL_JOIN_SESSION_KEYRING): children
+/// then inherit it instead of the caller's. Returns its serial, or -1.
+long pg_join_new_session_keyring(void);
 
 /// pidfd_open(pid, 0): a descriptor (close-on-exec) for a running process, readable once it has
 /// ended; -1 with errno set (ESRCH: no such process).

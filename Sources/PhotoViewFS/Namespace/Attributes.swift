@@ -11,7 +11,8 @@ extension PhotoFS {
     func dirAttributes(_ ino: Inode, writable: Bool) -> Attributes {
         let changed = listingsChanged.withLock { $0 }
         let m = changed == .zero ? started : changed
-        return Attributes(ino: ino, mode: FileMode.directory | (writable ? 0o755 : 0o555), nlink: 2, size: 4096,
+        let mode: UInt32 = ownerOnly && ino == FixedInode.root ? 0o700 : (writable ? 0o755 : 0o555)
+        return Attributes(ino: ino, mode: FileMode.directory | mode, nlink: 2, size: 4096,
                           uid: uid, gid: gid, atime: m, mtime: m, ctime: m)
     }
 
