@@ -258,10 +258,18 @@ public final class Library: Sendable {
     /// What a process committed is durable once it lets go of its library (a CLI command: before
     /// it exits), as when the last connection's checkpoint at close synced it; now it is one
     /// fdatasync of the WAL, also when mounts hold the database open (then no checkpoint ran).
-    deinit {
+    deinit { letGo() }
+
+    /// What a process does when it is done with the library (its release, or a daemon's end,
+    /// whose threads may still hold it): what it committed is synced, and the last process to let
+    /// go checkpoints the log into the database (`checkpointIfLast`). Once; the library is closed
+    /// after it (later calls fail as a closed database does).
+    public func letGo() {
+        guard !letGoDone.exchange(true, ordering: .relaxed) else { return }
         if wrote.load(ordering: .relaxed), !checkpointLargeLog() { try? syncLog(rescue: false) }
         checkpointIfLast()
     }
+    private let letGoDone = Atomic<Bool>(false)
 
     /// The catalog lives in the database file, not only in its write-ahead log, once the last
     /// process lets go of it: anyone who copies or backs up `photogate.sqlite` alone then copies
@@ -273,6 +281,8 @@ public final class Library: Sendable {
     /// command costs what it did; the last of them to end does it. The checkpoint writes the
     /// log's pages into the database and syncs it (synchronous=NORMAL).
     func checkpointIfLast() {
+        // A log damaged in place would put the zeros of its hole into the database.
+        if logDamaged.load(ordering: .relaxed) { try? pool.close(); return }
         pool.releaseMemory()
         try? pool.writeWithoutTransaction { db in
             if let c = db.sqliteConnection { _ = pg_sqlite_checkpoint_on_close(UnsafeMutableRawPointer(c)) }
@@ -357,8 +367,43 @@ public final class Library: Sendable {
             throw LibraryError.notDurable("the catalog's write-ahead log \(path) was replaced while photogate had it open, "
                 + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
         }
+        // The same file, but no longer a whole log (truncated, or overwritten, in place): what it
+        // held is gone, and a checkpoint would copy the zeros of the hole into the database. Nothing more goes into the database from this log (no
+        // checkpoint at this process's end); the database keeps its last checkpoint.
+        if !Library.logLooksWhole(fd: fd, size: Int(st.st_size)) {
+            logDamaged.store(true, ordering: .relaxed)
+            throw LibraryError.notDurable("the catalog's write-ahead log \(path) was truncated or overwritten while photogate had it open, "
+                + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
+        }
         guard fdatasync(fd) == 0 else { throw StoreWriter.ioError(errno, "cannot sync \(path)") }
     }
+
+    /// Whether the log file (`fd`, `size` bytes) still looks like the log SQLite writes: empty,
+    /// or a log header (magic 0x377f0682 or 0x377f0683, big-endian, at 0; page size at 8; salts
+    /// at 16) whose salts the first frame (24-byte frame header, then a page) carries too. A log
+    /// truncated in place under SQLite (`: > photogate.sqlite-wal`), which then wrote its next
+    /// frames further on, has a hole of zeros where its header was. Read from the log alone:
+    /// never the `-shm` index, whose descriptors SQLite holds POSIX locks through (a close of
+    /// any other descriptor of that file drops them all, and another process then truncated the
+    /// index under this one: SIGBUS).
+    static func logLooksWhole(fd: Int32, size: Int) -> Bool {
+        guard size > 0 else { return true }
+        var header = [UInt8](repeating: 0, count: 32)
+        guard size >= 32, pread(fd, &header, 32, 0) == 32 else { return false }
+        let magic = header[0..<4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        guard magic == 0x377f_0682 || magic == 0x377f_0683 else { return false }
+        let page = Int(header[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard page >= 512, page <= 65536 else { return false }
+        guard size >= 32 + page + 24 else { return true }
+        // The first frame: written with the header at every restart of the log (frames further
+        // on may be an earlier round's, with its salts).
+        var first = [UInt8](repeating: 0, count: 24)
+        guard pread(fd, &first, 24, 32) == 24 else { return false }
+        return first[8..<16].elementsEqual(header[16..<24])
+    }
+
+    /// Set when the log was found truncated or overwritten in place: no checkpoint from it.
+    private let logDamaged = Atomic<Bool>(false)
 
     /// With the log removed or replaced under this process, what it committed is only in the log
     /// file SQLite still has open: a checkpoint through the writer copies it all into the database

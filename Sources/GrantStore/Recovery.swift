@@ -21,6 +21,8 @@ public struct BackupReport: Sendable {
     public var missing: [String] = []
     /// Assets whose original is a `--reference` file outside the library: not copied.
     public var referenced = 0
+    /// Where the backup is.
+    public var folder = ""
 }
 
 public struct RebuildReport: Sendable {
@@ -33,12 +35,32 @@ public struct RebuildReport: Sendable {
 }
 
 extension Library {
-    /// Copies the library into `dest`, a folder that must not exist yet (made 0700): a library of
-    /// its own there, which `--library DEST` opens as it is.
-    public func backup(to dest: String) throws -> BackupReport {
+    /// Copies the library into `final`, a folder that must not exist yet (made 0700): a library
+    /// of its own there, which `--library DEST` opens as it is. Made as `DEST.partial` and renamed
+    /// into place once all of it is durable: a backup killed or out of space is never a folder
+    /// that opens as a complete library (the partial one is removed on an error).
+    public func backup(to final: String) throws -> BackupReport {
+        let fm = FileManager.default
+        if fm.fileExists(atPath: final) { throw LibraryError.conflict("\(final) already exists: name a new folder for the backup") }
+        let dest = final + ".partial"
+        if fm.fileExists(atPath: dest) {
+            throw LibraryError.conflict("\(dest) is there (an earlier backup that did not finish): remove it first")
+        }
+        do {
+            var report = try backupInto(dest)
+            guard rename(dest, final) == 0 else { throw StoreWriter.ioError(errno, "cannot rename \(dest) to \(final)") }
+            fsyncDirectory(of: final)
+            report.folder = final
+            return report
+        } catch {
+            try? fm.removeItem(atPath: dest)
+            throw error
+        }
+    }
+
+    private func backupInto(_ dest: String) throws -> BackupReport {
         var report = BackupReport()
         let fm = FileManager.default
-        if fm.fileExists(atPath: dest) { throw LibraryError.conflict("\(dest) already exists: name a new folder for the backup") }
         do {
             try fm.createDirectory(atPath: dest, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             for d in ["store", "tmp", "run"] {
@@ -107,10 +129,19 @@ extension Library {
     public static func rebuild(at paths: LibraryPaths, event: (String) -> Void = { _ in }) throws -> RebuildReport {
         try LibraryOwnership.check(paths)
         var report = RebuildReport()
-        let library: Library
+        var opened: Library?
         do {
-            library = try Library.open(at: paths)
+            opened = try Library.open(at: paths)
+            // One that opens may still fail SQLite's checks (a damaged page that a command
+            // reads only later): damaged all the same.
+            if let l = opened, try !l.passesQuickCheck() { l.letGo(); opened = nil }
         } catch LibraryError.catalogDamaged, LibraryError.libraryDamaged {
+            opened = nil
+        }
+        let library: Library
+        if let opened {
+            library = opened
+        } else {
             let stamp = Library.stampNow()
             let aside = paths.root + "/" + LostAndFound.folder + "/" + stamp
             do {
@@ -181,5 +212,16 @@ extension Library {
         gmtime_r(&t, &tmv)
         return String(format: "%04d%02d%02dT%02d%02d%02dZ-%d", tmv.tm_year + 1900, tmv.tm_mon + 1, tmv.tm_mday,
                       tmv.tm_hour, tmv.tm_min, tmv.tm_sec, getpid())
+    }
+}
+
+extension Library {
+    /// SQLite's quick_check of the catalog (every page and its structure, not index contents).
+    public func passesQuickCheck() throws -> Bool {
+        do {
+            return try read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") } == ["ok"]
+        } catch LibraryError.libraryDamaged {
+            return false
+        }
     }
 }

@@ -162,6 +162,11 @@ public final class Verifier {
 
     public func run(progress: (VerifyProgress) -> Void = { _ in }) throws -> VerifyReport {
         let started = Date()
+        // The catalog first: one that fails SQLite's checks is damaged (exit 75), whatever the
+        // store holds; nothing is repaired against it.
+        guard try library.passesQuickCheck() else {
+            throw LibraryError.libraryDamaged("it fails SQLite's quick_check")
+        }
         var report = VerifyReport()
         report.repair = options.repair
         let store = library.paths.store

@@ -33,10 +33,20 @@ struct Backup: PhotogateCommand {
 
     func execute() throws {
         let library = try lib.open()
-        let target = dest.hasPrefix("/") ? dest : FileManager.default.currentDirectoryPath + "/" + dest
+        let spelled = dest.hasPrefix("/") ? dest : FileManager.default.currentDirectoryPath + "/" + dest
+        // Made in its folder as that folder really is: reached following no other user's link
+        // and through no folder another user may change (trustedPath, exit 74), and not inside
+        // the library however it is spelled (a link to it, "..").
+        let name = (spelled as NSString).lastPathComponent
+        guard !name.isEmpty, name != ".", name != ".." else { throw CommandFailure("name a new folder for the backup", .usage) }
+        let parent = try trustedPath((spelled as NSString).deletingLastPathComponent, "back up into")
+        guard let realParent = realpath(parent, nil).map({ p -> String in defer { free(p) }; return String(cString: p) }) else {
+            throw CommandFailure("\((spelled as NSString).deletingLastPathComponent) does not exist: make it first", .usage)
+        }
+        let target = (realParent == "/" ? "" : realParent) + "/" + name
         let real = realpath(library.paths.root, nil).map { p in defer { free(p) }; return String(cString: p) } ?? library.paths.root
-        if target == real || target.hasPrefix(real + "/") || target.hasPrefix(library.paths.root + "/") {
-            throw CommandFailure("the backup cannot go inside the library it copies: name a folder outside \(library.paths.root)", .usage)
+        if target == real || target.hasPrefix(real + "/") {
+            throw CommandFailure("the backup cannot go inside the library it copies: name a folder outside \(real)", .usage)
         }
         let r = try library.backup(to: target)
         for m in r.missing { printWarning("\(m) was gone by the time it was copied (its asset was deleted for good meanwhile?)") }

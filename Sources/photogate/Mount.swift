@@ -139,6 +139,10 @@ struct Mount: PhotogateCommand {
                     var ended = pollfd(fd: runEnd, events: Int16(POLLIN), revents: 0)
                     if poll(&ended, 1, 0) == 1 { removeRunFolder(mp, library: library) }
                 }
+                // The daemon's end is the library's: when it is the last to let go (unmounted by
+                // fusermount3, SIGTERM, a shutdown), the log goes into the database now. Its
+                // threads may still hold the library, so this does not wait for its release.
+                library.letGo()
                 if status != 0 { throw ExitCode(Exit.mountFailed.rawValue) }
                 return
             }

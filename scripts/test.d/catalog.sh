@@ -32,6 +32,17 @@ printf 'x' | dd of="$tmp/m/from-app.jpg" bs=1 seek=3000 conv=notrunc status=none
 cp "$PHOTOGATE_LIBRARY/photogate.sqlite" "$tmp/alone.sqlite"
 [[ $(count "$tmp/alone.sqlite") == 4 ]] || fail "photogate.sqlite alone after the mount's write holds $(count "$tmp/alone.sqlite") assets, not 4"
 
+# 1a. Also when the mount's daemon is the last to let go (unmounted from outside photogate:
+# fusermount3, a SIGTERM, a shutdown): it checkpointed nothing, and the catalog was in the log.
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+daemon=$(pgrep -f "photogate mount org.example.Cam $tmp/m" | head -1)
+cp "$corpus/le-thumb.jpg" "$tmp/m/by-daemon.jpg"
+fusermount3 -u "$tmp/m"
+wait_until 20 bash -c "! kill -0 $daemon 2>/dev/null" || fail "the daemon did not end after fusermount3 -u"
+[[ ! -s $PHOTOGATE_LIBRARY/photogate.sqlite-wal ]] || fail "the daemon, last to let go, left $(stat -c %s "$PHOTOGATE_LIBRARY/photogate.sqlite-wal") bytes in the log"
+cp "$PHOTOGATE_LIBRARY/photogate.sqlite" "$tmp/alone.sqlite"
+[[ $(count "$tmp/alone.sqlite") == 5 ]] || fail "photogate.sqlite alone after the daemon ended holds $(count "$tmp/alone.sqlite") assets, not 5"
+
 # 1b. The log removed while a mount runs (a careless cleanup): what the app saved before and
 # after is kept (the daemon checkpoints what it committed from the log it still has open into
 # the database), or its close fails; never a close that returned 0 and a photo gone after.
@@ -45,11 +56,24 @@ has before-rm.jpg "$out" || fail "a photo whose close returned 0 before the log 
 if [[ $saved == 1 ]]; then has after-rm.jpg "$out" || fail "a photo whose close returned 0 after the log was removed is gone: $out"; fi
 out=$("$pg" verify 2>&1) || fail "verify after the log was removed under a mount: $out"
 
+# 1c. The log truncated in place under a mount: what it held is gone (that is what truncating a
+# database's log does), but a close after it is not told saved (EIO), and the database is not
+# overwritten with the hole's zeros at the daemon's end (the library opens as it was).
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+daemon=$(pgrep -f "photogate mount org.example.Cam $tmp/m" | head -1)
+cp "$corpus/xmp.jpg" "$tmp/m/before-trunc.jpg"
+: >"$PHOTOGATE_LIBRARY/photogate.sqlite-wal"
+saved=0; cp "$corpus/le-thumb.jpg" "$tmp/m/after-trunc.jpg" 2>/dev/null && saved=1
+fusermount3 -u "$tmp/m"
+wait_until 20 bash -c "! kill -0 $daemon 2>/dev/null" || fail "the daemon did not end after fusermount3 -u"
+out=$("$pg" assets 2>&1) || fail "the library does not open after its log was truncated under a mount: $out"
+if [[ $saved == 1 ]]; then has after-trunc.jpg "$out" || fail "a close after the log was truncated returned 0, and the photo is gone: $out"; fi
+
 # 4. A backup while a mount runs and an app writes.
 "$pg" mount org.example.Cam "$tmp/m" >/dev/null
 ( for i in $(seq 1 20); do cp "$corpus/xmp.jpg" "$tmp/m/w$i.jpg" || exit 1; done ) & writer=$!
 "$pg" backup "$tmp/backup" >"$tmp/backup.out" || fail "backup: exit $? ($(cat "$tmp/backup.out"))"
-wait $writer || fail "the app's writes failed during the backup"
+wait $writer || fail "the app's writes failed during the backup: $(tail -15 "$PHOTOGATE_LIBRARY"/run/logs/*.log)"
 "$pg" unmount "$tmp/m" >/dev/null
 [[ $(stat -c %a "$tmp/backup") == 700 ]] || fail "the backup folder is $(stat -c %a "$tmp/backup")"
 n=$(PHOTOGATE_LIBRARY="$tmp/backup" "$pg" verify 2>&1 | tail -1) || fail "verify of the backup: $n"
@@ -59,6 +83,24 @@ set +e; out=$("$pg" backup "$tmp/backup" 2>&1); status=$?; set -e
 [[ $status == 68 ]] || fail "a backup over an existing folder: exit $status ($out)"
 set +e; out=$("$pg" backup "$PHOTOGATE_LIBRARY/inside" 2>&1); status=$?; set -e
 [[ $status == 64 ]] || fail "a backup inside the library: exit $status ($out)"
+# ... however it is spelled (a link to the library, "..").
+ln -s "$PHOTOGATE_LIBRARY" "$tmp/liblink"
+for spelled in "$tmp/liblink/inside" "$tmp/x/../library/store/inside"; do
+    mkdir -p "$tmp/x"
+    set +e; out=$("$pg" backup "$spelled" 2>&1); status=$?; set -e
+    [[ $status == 64 ]] || fail "a backup into the library spelled $spelled: exit $status ($out)"
+done
+[[ -z $(ls "$PHOTOGATE_LIBRARY/store" | grep inside) ]] || fail "a backup was made in the store"
+# A backup that does not finish is never a folder that opens as a library: it is made as
+# DEST.partial and renamed at the end (here: no room left on a small disk).
+mkdir -p "$tmp/small"
+if mount -t tmpfs -o size=64k tmpfs "$tmp/small" 2>/dev/null; then
+    on_exit "umount -l '$tmp/small'"
+    set +e; out=$("$pg" backup "$tmp/small/bk" 2>&1); status=$?; set -e
+    [[ $status != 0 ]] || fail "a backup onto a full disk: exit 0 ($out)"
+    [[ ! -e $tmp/small/bk && ! -e $tmp/small/bk.partial ]] || fail "a failed backup left $(ls "$tmp/small")"
+    umount "$tmp/small"
+fi
 
 # 5. A store file truncated under a running mount is EIO, not a short read that exits 0.
 "$pg" mount org.example.Cam "$tmp/m" >/dev/null
@@ -93,6 +135,17 @@ for kind in missing empty noschema truncated; do
         [[ -z $(ls "$tmp/d/lost+found" 2>/dev/null) ]] || fail "$kind catalog, $cmd: moved files to lost+found"
     done
 done
+
+# 2b. A damaged page inside a catalog that opens: verify says damaged (75) before anything else,
+# and rebuild moves that catalog aside too (it rebuilt nothing: the catalog opened).
+rm -rf "$tmp/d"; cp -a "$tmp/backup" "$tmp/d"
+rm -f "$tmp/d/photogate.sqlite-wal" "$tmp/d/photogate.sqlite-shm"
+python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(5 * 4096 + 8); f.write(b"\xff" * 200)' "$tmp/d/photogate.sqlite"
+set +e; out=$(PHOTOGATE_LIBRARY="$tmp/d" "$pg" verify 2>&1); status=$?; set -e
+[[ $status == 75 ]] || fail "verify of a catalog with a damaged page: exit $status ($out)"
+out=$(PHOTOGATE_LIBRARY="$tmp/d" "$pg" verify --rebuild 2>&1) || fail "rebuild of a catalog with a damaged page: exit $? ($out)"
+has "lost+found" "$out" || fail "rebuild kept a catalog with a damaged page: $out"
+out=$(PHOTOGATE_LIBRARY="$tmp/d" "$pg" verify 2>&1) || fail "verify after the rebuild: $out"
 
 # 3. A catalog that lost its rows (an old copy put back): repair holds back, rebuild restores.
 stored=$(find "$PHOTOGATE_LIBRARY/store" -type f | wc -l)
