@@ -169,8 +169,12 @@ extension Library {
     /// Permission is the caller's to check (`editDecision`) when the file is opened. `knownHash`:
     /// asked after the scan, the file's content hash computed while it was written, or nil
     /// (hashed here). `alwaysNew`: a new version even when the content is the current one's.
+    /// `requireConsent`: the app must still be allowed to edit the photo (`editDecision`), asked in
+    /// the transaction that commits the version (a mount's save; not recovery, which commits what a
+    /// close already saved).
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                              knownHash: (() -> String?)? = nil, alwaysNew: Bool = false) throws -> (asset: Asset, changed: Bool) {
+                              knownHash: (() -> String?)? = nil, alwaysNew: Bool = false,
+                              requireConsent: Bool = false) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
         var temp = tempPath
@@ -193,7 +197,7 @@ extension Library {
         let committed: (Asset, Bool)
         do {
             committed = try commitVersionRow(rowID: rowID, app: app, fileID: fileID, rel: rel, scan: scan, size: size, hash: hash,
-                                             redaction: blob, refusal: refusal, alwaysNew: alwaysNew)
+                                             redaction: blob, refusal: refusal, alwaysNew: alwaysNew, requireConsent: requireConsent)
         } catch {
             if temp != tempPath { rename(temp, tempPath) }   // the temp stays the caller's, where it was
             throw error
@@ -224,8 +228,14 @@ extension Library {
     /// The transaction of `commitVersion`: the version row (and the original's, at the first edit)
     /// and the asset's new facts, or nothing when the content is the current version's.
     private func commitVersionRow(rowID: Int64, app: AppID, fileID: String, rel: String, scan: MediaScan, size: UInt64,
-                                  hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool) throws -> (Asset, Bool) {
+                                  hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool,
+                                  requireConsent: Bool) throws -> (Asset, Bool) {
         try write { db -> (Asset, Bool) in
+            // Asked again here, in the commit's own transaction: consent withdrawn (or the photo
+            // revoked, the app denied) after the mount's check still saved the version.
+            if requireConsent, !(try Library.editDecision(db, app: app, rowID: rowID, access: .readWrite)).isAllowed {
+                throw LibraryError.conflict("the app may no longer edit this photo (its consent was withdrawn, or the photo revoked, meanwhile)")
+            }
             guard let current = try Row.fetchOne(db, sql: "SELECT content_hash, byte_size FROM assets WHERE rowid = ?", arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
             }

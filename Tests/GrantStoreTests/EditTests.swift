@@ -200,6 +200,29 @@ let viewer = AppID("org.example.Viewer")!
 @Suite(.serialized) struct VersionTests {
     /// An edit that adds GPS: new hash, size, location and plan; same id, name, albums, grants;
     /// the original's stored bytes never change; every app that sees it gets `updated`.
+    /// Consent was checked when the mount decided to save, and the version committed in another
+    /// transaction: consent withdrawn in between still got the version saved. The commit of a
+    /// mount's save asks again, in its own transaction (issue 34).
+    @Test func aSaveWhoseConsentWasWithdrawnBeforeItsCommitIsRefused() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        let a = try t.importJPEGs(["a.jpg"])[0]
+        try lib.authorize(editor, access: .readWrite, status: .limited)
+        try lib.grant(editor, [a.id])
+        try lib.grantEdit(editor, [a.id])
+        #expect(try lib.editDecision(app: editor, rowID: a.rowID).isAllowed)   // the mount's check
+        _ = try lib.revokeEdit(editor, [a.id])                                  // the person, meanwhile
+        let writer = try StoreWriter(library: t.library, purpose: "edit-test")
+        let (_, path, fd) = try writer.makeTemp()
+        defer { close(fd) }
+        try EditHelp.put(fd, try TestMedia.jpeg(tag: "withdrawn"))
+        #expect(throws: LibraryError.self) {
+            try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd, requireConsent: true)
+        }
+        #expect(try lib.versions(a.id).versions.count <= 1, "a version was saved without consent")
+        #expect(try lib.currentOriginal(rowID: a.rowID).path == lib.originalPath(a))
+    }
+
     @Test func commitVersionChangesContentAndKeepsIdentity() throws {
         let t = try TempLibrary()
         let lib = t.library

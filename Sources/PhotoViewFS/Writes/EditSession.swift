@@ -230,6 +230,11 @@ extension PhotoFS {
             case .noSpace?:
                 discardLocked(f)
                 throw .noSpace
+            case .denied(let why)?:
+                log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
+                noteRefusal(f.name, "edit refused: \(why); the current version stays")
+                discardLocked(f)
+                throw .accessDenied
             case .notDurable(let why)?:
                 log("could not save the edit of \(f.name): \(why)")
                 noteRefusal(f.name, "edit not saved: the library's catalog cannot make it durable: \(why)")
