@@ -85,10 +85,10 @@ extension Library {
         }
         return try write { db in
             let insert = try db.cachedStatement(sql: """
-                INSERT INTO assets (id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
+                INSERT INTO assets (rowid, id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
                     added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal,
                     redaction_version)
-                VALUES (?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
+                VALUES (\(Library.nextAssetRowIDSQL), ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
                 """)
             let now = Library.now()
             var rowIDs: [Int64] = []

@@ -95,6 +95,7 @@ enum Schema {
         registerV4(&m)
         registerV5(&m)
         registerV6(&m)
+        registerV7(&m)
         return m
     }
 }
@@ -252,4 +253,36 @@ extension Schema {
                 """)
         }
     }
+}
+
+extension Schema {
+    /// v7: an asset's row number is never given again. SQLite gives a new row the largest row
+    /// number + 1, so the number of an asset deleted while it was the newest (an editor's temp
+    /// file dissolved into the photo it saved) went to the next asset made: the history that
+    /// named the deleted one (`photogate changes`, `.photogate/changes`) then showed the new one's
+    /// id, a photo that app never saw. The highest number ever deleted is kept, and every insert
+    /// takes a number above it (`Library.nextAssetRowID`).
+    static func registerV7(_ m: inout DatabaseMigrator) {
+        m.registerMigration("v7-asset-rowids-never-reused") { db in
+            try db.execute(sql: """
+                CREATE TABLE asset_rowid_high (
+                    one INTEGER PRIMARY KEY CHECK (one = 1),
+                    high INTEGER NOT NULL
+                );
+                INSERT INTO asset_rowid_high (one, high) VALUES (1, max(
+                    coalesce((SELECT max(rowid) FROM assets), 0),
+                    coalesce((SELECT max(asset_rowid) FROM app_changes), 0),
+                    coalesce((SELECT max(asset_rowid) FROM changes), 0),
+                    coalesce((SELECT max(asset_rowid) FROM versions), 0)));
+                CREATE TRIGGER assets_rowid_high AFTER DELETE ON assets BEGIN
+                    UPDATE asset_rowid_high SET high = max(high, OLD.rowid) WHERE one = 1;
+                END;
+                """)
+        }
+    }
+}
+
+extension Library {
+    /// The row number of the next asset: above every asset's, and above every one ever deleted.
+    static let nextAssetRowIDSQL = "(SELECT max(coalesce((SELECT max(rowid) FROM assets), 0), coalesce((SELECT high FROM asset_rowid_high), 0)) + 1)"
 }

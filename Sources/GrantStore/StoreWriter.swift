@@ -242,10 +242,10 @@ public final class StoreWriter: @unchecked Sendable {
         let now = Library.now()
         let capture = (scan.captureDate ?? facts.fileDate).timeIntervalSince1970
         try db.execute(sql: """
-            INSERT INTO assets (id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
+            INSERT INTO assets (rowid, id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
                 added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal,
                 redaction_version)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            VALUES (\(Library.nextAssetRowIDSQL), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [id, name, owner?.rawValue, ownerName, scan.kind.rawValue,
                              scan.kind.isVideo ? "video" : "photo", Int64(facts.byteSize), capture, now,
                              scan.hasLocation, facts.contentHash, shared, storePath, referencePath,

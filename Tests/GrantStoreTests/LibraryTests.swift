@@ -822,6 +822,32 @@ let camera = AppID("org.example.Camera")!
         #expect(try HostileApps.feed(t, editor, since: token) == [])
     }
 
+    /// An id always means the same asset: the row number of an asset dissolved while it was the
+    /// newest (an editor's temp file renamed over the photo it saved) went to the next asset
+    /// made, and the app's history then named that one's id for the temp file's entries, a photo
+    /// the app never saw (issue 34).
+    @Test func aDissolvedAssetsNumberIsNeverGivenAgain() throws {
+        let t = try TempLibrary()
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        let temp = try t.appFile(editor, "exiftool_tmp.jpg")
+        try t.library.dissolveOwnAsset(rowID: temp.rowID, app: editor)
+        let later = try t.importJPEGs(["imported-after.jpg"])[0]
+        #expect(later.rowID > temp.rowID, "the dissolved asset's row number \(temp.rowID) was given to \(later.id)")
+        guard case .changes(let feed, _) = try t.library.changes(editor) else { Issue.record("expired"); return }
+        #expect(!feed.contains { $0.assetID == later.id }, "the editor's history names a photo it never saw: \(feed)")
+        // Also across processes (the high mark is in the catalog): the next library open.
+        let other = try t.appFile(editor, "exiftool_tmp2.jpg")
+        try t.library.dissolveOwnAsset(rowID: other.rowID, app: editor)
+        let reopened = try Library.open(at: t.library.paths)
+        let w = try StoreWriter(library: reopened, purpose: "test")
+        let (id, path, fd) = try w.makeTemp(extension: "jpg")
+        defer { close(fd) }
+        let bytes = try TestMedia.jpeg(tag: "after-reopen-\(UUID())")
+        _ = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let next = try w.commitAppFile(tempPath: path, fd: fd, id: id, app: camera, name: "n.jpg").asset
+        #expect(next.rowID > other.rowID)
+    }
+
     /// The same rule for an app's rename of its own file: its history says `updated` when the
     /// name it sees changes, not when only the library's display name moves (here: back to the
     /// name it chose, once another app's file of that name is gone, which it could not see).
