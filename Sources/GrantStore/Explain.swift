@@ -2,6 +2,10 @@ import Foundation
 import GRDB
 import PhotoLibrary
 import Redaction
+import CSystem
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What one app gets for one asset, and why: the answer of `photogate explain`. Every verdict
 /// in it is `AppContext.decide`'s, from the facts of the one reader, and the name is the view's.
@@ -19,6 +23,10 @@ public struct Explanation: Sendable {
     /// The version the asset shows (0: the original) and how many edits it has.
     public var currentVersion: Int
     public var edits: Int
+    /// What opening the original for the app finds (`OriginalCheck`, as a mount's open asks),
+    /// when it is visible; nil when hidden, or when the original cannot be opened (`openError`).
+    public var original: OriginalCheck.Outcome?
+    public var openError: String?
 
     public var visible: Bool { decision.visible }
     public var reason: String { decision.reason }
@@ -29,7 +37,27 @@ public struct Explanation: Sendable {
 }
 
 extension Library {
+    /// The mount's answers, through the mount's own calls: the redaction is `redaction(rowID:)`
+    /// (which rescans what an older scanner described), and the original is opened and checked
+    /// as a mount's open does it (`OriginalCheck`).
     public func explain(_ id: AppID, asset ref: String, access: AccessLevel) throws -> Explanation {
+        var e = try explainFacts(id, asset: ref, access: access)
+        guard e.visible else { return e }
+        if e.stripLocation { e.redaction = (try? redaction(rowID: e.asset.rowID)) ?? .refuse(reason: "redaction facts unavailable") }
+        let (path, reference) = try currentOriginal(rowID: e.asset.rowID)
+        let fd = pg_open_original(path, reference ? 1 : 0)
+        if fd < 0 {
+            e.openError = String(cString: strerror(errno))
+        } else {
+            var st = stat()
+            e.original = fstat(fd, &st) != 0 ? (reference ? .referenceChanged : .storeDamaged)
+                : OriginalCheck.check(st, inStore: !reference, size: e.asset.byteSize, added: Int(e.asset.addedDate.timeIntervalSince1970))
+            Glibc.close(fd)
+        }
+        return e
+    }
+
+    func explainFacts(_ id: AppID, asset ref: String, access: AccessLevel) throws -> Explanation {
         try read { db in
             let app = try Library.requireApp(db, id)
             guard let asset = try Library.resolve(db, [ref], as: app, appFirst: true).first else { throw LibraryError.unknownAssets([ref]) }
@@ -37,18 +65,10 @@ extension Library {
             let decision = Library.context(app, access).decide(facts)
             var name = asset.displayName
             if decision.visible, let renamed = try Library.renamedInView(db, app: app, access: access)?[asset.rowID] { name = renamed }
-            var redaction: RedactionResult? = nil
-            if decision.stripLocation && decision.visible {
-                if let r = try Row.fetchOne(db, sql: "SELECT redaction, redaction_refusal FROM assets WHERE rowid = ?", arguments: [asset.rowID]) {
-                    if let refusal: String = r[1] { redaction = .refuse(reason: refusal) }
-                    else if let blob: Data = r[0], let plan = try? RedactionPlan(serialized: [UInt8](blob)) { redaction = .plan(plan) }
-                    else { redaction = .refuse(reason: "no redaction facts recorded") }
-                }
-            }
             let current = try Int.fetchOne(db, sql: "SELECT current_version FROM assets WHERE rowid = ?", arguments: [asset.rowID]) ?? 0
             let edits = try Int.fetchOne(db, sql: "SELECT count(*) FROM versions WHERE asset_rowid = ? AND version > 0", arguments: [asset.rowID]) ?? 0
             return Explanation(asset: asset, app: app, access: access, facts: facts, decision: decision, name: name,
-                               redaction: redaction, currentVersion: current, edits: edits)
+                               redaction: nil, currentVersion: current, edits: edits, original: nil, openError: nil)
         }
     }
 }

@@ -1,4 +1,7 @@
 import Redaction
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where the catalog says a file of the store is (`store_path`, relative to the library's store/):
 /// photogate itself only ever writes `<ab>/<abcdef0123456789>.<ext>`, the file id's first two hex
@@ -33,5 +36,27 @@ public enum StorePath {
     public static func isValid(_ path: String) -> Bool {
         var p = path
         return p.withUTF8 { isValid(UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// Whether an opened original is still the file the catalog describes: the one rule every reader
+/// asks (a mount's opens, `photogate explain`), so that what one says the other does.
+public enum OriginalCheck {
+    public enum Outcome: Equatable, Sendable {
+        case same
+        /// A referenced original (import --reference) edited, replaced or no longer a regular
+        /// file since import: refused to apps (EACCES); `verify` reports it.
+        case referenceChanged
+        /// A store file of another size than the catalog's (truncated, appended to): damaged
+        /// (EIO); `verify` reports it.
+        case storeDamaged
+    }
+
+    /// `st`: the opened file's stat; `size`: the catalog's byte size; `added`: when it was
+    /// imported (seconds), which a referenced original's modification must not be past.
+    public static func check(_ st: stat, inStore: Bool, size: UInt64, added: Int) -> Outcome {
+        if inStore { return UInt64(st.st_size) == size ? .same : .storeDamaged }
+        let changed = (st.st_mode & S_IFMT) != S_IFREG || UInt64(st.st_size) != size || Int(st.st_mtim.tv_sec) > added + 1
+        return changed ? .referenceChanged : .same
     }
 }

@@ -41,6 +41,17 @@ struct Explain: PhotogateCommand {
                 case nil: break
                 }
             }
+            // What the mount's open finds (the same check): refused or damaged whatever else holds.
+            if e.visible {
+                switch e.original {
+                case .referenceChanged?:
+                    verdict = "refused (EACCES): its referenced original changed after it was imported (photogate verify reports it)"
+                case .storeDamaged?:
+                    verdict = "unreadable (EIO): its store file is not the size the catalog says (damaged; photogate verify reports it)"
+                case .same?: break
+                case nil: verdict = "unreadable (EIO): its original cannot be opened (\(e.openError ?? "?"))"
+                }
+            }
             if output.json {
                 var d: [String: Any] = [
                     "app": e.app.id.rawValue, "access": e.access.rawValue, "asset": assetJSON(e.asset, name: e.name), "name": e.name, "visible": e.visible,

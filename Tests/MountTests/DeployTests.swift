@@ -148,6 +148,8 @@ struct Deploy {
     /// import catalogs the bytes it stores, refuses a --reference source changed while read, and
     /// never hangs on a FIFO.
     @Test func importCatalogsTheBytesItStores() throws { try script("import-race") }
+    /// explain says what a mount's open does, through the mount's own calls.
+    @Test func explainSaysWhatTheMountDoes() throws { try script("explain") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }

@@ -249,27 +249,22 @@ extension PhotoFS {
         }
         // Told by the catalog, not by the path: a prefix test on the path took a referenced original
         // in a folder whose name only looks like the store's (é composed against e + U+0301: two
-        // folders on disk) for a copied one, and skipped the check below.
-        if !inStore {
-            var st = stat()
-            let changed = fstat(fd, &st) != 0 || (st.st_mode & S_IFMT) != S_IFREG || UInt64(st.st_size) != size
-                || Int(st.st_mtim.tv_sec) > ctime + 1
-            if changed {
-                FDBudget.mount.close(fd)
-                let (name, path) = describe()
-                log("refused \(name) to \(appID): its original at \(path) changed after it was imported (photogate verify reports it)")
-                throw .accessDenied
-            }
-        } else {
-            // A store file is never changed once written: one of another size than the catalog's
-            // (truncated, appended to) is damaged, and an app must not take a short read for the
-            // photo. EIO, as for one that is gone.
-            var st = stat()
-            if fstat(fd, &st) != 0 || UInt64(st.st_size) != size {
-                FDBudget.mount.close(fd)
-                log("cannot serve \(describe().name): its store file is \(st.st_size) bytes, the catalog says \(size) (damaged; photogate verify reports it)")
-                throw .io
-            }
+        // folders on disk) for a copied one, and skipped the check. The one rule (OriginalCheck):
+        // a changed referenced original is refused, a store file of another size is damaged.
+        var st = stat()
+        let outcome = fstat(fd, &st) != 0 ? (inStore ? .storeDamaged : .referenceChanged)
+            : OriginalCheck.check(st, inStore: inStore, size: size, added: ctime)
+        switch outcome {
+        case .same: break
+        case .referenceChanged:
+            FDBudget.mount.close(fd)
+            let (name, path) = describe()
+            log("refused \(name) to \(appID): its original at \(path) changed after it was imported (photogate verify reports it)")
+            throw .accessDenied
+        case .storeDamaged:
+            FDBudget.mount.close(fd)
+            log("cannot serve \(describe().name): its store file is \(st.st_size) bytes, the catalog says \(size) (damaged; photogate verify reports it)")
+            throw .io
         }
         return fd
     }
