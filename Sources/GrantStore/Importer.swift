@@ -90,10 +90,17 @@ public final class Importer {
                 }
                 var names: [String] = []
                 while let ent = readdir(dir) {
-                    let name = withUnsafeBytes(of: ent.pointee.d_name) { raw in
-                        String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+                    let bytes = withUnsafeBytes(of: ent.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+                    if bytes == [0x2e] || bytes == [0x2e, 0x2e] { continue }
+                    // A name that is not UTF-8 (Latin-1 from a camera or a Windows share) has no
+                    // String that names it again: it was skipped as "no such file or directory".
+                    // Said as it is instead (photogate names assets in UTF-8).
+                    guard let name = String(validating: bytes, as: UTF8.self) else {
+                        let shown = String(decoding: bytes, as: UTF8.self)
+                        problems.append((path + "/" + shown, "its name is not UTF-8 (photogate names photos in UTF-8): "
+                            + "rename it first, e.g. convmv -f latin1 -t utf-8 --notest, then import it"))
+                        continue
                     }
-                    if name == "." || name == ".." { continue }
                     names.append(name)
                 }
                 closedir(dir)
@@ -205,7 +212,9 @@ public final class Importer {
 
     /// The folder named on the command line that a walked file was found in (the longest).
     static func namedRoot(of file: String, among named: [String]) -> String? {
-        named.filter { file.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }.max { $0.count < $1.count }
+        // By bytes: String's comparison joins a combining mark (or a ZWJ, a tag character) at
+        // the start of a name with the "/" before it, so `folder/` was no prefix of such a file.
+        named.filter { file.utf8.starts(with: ($0.hasSuffix("/") ? $0 : $0 + "/").utf8) }.max { $0.utf8.count < $1.utf8.count }
     }
 
     /// Reads, scans, hashes and (unless referencing) copies one file into a fsynced temp file.
@@ -221,9 +230,11 @@ public final class Importer {
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY
         if let root {
             let base = root.path.hasSuffix("/") ? root.path : root.path + "/"
-            var rel = Substring(path.dropFirst(base.count))
-            while rel.hasPrefix("/") { rel = rel.dropFirst() }
-            fd = pg_openat_no_symlinks(root.fd, String(rel), flags)
+            // By bytes, as namedRoot (a count of Characters cut a name starting with a combining
+            // mark in the wrong place: "Invalid cross-device link").
+            var rel = path.utf8.dropFirst(base.utf8.count)
+            while rel.first == UInt8(ascii: "/") { rel = rel.dropFirst() }
+            fd = pg_openat_no_symlinks(root.fd, String(decoding: rel, as: UTF8.self), flags)
         } else {
             fd = Glibc.open(path, flags | O_CLOEXEC)
         }

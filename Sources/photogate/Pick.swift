@@ -131,7 +131,8 @@ struct Pick: PhotogateCommand {
                 openExternally: ExternalViewer.available().map { tool in
                     { a in
                         guard let asset = try? library.asset(rowID: a.key) else { return "cannot find \(a.name)" }
-                        guard let path = try? library.originalPath(asset) else { return "\(a.name) has no original (see photogate verify)" }
+                        let path: String
+                        do { path = try library.previewFile(of: asset) } catch { return "not opened: \(error)" }
                         return ExternalViewer.open(path, with: tool)
                             ? "opened \(a.name) with xdg-open" : "xdg-open could not open \(a.name)"
                     }

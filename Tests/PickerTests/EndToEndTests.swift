@@ -374,6 +374,40 @@ final class PickFixture {
         #expect(try f.waitForExit().0 == 0)
     }
 
+    /// A referenced original (import --reference) lives in a folder someone else may write: the
+    /// preview handed its path to xdg-open as it was, so a symlink (or an HTML, SVG or .desktop
+    /// file) put in its place was opened by the picker's user, root say (issue 34). The viewer
+    /// now gets a private copy made through the checked open, or nothing.
+    @Test(.enabled(if: tmuxAvailable)) func previewOfASwappedReferencedOriginalOpensNothingOfTheSwap() throws {
+        let f = try limitedLibrary()
+        let ref = f.dir + "/shared-folder"
+        try FileManager.default.createDirectory(atPath: ref, withIntermediateDirectories: true)
+        try TestMedia.write(TestMedia.jpeg(tag: "referenced" + UUID().uuidString), to: ref + "/refpic.jpg")
+        let imported = try TestSupport.run(TestSupport.photogateBinary, ["import", "--reference", ref], environment: f.env)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        // The folder's owner swaps the photo for a link to a secret.
+        let secret = f.dir + "/secret.txt"
+        try "root's secret\n".write(toFile: secret, atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: ref + "/refpic.jpg")
+        try FileManager.default.createSymbolicLink(atPath: ref + "/refpic.jpg", withDestinationPath: secret)
+        let bin = f.dir + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        let opened = f.dir + "/opened"
+        try "#!/bin/sh\necho \"$1\" > \(shellQuote(opened))\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
+        chmod(bin + "/xdg-open", 0o755)
+        try f.startPicker([Self.app], env: ["DISPLAY": ":99", "PATH": bin + ":/usr/bin:/bin"])
+        try f.waitFor("1 selected")
+        try f.type("/refpic")
+        try f.waitFor("1 found")
+        try f.keys("Enter")
+        try f.waitFor("search: \"refpic\"")
+        try f.keys("p")
+        try f.waitFor("not opened")
+        #expect(!FileManager.default.fileExists(atPath: opened), "xdg-open was started on \((try? String(contentsOfFile: opened, encoding: .utf8)) ?? "")")
+        try f.keys("Escape")
+        #expect(try f.waitForExit().0 == 0)
+    }
+
     @Test(.enabled(if: tmuxAvailable)) func ctrlCRestoresTheTerminalAndChangesNothing() throws {
         let f = try limitedLibrary()
         try f.startPicker([Self.app])

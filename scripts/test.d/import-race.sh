@@ -64,6 +64,31 @@ has "FIFO" "$(cat "$tmp/shim2.log" 2>/dev/null)" || fail "the shim did not swap 
 [[ $status != 124 ]] || fail "import hung on a file swapped for a FIFO after the walk"
 has "b-kept.jpg" "$("$pg" assets)" || fail "the rest of the run was not committed: $out"
 has "not a regular file" "$out" || fail "the swapped file is not reported as what it is: $out"
+# Names: one that is not UTF-8 (Latin-1 from a camera or a Windows share) was skipped with a false
+# "no such file or directory"; ones starting with a combining mark, a ZWJ or a tag character with
+# "the folder ... can no longer be opened" or "Invalid cross-device link". The first is refused
+# with a true message; the others are imported.
+export PHOTOGATE_LIBRARY="$tmp/library-names"
+"$pg" init >/dev/null
+mkdir -p "$tmp/names"
+i=0
+for n in $'caf\xe9.jpg' $'\xcc\x81accent.jpg' $'\xe2\x80\x8djoiner.jpg' $'\xf3\xa0\x81\x81tag.jpg'; do
+    i=$((i + 1))
+    python3 - "$corpus/exif.jpg" "$tmp/names/$n" "$i" <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[-3] = int(sys.argv[3])   # a different byte before the EOI marker: distinct content per file
+open(sys.argv[2].encode("utf-8", "surrogateescape") if False else sys.argv[2], "wb").write(d)
+PY
+done
+set +e; out=$("$pg" import "$tmp/names" 2>&1); status=$?; set -e
+has "is not UTF-8" "$out" || fail "a Latin-1 name is not said to be what it is: $out"
+! has "no such file" "$out" || fail "a false 'no such file' for a name: $out"
+! has "can no longer be opened" "$out" || fail "a name was refused as unreachable: $out"
+! has "cross-device" "$out" || fail "a name was refused as cross-device: $out"
+listed=$("$pg" assets | wc -l)
+[[ $listed == 4 ]] || fail "the three UTF-8 names were not all imported ($((listed - 1)) assets): $out"
+
 # A copying import of bytes the library has only as a --reference asset stores them (it said
 # "already in the library" and stored nothing: when the referenced file went, so did the photo
 # the person had imported from a card). The asset keeps its id, and reads from the store after.
