@@ -336,7 +336,18 @@ public final class Importer {
             }
         }
         let shared = options.sharedAlbum != nil
-        let results: [(Pending, Asset, Bool, String?)] = try library.write { db in
+        // A transaction that fails (no space left for the log, say) commits none of them: their
+        // copies go, as the ones not yet flushed do.
+        let results: [(Pending, Asset, Bool, String?)]
+        do { results = try commitRows(items, shared: shared) } catch {
+            for p in items { if let t = p.temp { unlink(t) } }
+            throw error
+        }
+        try install(results, into: &summary, event)
+    }
+
+    private func commitRows(_ items: [Pending], shared: Bool) throws -> [(Pending, Asset, Bool, String?)] {
+        try library.write { db in
             var albumID: Int64? = nil
             if let a = options.album { albumID = try Library.createAlbum(db, a, shared: false, mustBeNew: false) }
             var sharedID: Int64? = nil
@@ -399,6 +410,9 @@ public final class Importer {
             try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, out.filter { $0.2 || restored.contains($0.1.rowID) }.map(\.1.rowID)))
             return out
         }
+    }
+
+    private func install(_ results: [(Pending, Asset, Bool, String?)], into summary: inout ImportSummary, _ event: (ImportEvent) -> Void) throws {
         for (p, asset, isNew, stores) in results {
             if isNew {
                 if let temp = p.temp, let writer, let rel = asset.storePath {
@@ -416,7 +430,7 @@ public final class Importer {
         }
         // The renames into the store, durable at once (a crash before this is rolled forward by
         // recovery: the rows and the synced temp files are there).
-        if let writer, items.contains(where: { $0.temp != nil }) { try writer.syncFilesystem() }
+        if let writer, results.contains(where: { $0.0.temp != nil }) { try writer.syncFilesystem() }
     }
 }
 
