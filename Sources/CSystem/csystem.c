@@ -364,3 +364,9 @@ int pg_has_access_acl(const char *path) {
 long pg_join_new_session_keyring(void) {
     return syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, (char *)0);
 }
+
+#include <sys/mman.h>
+
+int pg_memfd(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC);
+}

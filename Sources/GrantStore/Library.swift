@@ -370,7 +370,7 @@ public final class Library: Sendable {
         // The same file, but no longer a whole log (truncated, or overwritten, in place): what it
         // held is gone, and a checkpoint would copy the zeros of the hole into the database. Nothing more goes into the database from this log (no
         // checkpoint at this process's end); the database keeps its last checkpoint.
-        if !Library.logLooksWhole(fd: fd, size: Int(st.st_size)) {
+        if !Library.logLooksWhole(fd: fd, size: Int(st.st_size)) && !logWholeUnderWriteLock(fd: fd) {
             logDamaged.store(true, ordering: .relaxed)
             throw LibraryError.notDurable("the catalog's write-ahead log \(path) was truncated or overwritten while photogate had it open, "
                 + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
@@ -400,6 +400,21 @@ public final class Library: Sendable {
         var first = [UInt8](repeating: 0, count: 24)
         guard pread(fd, &first, 24, 32) == 24 else { return false }
         return first[8..<16].elementsEqual(header[16..<24])
+    }
+
+    /// The same look, taken again while this process holds the database's write lock (BEGIN
+    /// IMMEDIATE): no other connection then restarts or truncates the log, which between the
+    /// header's write and the first frame's, or between a stat and a read, looks like a damaged
+    /// log (a hostile review measured 262 such reads in 10,901 under a busy writer). True when it
+    /// is whole, or when the lock cannot be had (then nothing is claimed damaged).
+    func logWholeUnderWriteLock(fd: Int32) -> Bool {
+        (try? pool.writeWithoutTransaction { db -> Bool in
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            defer { try? db.execute(sql: "ROLLBACK") }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { return true }
+            return Library.logLooksWhole(fd: fd, size: Int(st.st_size))
+        }) ?? true
     }
 
     /// Set when the log was found truncated or overwritten in place: no checkpoint from it.

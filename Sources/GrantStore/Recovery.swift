@@ -228,22 +228,22 @@ extension Library {
 }
 
 extension Library {
-    /// A file for a desktop viewer to open the current original of `asset` from: the store file
-    /// itself; for a referenced original (a path anywhere, in a folder someone else may write), a
-    /// private copy in run/preview/, named by the asset's id and media kind, made through the one
-    /// checked open of originals and kept only if it hashes to the catalog's bytes: the viewer
-    /// (run as the picker's user, root say) never gets a symlink, or an HTML, SVG or .desktop file
-    /// swapped in at that path.
+    /// A file for a desktop viewer to open the current original of `asset` from: a private copy
+    /// in run/preview/, named by the asset's id and media kind, made through the one checked open
+    /// of originals, cut to the catalog's size and kept only if it hashes to the catalog's bytes.
+    /// The viewer (run as the picker's user, root say) never gets a referenced original's path,
+    /// which someone else's folder could have swapped for a symlink or an HTML, SVG or .desktop
+    /// file, nor a store file, which an editor's "save" would rewrite in place. The copies go
+    /// with `clearPreviews` (the picker's end).
     public func previewFile(of asset: Asset) throws -> String {
         let (path, reference) = try currentOriginal(rowID: asset.rowID)
-        guard reference else { return path }
-        let fd = pg_open_original(path, 1)
+        let fd = pg_open_original(path, reference ? 1 : 0)
         guard fd >= 0 else { throw LibraryError.io("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { Glibc.close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0,
-              OriginalCheck.check(st, inStore: false, size: asset.byteSize, added: Int(asset.addedDate.timeIntervalSince1970)) == .same else {
-            throw LibraryError.conflict("its referenced original at \(path) changed after it was imported (photogate verify reports it)")
+              OriginalCheck.check(st, inStore: !reference, size: asset.byteSize, added: Int(asset.addedDate.timeIntervalSince1970)) == .same else {
+            throw LibraryError.conflict("its original at \(path) changed after it was imported (photogate verify reports it)")
         }
         let folder = paths.run + "/preview"
         if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "cannot make \(folder)") }
@@ -252,11 +252,19 @@ extension Library {
         let out = pg_open_in_folder(paths.run, "preview", name, O_RDWR | O_CREAT | O_TRUNC, 0o600)
         guard out >= 0 else { throw StoreWriter.ioError(errno, "cannot create \(folder)/\(name)") }
         defer { Glibc.close(out) }
-        guard pg_copy_fd(fd, out) >= 0 else { throw StoreWriter.ioError(errno, "cannot copy \(path)") }
-        guard try StoreWriter.hash(fd: out, size: asset.byteSize) == asset.contentHash else {
+        // Bytes appended after the stat (by whoever writes the referenced folder) are cut off:
+        // the copy is the catalog's size, and hashed whole.
+        guard pg_copy_fd(fd, out) >= 0, ftruncate(out, off_t(asset.byteSize)) == 0,
+              try StoreWriter.hash(fd: out, size: asset.byteSize) == asset.contentHash else {
             unlink(folder + "/" + name)
-            throw LibraryError.conflict("its referenced original at \(path) does not hold the bytes it was imported with")
+            throw LibraryError.conflict("its original at \(path) does not hold the bytes it was imported with")
         }
         return folder + "/" + name
+    }
+
+    /// Removes the preview copies (run/preview/).
+    public func clearPreviews() {
+        let folder = paths.run + "/preview"
+        for (name, kind) in Directory.entries(folder) where kind == .file { unlink(folder + "/" + name) }
     }
 }

@@ -53,10 +53,14 @@ public enum OriginalCheck {
     }
 
     /// `st`: the opened file's stat; `size`: the catalog's byte size; `added`: when it was
-    /// imported (seconds), which a referenced original's modification must not be past.
+    /// imported (seconds), which a referenced original's modification and its inode change must
+    /// not be past. The change time too: its owner can set the modification time back
+    /// (`touch -d`) after rewriting bytes in place, but not that (a chmod or chown since import
+    /// also counts: import it again).
     public static func check(_ st: stat, inStore: Bool, size: UInt64, added: Int) -> Outcome {
         if inStore { return UInt64(st.st_size) == size ? .same : .storeDamaged }
         let changed = (st.st_mode & S_IFMT) != S_IFREG || UInt64(st.st_size) != size || Int(st.st_mtim.tv_sec) > added + 1
+            || Int(st.st_ctim.tv_sec) > added + 1
         return changed ? .referenceChanged : .same
     }
 }

@@ -141,6 +141,8 @@ struct Pick: PhotogateCommand {
                                       request: answering.map { "request \($0.id)" })
 
             let outcome: PickerOutcome
+            // The copies made for the viewer go with the picker (they are private, but need not stay).
+            defer { library.clearPreviews() }
             do {
                 outcome = try PickerSession.run(&controller, header: header, hooks: hooks)
             } catch let e as TerminalError {

@@ -53,13 +53,15 @@ struct Run: PhotogateCommand {
     @Flag(help: "Share the network with the sandbox.") var shareNet = false
     @Option(name: .customLong("env"), help: ArgumentHelp("Pass an environment variable in: NAME (its value here) or NAME=VALUE (repeatable).", valueName: "name[=value]"))
     var envs: [String] = []
-    @Option(name: .customLong("user"), help: ArgumentHelp("Started as root: the user the command runs as, a name or UID[:GID], never root (default: \(SandboxUser.defaultID):\(SandboxUser.defaultID), an id no account has).", valueName: "user"))
+    @Option(name: .customLong("user"), help: ArgumentHelp("Started as root: the user the command runs as, a name or UID[:GID], never root (default: the app's own ids, which no account has: see --show-user).", valueName: "user"))
     var user: String?
+    @Flag(help: "Print the UID:GID the command of this app's runs started by root runs as (make a --bind folder writable to it), and exit.")
+    var showUser = false
     @OptionGroup var lib: LibraryOption
     @Argument(parsing: .postTerminator, help: "The command and its arguments (after --).") var command: [String] = []
 
     func validate() throws {
-        if command.isEmpty { throw ValidationError("give the command to run after --") }
+        if command.isEmpty && !showUser { throw ValidationError("give the command to run after --") }
         for e in envs {
             let name = e.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard SandboxEnvironment.isName(name) else { throw ValidationError("--env \"\(e)\": give NAME or NAME=VALUE") }
@@ -78,6 +80,11 @@ struct Run: PhotogateCommand {
             // uid 0 without capabilities it could still write what root owns and the sandbox shows,
             // /proc/sys first (kernel.core_pattern: a program of its own run by the kernel as root).
             let asRoot = getuid() == 0 || geteuid() == 0
+            if showUser {
+                let u = try SandboxUser.resolve(user, library: library.paths.root, app: id.rawValue)
+                print("\(u.uid):\(u.gid)")
+                return
+            }
             let sandboxUser: SandboxUser.ID?
             if asRoot {
                 sandboxUser = try SandboxUser.resolve(user, library: library.paths.root, app: id.rawValue)
@@ -283,14 +290,14 @@ struct Run: PhotogateCommand {
             for a in ["--clearenv"] + commandEnvironment.keys.sorted().flatMap({ ["--setenv", $0, commandEnvironment[$0]!] }) {
                 envArgs += Array(a.utf8) + [0]
             }
-            guard envArgs.count < 60_000 else { throw CommandFailure("the environment passed in is too large (\(envArgs.count) bytes; at most 60,000)", .usage) }
-            var envPipe: [Int32] = [-1, -1]
-            guard pipe(&envPipe) == 0 else { throw CommandFailure("cannot make a pipe: \(String(cString: strerror(errno)))", .failure) }
-            for fd in envPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-            defer { close(envPipe[0]) }
-            let wroteEnv = envArgs.withUnsafeBytes { Glibc.write(envPipe[1], $0.baseAddress, $0.count) }
-            close(envPipe[1])
-            guard wroteEnv == envArgs.count else { throw CommandFailure("cannot pass the environment in", .failure) }
+            guard envArgs.count < 1 << 20 else { throw CommandFailure("the environment passed in is too large (\(envArgs.count) bytes; at most 1 MiB)", .usage) }
+            // An in-memory file, written whole before bubblewrap starts (a pipe holds 8 KiB for a
+            // user over pipe-user-pages-soft: the write would block for ever).
+            let envFD = pg_memfd("photogate-run-environment")
+            guard envFD >= 0 else { throw CommandFailure("cannot pass the environment in: \(String(cString: strerror(errno)))", .failure) }
+            defer { close(envFD) }
+            let wroteEnv = envArgs.withUnsafeBytes { Glibc.write(envFD, $0.baseAddress, $0.count) }
+            guard wroteEnv == envArgs.count, lseek(envFD, 0, SEEK_SET) == 0 else { throw CommandFailure("cannot pass the environment in", .failure) }
             // Every folder bound in is opened here and checked for what it is (RunSandbox.swift);
             // the user's are handed to bubblewrap as descriptors 3, 4, ... (--bind-fd, which it
             // closes once bound: an open directory left in the sandbox would reach past every mask).
@@ -356,7 +363,7 @@ struct Run: PhotogateCommand {
             args += ["--bind-fd", "\(3 + handed.count)", inside]
             handed.append(view.source.fd)
             args += ["--args", "\(3 + handed.count)"]
-            handed.append(envPipe[0])
+            handed.append(envFD)
             // Binds are recursive: a hidden place under a bound folder gets an empty tmpfs on top, or
             // refuses the run (RunSandbox.swift).
             let masks: [SandboxHiding.Mask]
@@ -397,7 +404,9 @@ struct Run: PhotogateCommand {
                 + (["--chdir", home, "--"] + command).map { Array($0.utf8) }
             // A session keyring of its own (empty): the caller's (root's, from a login or a unit)
             // would be the command's to read and change.
-            _ = pg_join_new_session_keyring()
+            guard pg_join_new_session_keyring() >= 0 || errno == ENOSYS else {
+                throw CommandFailure("cannot give the command a session keyring of its own: \(String(cString: strerror(errno)))", .failure)
+            }
             status = try spawnAndWait(argv, handing: handed, info: infoPipe[0], environment: launcherEnvironment)
         }
         if status != 0 { throw ExitCode(status) }

@@ -14,27 +14,30 @@ import Glibc
 enum SandboxUser {
     struct ID: Equatable { let uid: UInt32; let gid: UInt32 }
 
-    /// The group of every root run's command (a folder such a command writes through --bind is
-    /// made writable to it): 2^31 - 2, no account's.
+    /// The top of root runs' ids: 2^31 - 2, no account's.
     static let defaultID: UInt32 = 2_147_483_646
-    /// Root runs' uids: one per library and app, in the 2^24 ids below `defaultID` (past every
-    /// range Debian allots to accounts and to containers' subordinate ids). Per app, not one for
-    /// all: a command that left a set-user-id program in a folder passed in (the host's disks
-    /// are not nosuid) gave any local user its uid, and with one uid for all that opened every
-    /// root run's view and processes; now it opens only what that app already had.
+    /// Root runs' ids: one uid, and the same gid, per library and app, in the 2^24 ids below
+    /// `defaultID` (past every range Debian allots to accounts and to containers' subordinate
+    /// ids). Per app, not one for all: a command that left a set-user-id (or set-group-id)
+    /// program in a folder passed in (the host's disks are not nosuid) gave any local user its
+    /// ids, and with one for all that opened every root run's view, processes and folders; now it
+    /// opens only what that app already had. Two apps share ids with a chance of 1 in 2^24.
     static let uidRange: ClosedRange<UInt32> = (defaultID - (1 << 24))...(defaultID - 1)
 
-    /// The uid of `app`'s runs in the library at `library` (FNV-1a of both, into `uidRange`).
+    /// The uid of `app`'s runs in the library at `library` (FNV-1a of its real path and the app
+    /// id, into `uidRange`): the same however the library's path is spelled.
     static func uid(library: String, app: String) -> UInt32 {
+        let real = realpath(library, nil).map { p -> String in defer { free(p) }; return String(cString: p) } ?? library
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in Array(library.utf8) + [0] + Array(app.utf8) { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
+        for b in Array(real.utf8) + [0] + Array(app.utf8) { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
         return uidRange.lowerBound + UInt32(h % UInt64(uidRange.count))
     }
 
     /// The id `--user` names (a name, UID or UID:GID), or the app's own; never root's.
     static func resolve(_ spec: String?, library: String, app: String) throws -> ID {
         guard let spec else {
-            let id = ID(uid: uid(library: library, app: app), gid: defaultID)
+            let own = uid(library: library, app: app)
+            let id = ID(uid: own, gid: own)
             if let pw = getpwuid(id.uid) {
                 throw CommandFailure("uid \(id.uid), photogate run's own for \(app) when started as root, belongs to the account \(String(cString: pw.pointee.pw_name)): pass the user the command should run as with --user", .failure)
             }

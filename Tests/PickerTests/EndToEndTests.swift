@@ -358,9 +358,10 @@ final class PickFixture {
         try f.waitFor("search: \"market\"")
         try f.keys("p")
         try f.waitFor("opened market.jpg with xdg-open")
-        // xdg-open got the original of market.jpg: a file of the store named by its id. The
-        // picker says so once it started xdg-open, which it does not wait for (a viewer may stay
-        // open): the script writes its argument when it gets to run.
+        // xdg-open got a private copy of market.jpg's original, named by its id (never the
+        // store file itself, which an editor's save would rewrite). The picker says so once it
+        // started xdg-open, which it does not wait for (a viewer may stay open): the script
+        // writes its argument when it gets to run.
         func written() -> String? {
             (try? String(contentsOfFile: opened, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -368,10 +369,18 @@ final class PickFixture {
         let path = written() ?? ""
         let assets = (try JSONSerialization.jsonObject(with: Data(try f.pg("assets", "--json").stdout.utf8)) as? [[String: Any]]) ?? []
         let id = try #require(assets.first { $0["name"] as? String == "market.jpg" }?["id"] as? String)
-        #expect(path.hasPrefix(f.library + "/store/") && path.contains(id), "\(path)")
-        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(path.hasPrefix(f.library + "/run/preview/") && path.contains(id), "\(path)")
+        let copy = FileManager.default.contents(atPath: path)
+        var original: Data? = nil
+        let store = f.library + "/store"
+        for d in try FileManager.default.contentsOfDirectory(atPath: store) {
+            let names: [String] = (try? FileManager.default.contentsOfDirectory(atPath: store + "/" + d)) ?? []
+            for n in names where n.hasPrefix(id) { original = FileManager.default.contents(atPath: store + "/" + d + "/" + n) }
+        }
+        #expect(copy != nil && copy == original, "the copy is not the original's bytes")
         try f.keys("Escape")
         #expect(try f.waitForExit().0 == 0)
+        #expect(!FileManager.default.fileExists(atPath: path), "the preview copy stayed after the picker ended")
     }
 
     /// A referenced original (import --reference) lives in a folder someone else may write: the

@@ -146,7 +146,7 @@ else
     [[ ! -e $tmp/secret/pwned ]] || fail "run --bind gave the sandbox root's folder through her link"
     expect 74 "$pg" run org.example.Frame --ro-bind "$shared/m-work:/work" -- cat /work/id >/dev/null
     # root's own folder: bound in, writable (to the user root's runs run their command as).
-    mkdir "$tmp/mine"; sandbox_writable "$tmp/mine"
+    mkdir "$tmp/mine"; sandbox_writable org.example.Frame "$tmp/mine"
     "$pg" run org.example.Frame --bind "$tmp/mine:/work" -- sh -c 'echo ok >/work/ok' || fail "run --bind of root's folder: exit $?"
     [[ $(cat "$tmp/mine/ok") == ok ]] || fail "run --bind of root's folder did not write there"
 fi

@@ -27,6 +27,19 @@ set +e; cat "$tmp/m/ref.jpg" >/dev/null 2>"$tmp/err"; status=$?; set -e
 "$pg" unmount "$tmp/m" >/dev/null
 [[ $status != 0 ]] && has "Permission denied" "$(cat "$tmp/err")" || fail "the mount served a changed referenced original (explain must agree)"
 
+# 1b. Bytes rewritten in place, same size, and the modification time set back (`touch -d`): the
+# change time, which the file's owner cannot set, tells (the mount served the new bytes with the
+# old redaction plan).
+cp "$corpus/le-thumb.jpg" "$tmp/ref/ref2.jpg"
+touch -d '2024-01-01 12:00' "$tmp/ref/ref2.jpg"
+"$pg" import --reference "$tmp/ref/ref2.jpg" >/dev/null
+sleep_until_next_second() { local s=$(date +%s); while [[ $(date +%s) == "$s" ]]; do :; done; }
+sleep_until_next_second; sleep_until_next_second   # the change must be past the import's second + 1
+python3 -c 'import sys; f = open(sys.argv[1], "r+b"); f.seek(200); f.write(bytes(64))' "$tmp/ref/ref2.jpg"
+touch -d '2024-01-01 12:00' "$tmp/ref/ref2.jpg"
+out=$("$pg" explain org.example.Reader ref2.jpg)
+has "refused (EACCES)" "$out" || fail "explain of a referenced original rewritten with its time set back: $out"
+
 # 2. Facts of an older scanner (redaction_version 0, a stale refusal): the mount rescans.
 python3 - "$PHOTOGATE_LIBRARY/photogate.sqlite" <<'PY'
 import sqlite3, sys

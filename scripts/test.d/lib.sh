@@ -75,7 +75,7 @@ later_mount_check() {
     mkdir -p "$dir/prop/later" "$dir/sig"
     rm -f "$dir/sig/ready" "$dir/sig/go"
     # Run by root (no PREFIX): the command runs as the sandbox's id.
-    (($# > 0)) || sandbox_writable "$dir/sig"
+    (($# > 0)) || sandbox_writable "$app" "$dir/sig"
     cat >"$dir/later.sh" <<'LATER'
 set -u
 mount --make-rshared /      # in the test's private copy: nothing reaches the host's mounts
@@ -121,13 +121,14 @@ one_photo_library() {
     for app in "$@"; do "$PHOTOGATE_BIN" authorize "$app" --access read-write --status authorized >/dev/null; done
 }
 
-# sandbox_writable DIR...: a folder the command of a `photogate run` started by root writes into
-# (passed with --bind): that command runs as an id of its app's in photogate's sandbox group
-# (2147483646), not root, so the folder is made writable to that group (as an administrator
-# would; `run --help`). A no-op for other users' runs.
-sandbox_group=2147483646
+# sandbox_writable APP DIR...: a folder the command of APP's `photogate run` started by root
+# writes into (passed with --bind): that command runs as APP's own ids (`run APP --show-user`),
+# not root, so the folder is made theirs (as an administrator would; `run --help`). Uses
+# $PHOTOGATE_LIBRARY. A no-op for other users' runs.
 sandbox_writable() {
     [[ $(id -u) == 0 ]] || return 0
-    chgrp -R "$sandbox_group" "$@"
-    chmod -R g+rwX "$@"
+    local app=$1; shift
+    local ids
+    ids=$("$PHOTOGATE_BIN" run "$app" --show-user) || fail "run $app --show-user"
+    chown -R "$ids" "$@"
 }

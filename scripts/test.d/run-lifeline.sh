@@ -21,10 +21,10 @@ command -v python3 >/dev/null || skip "python3 is missing"
 pg=$PHOTOGATE_BIN
 export PHOTOGATE_LIBRARY="$tmp/library"
 mkdir -p "$tmp/src" "$tmp/flag"
-sandbox_writable "$tmp/flag"
 cp "$corpus/exif.jpg" "$tmp/src/granted.jpg"
 cp "$corpus/exif.jpg" "$tmp/flag/granted.jpg"
 "$pg" init >/dev/null
+sandbox_writable org.example.Reused "$tmp/flag"
 "$pg" import "$tmp/src" >/dev/null
 "$pg" authorize org.example.Reused --access read-write --status limited >/dev/null
 "$pg" grant org.example.Reused granted.jpg >/dev/null
@@ -57,7 +57,7 @@ set +e; wait "$second"; status=$?; set -e
 
 # 2. A killed run not yet reaped when its view's daemon ends.
 "$pg" authorize org.example.Zombie --access read-write --status limited >/dev/null
-mkdir -p "$tmp/zflag"; sandbox_writable "$tmp/zflag"
+mkdir -p "$tmp/zflag"; sandbox_writable org.example.Zombie "$tmp/zflag"
 # Root's runs make their folders in /run/photogate-run, others' in the library's run/sandbox.
 runs=$PHOTOGATE_LIBRARY/run/sandbox; [[ $(id -u) == 0 ]] && runs=/run/photogate-run
 set +e
@@ -91,7 +91,7 @@ set -e
 "$pg" authorize org.example.Victim --access read-write --status authorized >/dev/null
 "$pg" authorize org.example.Runner --access read-write --status authorized >/dev/null
 mkdir -p "$tmp/other/view" "$tmp/rflag"
-sandbox_writable "$tmp/rflag"
+sandbox_writable org.example.Runner "$tmp/rflag"
 on_exit "force_unmount '$tmp/other/view'"
 "$pg" mount org.example.Victim "$tmp/other/view" >/dev/null
 on_exit 'for m in $(awk '"'"'/ photogate:org.example.Runner / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'

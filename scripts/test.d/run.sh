@@ -202,7 +202,7 @@ is_mounted "$tmp/boxed" || fail "the existing mount was unmounted by run"
 # keeps reading it until it ends.
 "$pg" authorize org.example.Killed --access read-write --status limited >/dev/null
 "$pg" grant org.example.Killed granted.jpg >/dev/null
-mkdir -p "$tmp/killed"; sandbox_writable "$tmp/killed"
+mkdir -p "$tmp/killed"; sandbox_writable org.example.Killed "$tmp/killed"
 killed_mount() { awk '$5 ~ /\/run\/(sandbox|photogate-run)\/[A-Za-z0-9]+\/view$/ && / photogate:org.example.Killed / {print $5; exit}' /proc/self/mountinfo; }
 killed_gone() { [[ -z $(killed_mount) ]]; }
 on_exit 'for m in $(awk '"'"'/ photogate:org.example.Killed / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
@@ -258,7 +258,7 @@ os.execvp(sys.argv[1], sys.argv[1:])')
 for variant in TERM INT HUP TERM-BLOCKED; do
     sig=${variant%-BLOCKED}
     wrap=("${foreground[@]}"); [[ $variant == *-BLOCKED ]] && wrap+=("${blocked[@]}")
-    rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"; sandbox_writable "$tmp/signalled"
+    rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"; sandbox_writable org.example.Signalled "$tmp/signalled"
     # In a session of its own, as a shell's foreground job is: its process group is run's.
     setsid "${wrap[@]}" "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- sh -c "$trapping" sh $sig & runner=$!
     on_exit "kill -9 $runner 2>/dev/null"
@@ -272,7 +272,7 @@ done
 
 # A signal ignored when run starts (a shell's background job ignores SIGINT: a ^C at the terminal
 # is not for it) stays ignored: run does not catch it, and the command inherits it ignored.
-rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"; sandbox_writable "$tmp/signalled"
+rm -rf "$tmp/signalled"; mkdir -p "$tmp/signalled"; sandbox_writable org.example.Signalled "$tmp/signalled"
 setsid sh -c 'trap "" INT; exec "$@"' sh "$pg" run org.example.Signalled --bind "$tmp/signalled:/flag" -- \
     sh -c 'trap "touch /flag/caught-INT" INT; trap "touch /flag/caught-TERM; exit 3" TERM; touch /flag/in; sleep 30 & s=$!; wait $s; wait $s; exit 0' & runner=$!
 on_exit "kill -9 $runner 2>/dev/null"
@@ -345,9 +345,12 @@ if [[ $(id -u) == 0 ]]; then
     b_uid=$("$pg" run org.example.Second -- id -u)
     [[ $a_uid != "$b_uid" ]] || fail "two apps' runs share uid $a_uid"
     [[ $("$pg" run org.example.Boxed -- id -u) == "$a_uid" ]] || fail "an app's runs do not keep their uid"
+    # However the library's path is spelled, and as --show-user says (uid and gid the app's own).
+    [[ $(PHOTOGATE_LIBRARY="$(dirname "$PHOTOGATE_LIBRARY")/./$(basename "$PHOTOGATE_LIBRARY")/" "$pg" run org.example.Boxed --show-user) == "$a_uid:$a_uid" ]] \
+        || fail "--show-user with the library spelled another way: $(PHOTOGATE_LIBRARY="$PHOTOGATE_LIBRARY/" "$pg" run org.example.Boxed --show-user), the command ran as $a_uid"
     # Another user, knowing the view's path from the mount table, gets nothing, cached or not.
     second_user pgrun
-    mkdir -p "$tmp/vsig"; sandbox_writable "$tmp/vsig"
+    mkdir -p "$tmp/vsig"; sandbox_writable org.example.Boxed "$tmp/vsig"
     "$pg" run org.example.Boxed --bind "$tmp/vsig:/sig" -- sh -c 'ls -l "$HOME/Pictures" >/dev/null; touch /sig/in; while [ ! -e /sig/go ]; do sleep 0.02; done' & viewer=$!
     on_exit "touch '$tmp/vsig/go'; kill -9 $viewer 2>/dev/null"
     wait_until 30 test -e "$tmp/vsig/in" || fail "the viewing run did not start"
@@ -611,7 +614,7 @@ status=$?
 [[ $status == 0 ]] || fail "a folder holding the pictures folder: exit $status (61: not passed in, 62: the view is not over it)"
 # A folder passed writable inside one passed read-only stays writable (binds go outer first,
 # whatever the flag), and a bare "~" is the home.
-mkdir -p "$tmp/homelike/work"; sandbox_writable "$tmp/homelike/work"
+mkdir -p "$tmp/homelike/work"; sandbox_writable org.example.Boxed "$tmp/homelike/work"
 "$pg" run org.example.Boxed --bind "$tmp/homelike/work:/hl/work" --ro-bind "$tmp/homelike:/hl" -- sh -c '
     touch /hl/work/written || exit 57
     touch /hl/docs/written 2>/dev/null && exit 58

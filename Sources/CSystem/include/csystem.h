@@ -64,6 +64,8 @@ int pg_has_access_acl(const char *path);
 /// Joins a new, empty, anonymous session keyring (keyctl KEYCTL_JOIN_SESSION_KEYRING): children
 /// then inherit it instead of the caller's. Returns its serial, or -1.
 long pg_join_new_session_keyring(void);
+/// An anonymous in-memory file (memfd_create, close-on-exec), or -1.
+int pg_memfd(const char *name);
 
 /// pidfd_open(pid, 0): a descriptor (close-on-exec) for a running process, readable once it has
 /// ended; -1 with errno set (ESRCH: no such process).
