@@ -57,6 +57,9 @@ final class SessionCore: @unchecked Sendable {
         var exitRequested = false
         /// unmount() came before run(): run() returns at once.
         var unmountedBeforeRun = false
+        /// invalidateNow() calls under way: each took the session pointer under this lock while
+        /// the session was alive, and teardown destroys the session only once none is left.
+        var directNotifies = 0
     }
 
     struct Backing: Sendable {
@@ -171,6 +174,9 @@ final class SessionCore: @unchecked Sendable {
         // (fusectl's `abort`, by an administrator) is still alive: its mount is detached too.
         if wasMounted && !released, let own { _ = own.detach(alive: { control?.alive ?? true }) }
         if signals { fuse_remove_signal_handlers(se) }
+        // No invalidateNow() still inside libfuse with the pointer (none starts once the phase
+        // is .stopping; the connection is cut above, so one under way returns).
+        while state.withLock({ $0.directNotifies }) > 0 { usleep(1000) }
         fuse_session_destroy(se)
         self.se = nil
         state.withLock { st in
@@ -343,8 +349,16 @@ final class SessionCore: @unchecked Sendable {
     /// calling thread, a request handler included: only for an inode whose locks no request under
     /// way can hold (callers say why), since the kernel may wait for them.
     func invalidateNow(_ ino: UInt64) {
-        guard let se else { return }
-        _ = fuse_lowlevel_notify_inval_inode(se, ino, 0, 0)
+        // Under `state`, as the pointer's rule says: a thread outside the loop (the change
+        // watcher) read it unlocked while teardown destroyed the session (issue 34).
+        let session = state.withLock { st -> OpaquePointer? in
+            guard st.phase != .stopping, st.phase != .finished, let se else { return nil }
+            st.directNotifies += 1
+            return se
+        }
+        guard let session else { return }
+        _ = fuse_lowlevel_notify_inval_inode(session, ino, 0, 0)
+        state.withLock { $0.directNotifies -= 1 }
     }
 
     func flush() -> Bool {

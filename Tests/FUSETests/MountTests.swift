@@ -13,6 +13,32 @@ import Testing
                              "needs /dev/fuse and the right to mount (root, or fusermount3)"))
 struct MountTests {
 
+    /// invalidateNow (called by the daemon's change watcher, outside libfuse's loop) read the
+    /// session pointer with no lock while teardown destroyed the session (issue 34). A thread
+    /// hammers it through mounts' unmounts: none may crash, hang, or leave a call counted.
+    @Test func invalidationsDuringUnmountTouchNoDestroyedSession() throws {
+        for _ in 0..<15 {
+            let stop = Atomic<Bool>(false)
+            let done = DispatchSemaphore(value: 0)
+            var core: SessionCore?
+            _ = try withMount(ToyFS()) { m in
+                let c = m.session.core
+                core = c
+                let t = Thread {
+                    while !stop.load(ordering: .relaxed) { c.invalidateNow(1) }
+                    done.signal()
+                }
+                t.start()
+                _ = try fileStat(m.root)
+            }
+            // The unmount (teardown) ran with the hammering thread still going; it goes on after.
+            for _ in 0..<1000 { core?.invalidateNow(1) }
+            stop.store(true, ordering: .relaxed)
+            #expect(done.wait(timeout: .now() + 30) == .success, "an invalidation hung after the unmount")
+            #expect(core?.state.withLock { $0.directNotifies } == 0)
+        }
+    }
+
     @Test func writeThenReadBackAndNamespaceOperations() throws {
         try withMount(ToyFS()) { m in
             let data = patternBytes(300_000, seed: 1)

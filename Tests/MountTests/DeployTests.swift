@@ -150,6 +150,8 @@ struct Deploy {
     @Test func importCatalogsTheBytesItStores() throws { try script("import-race") }
     /// explain says what a mount's open does, through the mount's own calls.
     @Test func explainSaysWhatTheMountDoes() throws { try script("explain") }
+    /// A file refused at its opener's close stays refused, whoever writes the rest.
+    @Test func aRefusedCloseIsFinal() throws { try script("refused-final") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }

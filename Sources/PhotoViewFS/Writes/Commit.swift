@@ -22,11 +22,19 @@ extension PhotoFS {
         let closer = PhotoFS.process(of: context.pid)
         try f.run { () throws(Errno) in
             guard h.isCurrentLocked, f.isWriting else { return }
+            // Refused at an earlier close (its opener's): final for every other process. A forked
+            // child, or a process the descriptor was passed to, that writes the rest gets EINVAL
+            // at its close too, and the file is never committed (it was, at the last release,
+            // after that close). The process refused may mend it through a descriptor it kept.
+            if f.hidden, f.refusedOpener != closer { throw .invalid }
             f.handles[handle] = true
             guard !f.handles.values.contains(false) else { return }   // another writer has it open
             guard f.dirty || f.ready else { return }
             guard f.openers[handle] == closer else { return }        // a copy elsewhere: at the release
-            try commitLocked(f, last: false)
+            do throws(Errno) { try commitLocked(f, last: false) } catch {
+                if f.hidden { f.refusedOpener = closer }
+                throw error
+            }
         }
     }
 
@@ -50,7 +58,7 @@ extension PhotoFS {
             f.handles[handle] = nil
             f.openers[handle] = nil
             guard f.handles.isEmpty else { return false }
-            if f.isWriting && (f.dirty || f.ready) {
+            if f.isWriting && (f.dirty || f.ready) && !f.hidden {
                 // Its last close did not commit it (the database was unavailable then): try again.
                 do throws(Errno) { try commitLocked(f, last: true) } catch { log("\(f.name) was not added: \(error)") }
             }

@@ -119,10 +119,18 @@ extension PhotoFS {
         f.shownHash = shown
         f.handles[h] = false
         f.openers[h] = opener
-        let raced: SessionFile? = edits.withLock { e in
-            if let other = e[node.ino], other !== f, other.run({ other.isWriting }) { return other }
-            e[node.ino] = f
-            return nil
+        // `edits` is a leaf: the other edit's file lock (which nests above it) is taken with
+        // `edits` released, and the slot is claimed only if it still holds what was looked at.
+        var raced: SessionFile? = nil
+        while true {
+            let current = edits.withLock { $0[node.ino] }
+            if let other = current, other !== f, other.run({ other.isWriting }) { raced = other; break }
+            let claimed = edits.withLock { e -> Bool in
+                guard e[node.ino] === current else { return false }   // changed meanwhile: look again
+                e[node.ino] = f
+                return true
+            }
+            if claimed { break }
         }
         var joined = SessionHandle(file: f, generation: f.generation, edit: true)
         if let other = raced {

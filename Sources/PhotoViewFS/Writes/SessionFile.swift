@@ -69,6 +69,9 @@ final class SessionFile: @unchecked Sendable {
     /// writable through descriptors still open elsewhere (a child that inherited one and exited
     /// sends that close too), until its last release discards it or a later close commits it.
     var hidden = false
+    /// The process whose close refused it (hidden): only that process may still mend and close
+    /// it (a descriptor it kept); any other's close of it fails, and its release adds nothing.
+    var refusedOpener: Int32?
     /// An edit of a photo whose location the app may not see starts from the redacted bytes it
     /// reads: their hash. Saving them back unchanged is no edit (else the current version would
     /// lose its location to an app that only wrote back what it was shown).
