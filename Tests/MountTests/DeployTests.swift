@@ -152,6 +152,8 @@ struct Deploy {
     @Test func explainSaysWhatTheMountDoes() throws { try script("explain") }
     /// A file refused at its opener's close stays refused, whoever writes the rest.
     @Test func aRefusedCloseIsFinal() throws { try script("refused-final") }
+    /// Upload folders are capped, and their listings are whole and read in sorted batches.
+    @Test func uploadFoldersAreCappedAndListedInBatches() throws { try script("folders") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }

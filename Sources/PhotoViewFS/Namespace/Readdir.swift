@@ -63,9 +63,20 @@ extension PhotoFS {
                     .sorted { $0.0 < $1.0 }
                 let shown = model.withLock { m in Set(pending.map(\.0).filter { m.byName[$0] != nil }) }
                 for (name, a) in pending where !shown.contains(name) { add(name, a) }
-                let made = rootFolders.withLock { $0 }.sorted { $0.key < $1.key }
-                for (name, ino) in made where !shown.contains(name) {
-                    if let a = folderAttributes(ino) { add(name, a) }
+                // Sorted once per change (rootFolderNames); attributes only for what this call
+                // returns (each call listed every folder's, and sorted them all again).
+                let names = rootFolderNames.withLock { cached -> [String] in
+                    if let cached { return cached }
+                    let made = rootFolders.withLock { Array($0.keys) }.sorted()
+                    cached = made
+                    return made
+                }
+                for name in names where !shown.contains(name) {
+                    index += 1
+                    guard index > offset else { continue }
+                    if out.count >= PhotoFS.readdirBatch { return out }
+                    guard let ino = rootFolders.withLock({ $0[name] }), let a = folderAttributes(ino) else { continue }
+                    out.append(DirectoryEntry(name: Array(name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: t))
                 }
             }
         case .albumsFolder(let shared):
@@ -80,8 +91,21 @@ extension PhotoFS {
             add("request", specialAttributes(FixedInode.request))
             add("refused", specialAttributes(FixedInode.refused))
         case .uploadFolder:
-            guard let list = folderListing(inode) else { throw .noEntry }
-            for (name, a) in list { add(name, a) }
+            // A batch after `offset`, from names sorted once per change: entry k of the sorted
+            // names has index fixed + k + 1 (so a listing of n costs O(n), not O(n^2 log n)).
+            let fixed = index
+            var start = Int(max(0, offset - fixed))
+            while true {
+                guard let (entries, total) = folderListing(inode, from: start, limit: PhotoFS.readdirBatch) else { throw .noEntry }
+                for e in entries {
+                    out.append(DirectoryEntry(name: Array(e.name.utf8), attributes: e.attributes, nextOffset: fixed + Int64(e.position) + 1,
+                                              entryTimeout: t, attrTimeout: t))
+                }
+                start += PhotoFS.readdirBatch
+                // A batch whose entries were all left out (files no longer being written) is not
+                // the end of the listing: go on until one lists something, or the names end.
+                if !out.isEmpty || start >= total { break }
+            }
         case .album:
             // A batch after `offset`, as for the root: members[k] has index 2 + k + 1.
             let fixed = index
