@@ -343,14 +343,21 @@ final class PickFixture {
         #expect(try f.waitForExit().0 == 0)
     }
 
-    @Test(.enabled(if: tmuxAvailable)) func previewOpensTheOriginalWithXdgOpenWhereThereIsADisplay() throws {
-        let f = try limitedLibrary()
+    /// Starts the picker for `Self.app` with a display and an xdg-open that writes the path it
+    /// got to the file whose path this returns (not there until it runs).
+    func startPickerWithAFakeViewer(_ f: PickFixture) throws -> String {
         let bin = f.dir + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         let opened = f.dir + "/opened"
         try "#!/bin/sh\necho \"$1\" > \(shellQuote(opened))\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
         chmod(bin + "/xdg-open", 0o755)
         try f.startPicker([Self.app], env: ["DISPLAY": ":99", "PATH": bin + ":/usr/bin:/bin"])
+        return opened
+    }
+
+    @Test(.enabled(if: tmuxAvailable)) func previewOpensTheOriginalWithXdgOpenWhereThereIsADisplay() throws {
+        let f = try limitedLibrary()
+        let opened = try startPickerWithAFakeViewer(f)
         try f.waitFor("1 selected")                 // the first frame: keys typed before it could race the raw mode
         try f.type("/market")
         try f.waitFor("1 found")
@@ -399,12 +406,7 @@ final class PickFixture {
         try "root's secret\n".write(toFile: secret, atomically: true, encoding: .utf8)
         try FileManager.default.removeItem(atPath: ref + "/refpic.jpg")
         try FileManager.default.createSymbolicLink(atPath: ref + "/refpic.jpg", withDestinationPath: secret)
-        let bin = f.dir + "/bin"
-        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        let opened = f.dir + "/opened"
-        try "#!/bin/sh\necho \"$1\" > \(shellQuote(opened))\n".write(toFile: bin + "/xdg-open", atomically: true, encoding: .utf8)
-        chmod(bin + "/xdg-open", 0o755)
-        try f.startPicker([Self.app], env: ["DISPLAY": ":99", "PATH": bin + ":/usr/bin:/bin"])
+        let opened = try startPickerWithAFakeViewer(f)
         try f.waitFor("1 selected")
         try f.type("/refpic")
         try f.waitFor("1 found")

@@ -30,13 +30,10 @@ static void swap_once(const char *path, int flags) {
     logf_("swapped %s after the scan (%zd bytes)\n", src, at);
 }
 
-int open(const char *path, int flags, ...) {
-    static int (*real)(const char *, int, ...);
-    if (!real) real = dlsym(RTLD_NEXT, "open");
-    va_list ap;
-    va_start(ap, flags);
+/* Both of libc's names for open(2), one body: the shim's work, then the real call. */
+static int hooked(const char *sym, const char *path, int flags, va_list ap) {
+    int (*real)(const char *, int, ...) = dlsym(RTLD_NEXT, sym);
     mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
-    va_end(ap);
     int saved = errno;
     fifo_at(path);
     swap_once(path, flags);
@@ -44,16 +41,18 @@ int open(const char *path, int flags, ...) {
     return real(path, flags, mode);
 }
 
-int open64(const char *path, int flags, ...) {
-    static int (*real)(const char *, int, ...);
-    if (!real) real = dlsym(RTLD_NEXT, "open64");
+int open(const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
-    mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+    int fd = hooked("open", path, flags, ap);
     va_end(ap);
-    int saved = errno;
-    fifo_at(path);
-    swap_once(path, flags);
-    errno = saved;
-    return real(path, flags, mode);
+    return fd;
+}
+
+int open64(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    int fd = hooked("open64", path, flags, ap);
+    va_end(ap);
+    return fd;
 }
