@@ -25,8 +25,8 @@ struct Run: PhotogateCommand {
             is not the caller's: only PATH, LANG, LANGUAGE, LC_*, TERM, COLORTERM, TZ and NO_COLOR \
             are passed, with what --env names; HOME is the sandbox's home and PHOTOGATE_APP the app \
             id. Started by root, the command never runs as root: it runs as --user, by default \
-            uid and gid \(SandboxUser.defaultID), which no account has (a folder it writes through \
-            --bind must be writable to that user); /proc/sys is read-only inside. The library (its store, database and run/ folder) and the other apps' mounts \
+            the app's own uid and gid, which no account has (--show-user prints them: a folder it \
+            writes through --bind must be writable to them); /proc/sys is read-only inside. The library (its store, database and run/ folder) and the other apps' mounts \
             are not reachable by any path: a folder passed with --ro-bind that holds the library \
             gets it covered by an empty folder; one passed with --bind that holds it, or a symlink \
             on the way to it (the command could move the library out from under the cover), one \
