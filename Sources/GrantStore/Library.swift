@@ -156,6 +156,9 @@ public final class Library: Sendable {
                 // Kept as it is at its close, like every connection of photogate's (no
                 // checkpoint, the log file not removed): see `configuration`.
                 var probeConfiguration = Configuration()
+                // It waits for a lock as every connection does (the last process to let go holds
+                // one while it checkpoints): 20 concurrent grants had one fail "busy".
+                probeConfiguration.busyMode = .timeout(Library.busyTimeout)
                 probeConfiguration.prepareDatabase { db in
                     if let connection = db.sqliteConnection { _ = pg_sqlite_keep_wal(UnsafeMutableRawPointer(connection)) }
                 }
