@@ -102,6 +102,8 @@ runner_view=$(awk '/ photogate:org.example.Runner / {print $5; exit}' /proc/self
 folder=${runner_view%/view}
 [[ $folder == "$runs/"* ]] || fail "the runner's view is at $runner_view"
 mv "$folder" "$folder.moved"
+# (Moved, it is not the run's to remove: the daemon removes only the folder it made, by its name.)
+on_exit "rmdir '$folder.moved/view' '$folder.moved'"
 ln -s "$tmp/other" "$folder"
 on_exit "rm -f '$folder'"
 kill -9 "$runner"
