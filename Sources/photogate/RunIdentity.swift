@@ -10,7 +10,7 @@ import Glibc
 /// trust uid 0 (a socket's credentials) would trust it. So root's runs drop to an unprivileged
 /// id: by default one of the app's own that no account has, and so owns nothing outside the
 /// sandbox (what the command saves in a folder passed in with --bind is owned by it; such a
-/// folder must be writable to it: to its group, `defaultID`, say).
+/// folder must be writable to those ids, which `run APP --show-user` prints).
 enum SandboxUser {
     struct ID: Equatable { let uid: UInt32; let gid: UInt32 }
 

@@ -120,12 +120,7 @@ extension PhotoFS {
                 }
                 throw .invalid
             case .notDurable(let why)?:
-                // Not "kept for later": the row went into a log that is gone, and the close must
-                // not say saved. Nothing of it is kept (the app has its bytes, and was told).
-                log("could not add \(f.name): \(why)")
-                noteRefusal(f.name, "the library's catalog cannot make it durable: \(why)")
-                discardLocked(f)
-                throw .io
+                throw failUndurable(f, "could not add \(f.name)", why)
             case .noSpace?:
                 log("no space to add \(f.name)")
                 noteRefusal(f.name, "no space left on the library's disk")
@@ -165,6 +160,16 @@ extension PhotoFS {
         if let folder = f.folder, access == .readWrite {
             setFolderChild(folder, f.name, .asset(rowID: asset.rowID), ifCurrently: .session(f.ino))
         }
+    }
+
+    /// A close whose catalog row cannot be made durable (`PortError.notDurable`), for a new file
+    /// or an edit: not "kept for later", since the row went into a log that is gone, and the
+    /// close must not say saved. Nothing of it is kept (the app has its bytes, and is told: EIO).
+    func failUndurable(_ f: SessionFile, _ what: String, _ why: String) -> Errno {
+        log("\(what): \(why)")
+        noteRefusal(f.name, "not saved: the library's catalog cannot make it durable: \(why)")
+        discardLocked(f)
+        return .io
     }
 
     /// A file refused at a close: its name goes now; the file waits for its last release.

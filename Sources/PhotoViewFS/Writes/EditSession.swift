@@ -244,10 +244,7 @@ extension PhotoFS {
                 discardLocked(f)
                 throw .accessDenied
             case .notDurable(let why)?:
-                log("could not save the edit of \(f.name): \(why)")
-                noteRefusal(f.name, "edit not saved: the library's catalog cannot make it durable: \(why)")
-                discardLocked(f)
-                throw .io
+                throw failUndurable(f, "could not save the edit of \(f.name)", why)
             default:
                 // The database is unavailable: keep the edit durable and marked; recovery makes it
                 // the new version after a crash, the last release retries.
