@@ -51,6 +51,10 @@ public final class LibraryStorePort: LibraryPort {
 
     public func refusals(_ app: AppID) throws -> [Refusal] { try port { try library.refusals(app) } }
 
+    public func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool {
+        try port { try library.recordAccess(app, batch, prune: prune) }
+    }
+
     public func editDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         try port { try library.editDecision(app: app, rowID: rowID, access: access) }
     }

@@ -96,6 +96,7 @@ enum Schema {
         registerV5(&m)
         registerV6(&m)
         registerV7(&m)
+        registerV8(&m)
         return m
     }
 }

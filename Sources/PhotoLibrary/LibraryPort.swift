@@ -49,6 +49,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     func recordEditRequest(app: AppID, rowID: Int64) throws
     func recordRefusal(_ app: AppID, name: String, reason: String) throws
     func refusals(_ app: AppID) throws -> [Refusal]
+    /// Adds a batch of the access report's tallies for the app (what it read, made, edited,
+    /// deleted or was refused); wakes no mount. Returns whether the library records at all
+    /// (the person may turn it off). `prune`: drop what is past the report's retention too.
+    func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool
 
     // MARK: changes an app makes through its mount
 

@@ -97,3 +97,44 @@ public enum ReuseRule: Sendable, Equatable {
     case anyName
     case never
 }
+
+/// What an app did to an asset through its mount, as the access report keeps it (issue 36): the
+/// app read it, made it, saved a new version of it, deleted it, or was refused it.
+public enum AccessKind: Int, Sendable, CaseIterable, CustomStringConvertible {
+    case read = 0, created = 1, edited = 2, deleted = 3, refused = 4
+
+    public var description: String {
+        switch self {
+        case .read: "read"
+        case .created: "created"
+        case .edited: "edited"
+        case .deleted: "deleted"
+        case .refused: "refused"
+        }
+    }
+
+    public init?(name: String) {
+        guard let k = AccessKind.allCases.first(where: { $0.description == name }) else { return nil }
+        self = k
+    }
+}
+
+/// Accesses of one kind by one app to one asset within one period (a UTC day), as a mount hands
+/// them to the library in a batch: the first and the last (seconds since 1970), and how many.
+public struct AccessTally: Sendable, Equatable {
+    public var rowID: Int64
+    public var kind: AccessKind
+    public var day: Int64
+    public var first: Int64
+    public var last: Int64
+    public var count: Int64
+
+    public init(rowID: Int64, kind: AccessKind, day: Int64, first: Int64, last: Int64, count: Int64) {
+        self.rowID = rowID
+        self.kind = kind
+        self.day = day
+        self.first = first
+        self.last = last
+        self.count = count
+    }
+}

@@ -26,7 +26,7 @@ import Glibc
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
 ///      `albumSessions`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
 ///      `openedPaths`, `handles`, `redactionCache`, `snapshots`, `feed` (holds poll handles, notifies after
-///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`; and each handle's own lock
+///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`, the recorder's state; and each handle's own lock
 ///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
 ///      request submitted.
 /// Atomics (`nextHandle`, `requested`, `viewBytes`, `opensAnswered`, `FDBudget`'s count) take no lock. The FUSE
@@ -108,6 +108,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// read through a handle opened before the revoke then got pages read ahead. GETATTR of such
     /// an inode waits until its pages are gone (Refresh.swift).
     let pendingDrops = Mutex<Set<Inode>>([])
+    /// The access report: what the app read, made, edited, deleted or was refused, written in
+    /// batches (Control/AccessRecorder.swift). `MountDaemon` stops it (a last batch) at the end.
+    public let recorder: AccessRecorder
 
     static let longTimeout = 86_400.0
 
@@ -132,6 +135,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         uid = owner?.uid ?? getuid()
         gid = owner?.gid ?? getgid()
         ownerOnly = owner != nil
+        recorder = AccessRecorder(app: app, library: library, log: log)
     }
 
     public func setInvalidator(_ i: Invalidator?) { invalidatorBox.withLock { $0 = i } }

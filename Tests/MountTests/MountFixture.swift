@@ -22,7 +22,9 @@ final class MountFixture {
     let dir: String
     let library: String
     private var mounts: [String] = []
-    var env: [String: String] { ["PHOTOGATE_LIBRARY": library] }
+    /// More environment for every command (and the daemons they start).
+    var extraEnvironment: [String: String] = [:]
+    var env: [String: String] { extraEnvironment.merging(["PHOTOGATE_LIBRARY": library]) { _, b in b } }
 
     init(libraryName: String = "library") throws {
         dir = TestSupport.tempDir("mnt")

@@ -179,6 +179,22 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     func refusals(_ app: AppID) throws -> [Refusal] { locked { refusalList.filter { $0.app == app } } }
 
+    /// The access report's batches, as a mount handed them.
+    var accessBatches: [(app: AppID, tallies: [AccessTally])] = []
+    /// Set: recordAccess fails (a locked or failing database).
+    var failAccess: Bool {
+        get { locked { failingAccess } }
+        set { locked { failingAccess = newValue } }
+    }
+    private var failingAccess = false
+    func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool {
+        try locked {
+            if failingAccess { throw PortError.denied("the database is failing (test)") }
+            if !batch.isEmpty { accessBatches.append((app, batch)) }
+        }
+        return true
+    }
+
     func editDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         try locked {
             guard let a = assets[rowID], let rec = apps[app] else { throw PortError.invalid("unknown asset") }

@@ -21,6 +21,7 @@ import report  # noqa: E402
 import rows_reads  # noqa: E402,F401  (each rows_* module registers its rows, in table order)
 import rows_library  # noqa: E402,F401
 import rows_writes  # noqa: E402,F401
+import rows_report  # noqa: E402,F401
 
 
 # --- main ---------------------------------------------------------------------------------------

@@ -172,6 +172,8 @@ public enum MountDaemon {
             }
         }
         watcher.stop()
+        // The access report's last batch (what the app did since the last one).
+        fs.recorder.stop()
         // No more writes can arrive: the temp folder is settled now (files whose close returned
         // 0 but could not be committed then are committed), not left for the next start.
         fs.writer.shutDown()

@@ -37,7 +37,11 @@ extension PhotoFS {
         let plan = try readPlan(for: node)
         let fd = try openOriginal(node)
         defer { FDBudget.mount.close(fd) }
-        return .bytes(try AssetHandle.readBytes(fd, offset: offset, size: size, zeroing: plan))
+        let bytes = try AssetHandle.readBytes(fd, offset: offset, size: size, zeroing: plan)
+        // The first read the daemon serves is the access (the kernel opened the file itself);
+        // a read of the file's start counts one more, later reads only move the last time.
+        recorder.note(node.rowID, .read, counts: offset == 0)
+        return .bytes(bytes)
     }
 
     static func slice(_ content: [UInt8], _ offset: Int64, _ size: Int) -> [UInt8] {

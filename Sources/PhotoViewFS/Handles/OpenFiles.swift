@@ -163,6 +163,7 @@ extension PhotoFS {
     func openAsset(_ inode: Inode, _ node: AssetNode, aliased: Bool, user: UInt32?) throws(Errno) -> OpenReply? {
         let plan = try readPlan(for: node)
         let fd = try openOriginal(node)
+        recorder.note(node.rowID, .read)
         var path = node.path
         let key = path.withUTF8 { PhotoFS.pathKey(UnsafeRawBufferPointer($0)) }
         return readOpened(inode, AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan, user: user), owned: node.owned,
@@ -183,7 +184,7 @@ extension PhotoFS {
             let length = strlen(path)
             let key = PhotoFS.pathKey(UnsafeRawBufferPointer(start: buf.baseAddress, count: length))
             do throws(Errno) {
-                let fd = try openOriginal(path, inStore: b.bits & NodeStore.inStore != 0, size: b.size, ctime: b.ctime) {
+                let fd = try openOriginal(path, rowID: b.rowID, inStore: b.bits & NodeStore.inStore != 0, size: b.size, ctime: b.ctime) {
                     (self.nodeName(inode), String(decoding: UnsafeBufferPointer(start: buf.baseAddress, count: length), as: UTF8.self))
                 }
                 return .opened(b, fd, key)
@@ -195,6 +196,7 @@ extension PhotoFS {
         case .elsewhere: return nil
         case .failed(let e): throw e
         case .opened(let b, let fd, let key):
+            recorder.note(b.rowID, .read)
             return readOpened(inode, AssetHandle(rowID: b.rowID, ino: b.ino, fd: fd, plan: nil, user: user), owned: b.bits & NodeStore.owned != 0,
                               aliased: false, pathKey: key)
         }
@@ -217,6 +219,7 @@ extension PhotoFS {
         case .plan(let p): return p.isEmpty ? nil : p
         case .refuse(let why):
             log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
+            recorder.note(node.rowID, .refused)
             throw .accessDenied
         }
     }
@@ -228,14 +231,14 @@ extension PhotoFS {
     func openOriginal(_ node: AssetNode) throws(Errno) -> Int32 {
         let opened = node.path.withCString { p in
             Result { () throws(Errno) -> Int32 in
-                try openOriginal(p, inStore: node.inStore, size: node.size, ctime: node.ctime) { (node.name, node.path) }
+                try openOriginal(p, rowID: node.rowID, inStore: node.inStore, size: node.size, ctime: node.ctime) { (node.name, node.path) }
             }
         }
         return try opened.get()
     }
 
     /// The same by the original's path; `describe` (its name and path) only for a log line.
-    func openOriginal(_ path: UnsafePointer<CChar>, inStore: Bool, size: UInt64, ctime: Int,
+    func openOriginal(_ path: UnsafePointer<CChar>, rowID: Int64, inStore: Bool, size: UInt64, ctime: Int,
                       describe: () -> (name: String, path: String)) throws(Errno) -> Int32 {
         // A referenced original (import --reference) lives in a folder someone else may write: its
         // path was recorded with no symbolic link in it, and it is opened so, or not at all (a
@@ -260,6 +263,7 @@ extension PhotoFS {
             FDBudget.mount.close(fd)
             let (name, path) = describe()
             log("refused \(name) to \(appID): its original at \(path) changed after it was imported (photogate verify reports it)")
+            recorder.note(rowID, .refused)
             throw .accessDenied
         case .storeDamaged:
             FDBudget.mount.close(fd)

@@ -57,6 +57,7 @@ extension PhotoFS {
                 let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
                 guard canDelete else { throw .accessDenied }
                 do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }
+                recorder.note(rowID, .deleted)
                 forgetCommitted(ino)
                 files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
                 sessionNames.withLock { n in if n[s] == ino { n[s] = nil } }
@@ -69,7 +70,11 @@ extension PhotoFS {
             switch parent {
             case FixedInode.root:
                 guard let r = m.byName[s], let n = m.nodes[r] else { return .failure(.noEntry) }
-                return m.policy.canDelete(m.facts(n)) ? .success((r, nil)) : .failure(.accessDenied)
+                guard m.policy.canDelete(m.facts(n)) else {
+                    recorder.note(r, .refused)   // a leaf lock
+                    return .failure(.accessDenied)
+                }
+                return .success((r, nil))
             default:
                 guard let al = m.album(ino: parent) else {
                     return .failure(parent == FixedInode.control || FixedInode.all.contains(parent) ? (s.isEmpty ? .noEntry : .accessDenied) : .noEntry)
@@ -89,6 +94,7 @@ extension PhotoFS {
                 try library.removeFromAlbum(album, assetIDs: [id])
             } else {
                 try library.moveToTrash(rowIDs: [rowID], by: appID)
+                recorder.note(rowID, .deleted)
             }
         } catch {
             log("unlink \(s) failed: \(error)")

@@ -194,6 +194,7 @@ extension PhotoFS {
             }
             guard model.withLock({ $0.policy.canDelete($0.facts(n)) }) else { throw .accessDenied }
             do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }
+            recorder.note(rowID, .deleted)
             setFolderChild(parent, name, nil, ifCurrently: child)
             refresh()
         }

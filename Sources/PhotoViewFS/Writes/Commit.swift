@@ -147,6 +147,7 @@ extension PhotoFS {
             log("\(f.name) from \(appID) has the same content as its asset \(asset.id): kept that one")
         } else {
             log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
+            recorder.note(asset.rowID, .created)
         }
         f.closeTemp()
         f.dirty = false

@@ -39,8 +39,10 @@ extension PhotoFS {
             do { try library.recordEditRequest(app: appID, rowID: node.rowID) } catch {
                 log("could not record an edit request for \(node.name): \(error)")
             }
+            recorder.note(node.rowID, .refused)
             throw .accessDenied
         case .never:
+            recorder.note(node.rowID, .refused)
             throw .accessDenied
         }
     }
@@ -263,6 +265,7 @@ extension PhotoFS {
         }
         log(result.changed ? "saved a new version of \(result.asset.displayName) from \(appID)"
                            : "\(f.name) saved by \(appID) unchanged")
+        if result.changed { recorder.note(rowID, .edited) }
         endCommittedEdit(f, rowID: rowID)
     }
 
@@ -304,6 +307,7 @@ extension PhotoFS {
             } else {
                 changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil,
                                                     alwaysNew: plan != nil).changed
+                if changed { recorder.note(target.rowID, .edited) }
             }
         } catch {
             Glibc.unlink(link)
