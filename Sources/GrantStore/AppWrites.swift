@@ -72,15 +72,23 @@ extension Library {
         return result
     }
 
-    /// An app renames an asset it created: it keeps seeing the name it chose; the library's
-    /// display name follows when free, else gets a suffix. A view records an update only if the
+    /// An app renames an asset it created, through its mount at `access`: it keeps seeing the
+    /// name it chose; the library's display name follows when free, else gets a suffix. Whether it
+    /// may is the one decision's (`AssetDecision.canRename`, what `explain` prints), asked here in
+    /// the transaction that renames, whatever path of the mount asked for it (a file at the top,
+    /// in an upload folder, just written or long committed): an app denied since, or an asset gone
+    /// to Recently Deleted, is refused (a conflict: EACCES). A view records an update only if the
     /// name it sees changed (the app's: its own name; others': the display name), so the app
     /// never learns from its history that a display name it cannot see came or went.
-    public func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws {
+    public func renameOwnAsset(rowID: Int64, app: AppID, access: AccessLevel, to name: String) throws {
         try write { db in
             guard let owner = try String.fetchOne(db, sql: "SELECT owner_app FROM assets WHERE rowid = ?", arguments: [rowID]),
                   owner == app.rawValue else {
                 throw LibraryError.conflict("only the app that created an asset may rename it")
+            }
+            guard let record = try Library.fetchApp(db, app), let facts = try Library.facts(db, app: app, rowID: rowID),
+                  Library.context(record, access).decide(facts).canRename else {
+                throw LibraryError.conflict("\(app) may not rename this asset now (photogate explain says why)")
             }
             let taken = try db.cachedStatement(sql: "SELECT 1 FROM assets WHERE display_name = ? AND rowid <> ?")
             let display = DisplayName.unique(DisplayName.sanitize(Array(name.utf8))) { c in

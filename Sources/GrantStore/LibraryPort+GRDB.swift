@@ -75,8 +75,8 @@ public final class LibraryStorePort: LibraryPort {
 
     public func moveToTrash(rowIDs: [Int64], by app: AppID) throws { try port { try library.moveToTrash(rowIDs: rowIDs, by: app) } }
 
-    public func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws {
-        try port { try library.renameOwnAsset(rowID: rowID, app: app, to: name) }
+    public func renameOwnAsset(rowID: Int64, app: AppID, access: AccessLevel, to name: String) throws {
+        try port { try library.renameOwnAsset(rowID: rowID, app: app, access: access, to: name) }
     }
 
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.dissolveOwnAsset(rowID: rowID, app: app) } }

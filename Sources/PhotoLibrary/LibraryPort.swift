@@ -65,8 +65,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     func addToAlbum(_ album: String, assetIDs: [String]) throws
     func removeFromAlbum(_ album: String, assetIDs: [String]) throws
     func moveToTrash(rowIDs: [Int64], by app: AppID) throws
-    /// The app renames an asset it created.
-    func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws
+    /// The app renames an asset it created, through its mount at `access`. The library asks the
+    /// one decision (`AssetDecision.canRename`) in the transaction that renames: `PortError.denied`
+    /// when the app may not (so no path of the mount renames past the policy).
+    func renameOwnAsset(rowID: Int64, app: AppID, access: AccessLevel, to name: String) throws
     /// The app's own asset became another asset's new version (a save by rename): it goes away.
     func dissolveOwnAsset(rowID: Int64, app: AppID) throws
     /// A complete temp file becomes the asset's new current version (`PortError.refused` when it

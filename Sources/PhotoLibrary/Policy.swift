@@ -87,9 +87,14 @@ public struct ViewPolicy: Equatable, Sendable {
         }
     }
 
-    /// Renaming is allowed for the app's own assets only (it names what it created).
+    /// Renaming is allowed for the app's own assets only (it names what it created), while it may
+    /// create files, and never one in Recently Deleted. A read-write app renames those it sees; an
+    /// add-only app, which sees nothing, renames the files it wrote (its mount knows their names
+    /// for a while: `rsync` writes a temp name, closes it, then renames it). Every rename asks
+    /// this, in the transaction that renames (`Library.renameOwnAsset`), and `explain` prints it.
     public func canRename(_ f: AssetFacts) -> Bool {
-        isVisible(f) && f.isOwned && canCreate
+        guard f.isOwned, canCreate, !f.isTrashed else { return false }
+        return access == .addOnly || isVisible(f)
     }
 
     /// `Albums/` and `Shared/` exist, and `mkdir Albums/X` creates an album.

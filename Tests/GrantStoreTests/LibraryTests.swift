@@ -861,12 +861,12 @@ let camera = AppID("org.example.Camera")!
         #expect(first.displayName == "X.jpg" && mine.displayName == "X-1.jpg")
         try t.library.dissolveOwnAsset(rowID: first.rowID, app: camera)
         let tokens = try [editor, viewer].map { try t.library.latestChangeToken($0) }
-        try t.library.renameOwnAsset(rowID: mine.rowID, app: editor, to: "X.jpg")
+        try t.library.renameOwnAsset(rowID: mine.rowID, app: editor, access: .readWrite, to: "X.jpg")
         #expect(try t.library.asset(rowID: mine.rowID)?.displayName == "X.jpg")
         #expect(try HostileApps.feed(t, editor, since: tokens[0]) == [])
         #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated X.jpg"])
         // A rename the app sees is an update in its history as before.
-        try t.library.renameOwnAsset(rowID: mine.rowID, app: editor, to: "Y.jpg")
+        try t.library.renameOwnAsset(rowID: mine.rowID, app: editor, access: .readWrite, to: "Y.jpg")
         #expect(try HostileApps.feed(t, editor, since: tokens[0]) == ["updated Y.jpg"])
         #expect(try HostileApps.feed(t, viewer, since: tokens[1]) == ["updated X.jpg", "updated Y.jpg"])
     }

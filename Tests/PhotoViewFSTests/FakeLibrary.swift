@@ -238,9 +238,12 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         locked { for r in rowIDs { assets[r]?.trashedDate = Date(); change(r) } }
     }
 
-    func renameOwnAsset(rowID: Int64, app: AppID, to name: String) throws {
+    func renameOwnAsset(rowID: Int64, app: AppID, access: AccessLevel, to name: String) throws {
         try locked {
-            guard assets[rowID]?.owner == app else { throw PortError.denied("only the app that created an asset may rename it") }
+            guard let a = assets[rowID], a.owner == app else { throw PortError.denied("only the app that created an asset may rename it") }
+            guard let rec = apps[app], AppContext(access: access, status: rec.status(for: access)).decide(facts(a, app)).canRename else {
+                throw PortError.denied("the app may not rename it")
+            }
             assets[rowID]?.ownerName = name
             assets[rowID]?.displayName = name
             change(rowID)

@@ -93,7 +93,7 @@ import TestSupport
                 close(fd)
             case 9:
                 if let own = try library.assets().first(where: { $0.owner == app }) {
-                    try? library.renameOwnAsset(rowID: own.rowID, app: app, to: rng.next() % 2 == 0 ? "renamed-\(step).jpg" : pickName())
+                    try? library.renameOwnAsset(rowID: own.rowID, app: app, access: .readWrite, to: rng.next() % 2 == 0 ? "renamed-\(step).jpg" : pickName())
                 }
             case 10: _ = try library.setOptions(app, stripLocation: rng.next() % 4 == 0)
             default:

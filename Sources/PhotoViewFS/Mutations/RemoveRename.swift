@@ -136,7 +136,8 @@ extension PhotoFS {
                 let viewRow = model.withLock { $0.byName[s] }
                 if viewRow != nil && viewRow != f.committedRowID { return nil }   // the name is the view's
                 if let r = f.committedRowID {
-                    do { try library.renameOwnAsset(rowID: r, app: appID, to: t) } catch { return .failure(mountErrno(for: error)) }
+                    // The library asks the one decision (canRename), as for every rename.
+                    do { try library.renameOwnAsset(rowID: r, app: appID, access: access, to: t) } catch { return .failure(mountErrno(for: error)) }
                 } else if !f.isWriting {
                     return .failure(.noEntry)
                 }
@@ -155,7 +156,7 @@ extension PhotoFS {
             guard m.policy.canRename(m.facts(n)) else { throw .accessDenied }
             return r
         }
-        do { try library.renameOwnAsset(rowID: row, app: appID, to: t) } catch { throw mountErrno(for: error) }
+        do { try library.renameOwnAsset(rowID: row, app: appID, access: access, to: t) } catch { throw mountErrno(for: error) }
         refresh(handled: [row])
     }
 }

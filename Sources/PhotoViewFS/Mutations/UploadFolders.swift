@@ -245,7 +245,8 @@ extension PhotoFS {
             guard let f = session(ino) else { throw .noEntry }
             let result: Result<Int64?, Errno> = f.run {
                 if let r = f.committedRowID {
-                    do { try library.renameOwnAsset(rowID: r, app: appID, to: to) } catch { return .failure(mountErrno(for: error)) }
+                    // The library asks the one decision (canRename), as for every rename.
+                    do { try library.renameOwnAsset(rowID: r, app: appID, access: access, to: to) } catch { return .failure(mountErrno(for: error)) }
                 } else if !f.isWriting {
                     return .failure(.noEntry)
                 }
@@ -257,7 +258,9 @@ extension PhotoFS {
             setFolderChild(parent, to, child)
             if r != nil { refresh() }
         case .asset(let rowID):
-            do { try library.renameOwnAsset(rowID: rowID, app: appID, to: to) } catch { throw mountErrno(for: error) }
+            // The library asks the one decision (canRename): this path asked none, so an app
+            // denied since renamed its file in a folder.
+            do { try library.renameOwnAsset(rowID: rowID, app: appID, access: access, to: to) } catch { throw mountErrno(for: error) }
             setFolderChild(parent, from, nil, ifCurrently: child)
             setFolderChild(parent, to, child)
             refresh()

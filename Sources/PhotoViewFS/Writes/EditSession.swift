@@ -284,7 +284,9 @@ extension PhotoFS {
     /// the asset's new version, and the file (an asset since its close) is dissolved into it.
     /// Returns false when this is not such a rename.
     func renameOver(sourceRow: Int64, sourceIno: Inode, target: AssetNode) throws(Errno) -> Bool {
-        guard let source = model.withLock({ $0.nodes[sourceRow] }), source.owned else { return false }
+        // The source is renamed away (dissolved into the target): a rename of it, which the one
+        // decision must allow, as the target's save must be an edit it allows.
+        guard let source = model.withLock({ m in m.nodes[sourceRow].flatMap { n in m.policy.canRename(m.facts(n)) ? n : nil } }) else { return false }
         try mayEdit(target)
         // A link of the source's stored file, so that no byte is copied and the file the version
         // moves into the store from is never the source's own name.
