@@ -116,6 +116,10 @@ extension PhotoFS {
         guard parent == newParent else { throw .crossDevice }
         if isFolder(parent) { return try renameInFolder(parent, s, t, flags: flags) }
         guard parent == FixedInode.root, !flags.contains(.exchange) else { throw .accessDenied }
+        // A folder the app made at the top (the name leads to it, not to an asset of the view).
+        if let folder = rootFolders.withLock({ $0[s] }), try childInode(parent: parent, name: s) == folder {
+            return try renameRootFolder(s, t, flags: flags)
+        }
         // Over a visible asset: the saved file becomes its new version where the app may edit it
         // (an editor's temp-then-rename save); originals are never replaced.
         if let (targetRow, target) = model.withLock({ m in m.byName[t].flatMap { r in m.nodes[r].map { (r, $0) } } }) {
@@ -125,6 +129,8 @@ extension PhotoFS {
             if try renameOver(sourceRow: sourceRow, sourceIno: sourceIno, target: target) { return }
             throw .accessDenied
         }
+        // A file never replaces a folder (rename(2): EISDIR); one name at the top names one thing.
+        if rootFolders.withLock({ $0[t] != nil }) { throw flags.contains(.noReplace) ? .exists : .isDirectory }
         if let other = sessionIno(t), other != sessionIno(s) {
             if flags.contains(.noReplace) { throw .exists }
             if !forgetCommittedName(other) { throw .accessDenied }

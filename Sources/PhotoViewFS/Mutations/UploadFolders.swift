@@ -40,6 +40,42 @@ extension PhotoFS {
     /// May the app make folders (and write files into them)? Where it may create files.
     var canMakeFolders: Bool { model.withLock { $0.policy.canCreate } }
 
+    /// The name a file written in an upload folder takes at the top of the view (its own name in
+    /// the library, what every view of this app lists it as): the name it has in its folder when
+    /// nothing at the top has it, else the first free alternative (`NAME-1.jpg`, ...). A name at
+    /// one level of a view names one thing, and what an app writes never takes the name of what
+    /// it already sees there: before, a file written in a folder took a granted photo's name at
+    /// the top (the person's photo was relisted as `NAME-1`), though creating that name at the top
+    /// is EEXIST, and took the name of a folder at the top (`ls` listed `DUP` twice).
+    ///
+    /// Taken at the top: an upload folder's name, a file being written there (or, add-only, one
+    /// still known by name), and a visible asset: for a new file (`renaming` nil), one that is not
+    /// the app's own (its own of that name keeps it anyway, being older: `ViewNaming.assign`, and
+    /// copying the same file again must give the same name, so that it is found the same and
+    /// makes no duplicate); for a rename of the app's asset `renaming`, any other one (it would
+    /// take the name of the older one). A hidden asset's name is free, as everywhere.
+    ///
+    /// Called under a file's lock (commit, rename): takes `model` and leaves only.
+    func flattenedName(_ name: String, renaming row: Int64? = nil) -> String {
+        DisplayName.unique(name) { c in
+            if DisplayName.reserved.contains(c) || rootFolders.withLock({ $0[c] != nil }) || sessionNames.withLock({ $0[c] != nil }) {
+                return true
+            }
+            return model.withLock { m in
+                guard let r = m.byName[c], r != row else { return false }
+                return row != nil || !(m.nodes[r]?.owned ?? false)
+            }
+        }
+    }
+
+    /// What `name` at the top of the view is, for a rename that would replace it: nil when it is
+    /// free (nothing the app sees has it), else whether it is a folder.
+    func topEntryIsFolder(_ name: String) -> Bool? {
+        if rootFolders.withLock({ $0[name] != nil }) { return true }
+        if model.withLock({ $0.byName[name] != nil }) || sessionIno(name) != nil { return false }
+        return nil
+    }
+
     func makeFolder(parent: Inode, name: String) throws(Errno) -> Entry {
         guard canMakeFolders else { throw .accessDenied }
         guard folders.withLock({ $0.count }) < folderLimit else {
@@ -140,6 +176,54 @@ extension PhotoFS {
         }
     }
 
+    /// Whether an upload folder may go (rmdir, or a folder renamed over it): not while it holds
+    /// subfolders or files being written (ENOTEMPTY).
+    func checkRemovable(_ ino: Inode) throws(Errno) {
+        guard let f = folder(ino) else { throw .noEntry }
+        for (_, child) in f.children {
+            switch child {
+            case .folder: throw .notEmpty
+            case .session(let s):
+                if let sf = session(s), sf.run({ sf.isWriting }) { throw .notEmpty }
+            case .asset: continue
+            }
+        }
+    }
+
+    /// `mv M/P M/P2` of a folder at the top, as a nested folder renames (before, ENOENT: only
+    /// files were looked for at the top). The new name follows the rules of mkdir there: a name
+    /// the view shows (a visible asset, a file being written) is ENOTDIR (EEXIST with
+    /// RENAME_NOREPLACE); another folder is replaced when rmdir could remove it (else ENOTEMPTY),
+    /// as rename(2) does; a hidden asset's name is free. Its files keep their names.
+    func renameRootFolder(_ from: String, _ to: String, flags: RenameFlags) throws(Errno) {
+        guard let ino = rootFolders.withLock({ $0[from] }) else { throw .noEntry }
+        if from == to { return }
+        guard !flags.contains(.exchange) else { throw .accessDenied }
+        var replaced: Inode? = nil
+        switch topEntryIsFolder(to) {
+        case nil: break
+        case true?:
+            if flags.contains(.noReplace) { throw .exists }
+            replaced = rootFolders.withLock { $0[to] }
+            if let replaced { try checkRemovable(replaced) }
+        case false?:
+            throw flags.contains(.noReplace) ? .exists : .notDirectory
+        }
+        let moved: Bool = rootFolders.withLock { r in
+            guard r[from] == ino, r[to] == replaced else { return false }
+            r[from] = nil
+            r[to] = ino
+            return true
+        }
+        guard moved else { throw .busy }   // a mkdir or rename of the same names meanwhile: try again
+        rootFolderNames.withLock { $0 = nil }
+        folders.withLock { fs in
+            if let replaced { fs[replaced] = nil }
+            fs[ino]?.name = to
+            fs[ino]?.mtime = .now
+        }
+    }
+
     /// rmdir of an upload folder: refused while it holds subfolders or files being written.
     func removeFolder(parent: Inode, name: String) throws(Errno) {
         let ino: Inode
@@ -150,15 +234,7 @@ extension PhotoFS {
             guard case .folder(let i)? = folders.withLock({ $0[parent]?.children[name] }) else { throw .noEntry }
             ino = i
         }
-        guard let f = folder(ino) else { throw .noEntry }
-        for (_, child) in f.children {
-            switch child {
-            case .folder: throw .notEmpty
-            case .session(let s):
-                if let sf = session(s), sf.run({ sf.isWriting }) { throw .notEmpty }
-            case .asset: continue
-            }
-        }
+        try checkRemovable(ino)
         folders.withLock { $0[ino] = nil }
         if parent == FixedInode.root {
             rootFolders.withLock { r in if r[name] == ino { r[name] = nil } }
@@ -200,10 +276,39 @@ extension PhotoFS {
         }
     }
 
-    /// rename within one upload folder (rsync's temp name, then the real one).
+    /// rename within one upload folder (rsync's temp name, then the real one). A folder and a
+    /// file never replace each other (ENOTDIR, EISDIR, as rename(2)); a folder replaces another
+    /// that rmdir could remove. A file's new name is its own name in the library as when it was
+    /// written there (`flattenedName`), and the library asks the one decision whether the app
+    /// may rename it (`LibraryPort.renameOwnAsset`).
     func renameInFolder(_ parent: Inode, _ from: String, _ to: String, flags: RenameFlags) throws(Errno) {
         guard !flags.contains(.exchange) else { throw .accessDenied }
         guard let child = folders.withLock({ $0[parent]?.children[from] }) else { throw .noEntry }
+        if from == to { return }
+        let target = folders.withLock { $0[parent]?.children[to] }
+        let targetShown = target != nil && folderChild(parent, to) != nil
+        if case .folder(let ino) = child {
+            var replaced: Inode? = nil
+            if targetShown, let target {
+                if flags.contains(.noReplace) { throw .exists }
+                guard case .folder(let other) = target else { throw .notDirectory }
+                try checkRemovable(other)
+                replaced = other
+            }
+            let moved: Bool = folders.withLock { fs in
+                guard var p = fs[parent], p.children[from] == child, replaced == nil || p.children[to] == target else { return false }
+                p.children[from] = nil
+                p.children[to] = child
+                p.mtime = .now
+                fs[parent] = p
+                if let replaced { fs[replaced] = nil }
+                fs[ino]?.name = to
+                return true
+            }
+            if !moved { throw .busy }
+            return
+        }
+        if targetShown, case .folder? = target { throw flags.contains(.noReplace) ? .exists : .isDirectory }
         // Over a file it became (read-write): the saved file becomes that asset's new version
         // (rsync's changed-file flow), as at the top.
         if case .asset(let targetRow)? = folders.withLock({ $0[parent]?.children[to] }),
@@ -232,21 +337,16 @@ extension PhotoFS {
                   }) || forgetCommittedName(old) else { throw .accessDenied }
         }
         switch child {
-        case .folder(let ino):
-            folders.withLock { fs in
-                guard var p = fs[parent] else { return }
-                p.children[from] = nil
-                p.children[to] = child
-                p.mtime = .now
-                fs[parent] = p
-                fs[ino]?.name = to
-            }
+        case .folder:
+            return   // renamed above
         case .session(let ino):
             guard let f = session(ino) else { throw .noEntry }
             let result: Result<Int64?, Errno> = f.run {
                 if let r = f.committedRowID {
                     // The library asks the one decision (canRename), as for every rename.
-                    do { try library.renameOwnAsset(rowID: r, app: appID, access: access, to: to) } catch { return .failure(mountErrno(for: error)) }
+                    do { try library.renameOwnAsset(rowID: r, app: appID, access: access, to: flattenedName(to, renaming: r)) } catch {
+                        return .failure(mountErrno(for: error))
+                    }
                 } else if !f.isWriting {
                     return .failure(.noEntry)
                 }
@@ -260,7 +360,9 @@ extension PhotoFS {
         case .asset(let rowID):
             // The library asks the one decision (canRename): this path asked none, so an app
             // denied since renamed its file in a folder.
-            do { try library.renameOwnAsset(rowID: rowID, app: appID, access: access, to: to) } catch { throw mountErrno(for: error) }
+            do { try library.renameOwnAsset(rowID: rowID, app: appID, access: access, to: flattenedName(to, renaming: rowID)) } catch {
+                throw mountErrno(for: error)
+            }
             setFolderChild(parent, from, nil, ifCurrently: child)
             setFolderChild(parent, to, child)
             refresh()

@@ -56,9 +56,11 @@ extension PhotoFS {
                 out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: attributes(n), nextOffset: index, entryTimeout: t, attrTimeout: t))
             }
             if start + nodes.count < total { return out }
-            // Files this mount is writing (not yet assets) are listed in a read-write mount only.
+            // Files this mount is writing (not yet assets) are listed in a read-write mount only,
+            // those at the top (one being written in a folder is listed there: it has its name
+            // at the top once it is an asset, `flattenedName`, and no lookup there finds it).
             if access == .readWrite {
-                let all = files.withLock { fs in fs.values.filter { $0.album == nil } }
+                let all = files.withLock { fs in fs.values.filter { $0.album == nil && $0.folder == nil } }
                 let pending = all.compactMap { f in f.run { f.isWriting && !f.hidden ? (f.name, sessionAttributes(f)) : nil } }
                     .sorted { $0.0 < $1.0 }
                 let shown = model.withLock { m in Set(pending.map(\.0).filter { m.byName[$0] != nil }) }
@@ -75,7 +77,10 @@ extension PhotoFS {
                     index += 1
                     guard index > offset else { continue }
                     if out.count >= PhotoFS.readdirBatch { return out }
-                    guard let ino = rootFolders.withLock({ $0[name] }), let a = folderAttributes(ino) else { continue }
+                    // A name the view has (an asset a grant showed since the folder was made)
+                    // leads to that asset, as a lookup finds it: listed once.
+                    guard let ino = rootFolders.withLock({ $0[name] }), model.withLock({ $0.byName[name] == nil }),
+                          let a = folderAttributes(ino) else { continue }
                     out.append(DirectoryEntry(name: Array(name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: t))
                 }
             }

@@ -103,9 +103,12 @@ extension PhotoFS {
             discardLocked(f)
             throw .accessDenied
         }
+        // A file written in an upload folder keeps its name there, and takes one at the top that
+        // nothing there has (a photo the app sees, a folder: `flattenedName`).
+        let name = f.folder != nil ? flattenedName(f.name) : f.name
         let result: AppFileCommit
         do {
-            result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: f.name,
+            result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: name,
                                              album: f.album, reuse: access == .addOnly ? .anyName : .sameName,
                                              contentHash: f.contentHash)
         } catch {
@@ -130,7 +133,7 @@ extension PhotoFS {
                 // The database is busy or failing: keep the file durable and marked, so that no
                 // close that returned 0 loses it; the last release or the next mount commits it.
                 do {
-                    try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: f.name, album: f.album)
+                    try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: name, album: f.album)
                     f.ready = true
                     f.dirty = false
                     log("\(f.name) is kept to be committed later: \(error)")
