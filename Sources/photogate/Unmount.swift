@@ -11,10 +11,22 @@ struct Unmount: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "unmount",
         abstract: "Unmount an app's view (waits for its daemon to finish).",
-        discussion: "Example: photogate unmount ~/mnt/editor   (fusermount3 -u works too)")
+        discussion: """
+            Returns once the view's daemon has ended (it commits the files still being closed \
+            first). A daemon that has not ended after --timeout seconds (stopped with SIGSTOP, \
+            stuck) is named, and the exit code is 69: the view is unmounted, but what the daemon \
+            still holds is not settled until it runs again.
+
+            Example: photogate unmount ~/mnt/editor   (fusermount3 -u works too)
+            """)
 
     @Argument(help: "The mount point.") var mountpoint: String
+    @Option(help: "How long to wait for the view's daemon to end, in seconds.") var timeout: Double = 10
     @OptionGroup var lib: LibraryOption
+
+    func validate() throws {
+        guard timeout.isFinite, timeout >= 0, timeout <= 3600 else { throw ValidationError("--timeout takes 0 to 3600 seconds") }
+    }
 
     /// The mount acted on is found in the kernel's mount table at what the path names, resolved
     /// following no other user's symbolic link (`trustedPath`, exit 74), and must be a photogate
@@ -47,7 +59,14 @@ struct Unmount: PhotogateCommand {
             } else if try runTool("/bin/fusermount3", ["-u", target]) != 0 {
                 throw busy
             }
-            daemon.waitForEnd()
+            guard daemon.waitForEnd(milliseconds: Int32(timeout * 1000)) else {
+                // Unmounted, but the daemon still runs: saying "unmounted" with exit 0 let a
+                // script go on (move the library, back it up, shut down) while files closed
+                // through the view were still being committed.
+                let pid = found.record.pid
+                let state = DaemonEnd.isStopped(pid) ? "it is stopped (resume it with kill -CONT \(pid))" : "it may be stuck"
+                throw CommandFailure("unmounted \(target), but its daemon (pid \(pid)) has not ended after \(timeout == timeout.rounded() ? String(Int(timeout)) : String(timeout)) s: \(state); files closed through the view may not be committed until it ends (photogate mounts shows it)", .busy)
+            }
             say("unmounted \(target)")
         }
     }
@@ -89,8 +108,18 @@ struct Unmount: PhotogateCommand {
 struct DaemonEnd {
     private let fd: Int32
     init(pid: pid_t?) { fd = pid.map { pg_pidfd_open($0) } ?? -1 }
-    /// Returns once the daemon has ended (it ends when the kernel lets go of its mount), or after
-    /// 10 s. At once when there was none, or it had ended before.
-    func waitForEnd() { if fd >= 0 { _ = pg_pidfd_wait(fd, 10_000) } }
+    /// Waits until the daemon has ended (it ends when the kernel lets go of its mount), at most
+    /// `milliseconds`: true once it has (at once when there was none, or it had ended before),
+    /// false when it still runs.
+    @discardableResult
+    func waitForEnd(milliseconds: Int32 = 10_000) -> Bool { fd < 0 || pg_pidfd_wait(fd, milliseconds) != 0 }
     func release() { if fd >= 0 { close(fd) } }
+
+    /// Whether the process is stopped (SIGSTOP, a debugger): its state in /proc/PID/stat.
+    static func isStopped(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.range(of: ")", options: .backwards) else { return false }
+        let state = stat[close.upperBound...].split(separator: " ").first
+        return state == "T" || state == "t"
+    }
 }

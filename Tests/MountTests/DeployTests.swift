@@ -154,6 +154,8 @@ struct Deploy {
     @Test func aRefusedCloseIsFinal() throws { try script("refused-final") }
     /// Upload folders are capped, and their listings are whole and read in sorted batches.
     @Test func uploadFoldersAreCappedAndListedInBatches() throws { try script("folders") }
+    /// `unmount` of a view whose daemon does not end (stopped) exits 69 and names it.
+    @Test func unmountSaysWhenTheDaemonHasNotEnded() throws { try script("unmount-stuck") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }
