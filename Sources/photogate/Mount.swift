@@ -72,11 +72,10 @@ struct Mount: PhotogateCommand {
             if noOpen && access == .addOnly {
                 throw CommandFailure("--no-open makes a read-only mount, and an add-only mount only takes new files: choose one", .usage)
             }
-            let owner = try self.owner.map { spec -> (uid: UInt32, gid: UInt32) in
-                let parts = spec.split(separator: ":").compactMap { UInt32($0) }
-                guard parts.count == 2, parts[0] != 0, parts[1] != 0 else { throw CommandFailure("--owner takes UID:GID, neither 0", .usage) }
+            let owner = try self.owner.map { spec -> MountOwner in
+                guard let o = MountOwner(spec), o.uid != 0, o.gid != 0 else { throw CommandFailure("--owner takes UID:GID, neither 0", .usage) }
                 guard geteuid() == 0 else { throw CommandFailure("--owner is for root (photogate run started by root)", .usage) }
-                return (parts[0], parts[1])
+                return o
             }
             let library = try Library.open(at: LibraryPaths.resolve(parsed.library ?? lib.library))
             let mp = try prepareMountpoint(mountpoint, library: library)
@@ -147,7 +146,7 @@ struct Mount: PhotogateCommand {
                 return
             }
             try spawnDaemon(library: library, app: id, access: access, mountpoint: mp, options: parsed, noPassthrough: noPassthrough,
-                            noOpen: noOpen, whilePID: whilePid, owner: self.owner)
+                            noOpen: noOpen, whilePID: whilePid, owner: owner)
             say("mounted \(id) (\(access.rawValue)\(noOpen ? ", no-open, read-only" : "")) at \(mp)")
         }
     }
@@ -206,7 +205,7 @@ struct Mount: PhotogateCommand {
     }
 
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
-                     noPassthrough: Bool, noOpen: Bool, whilePID: Int32?, owner: String? = nil) throws {
+                     noPassthrough: Bool, noOpen: Bool, whilePID: Int32?, owner: MountOwner? = nil) throws {
         let logName = daemonLogName(app, access)
         let logPath = library.paths.run + "/logs/" + logName
         // Opened here, in run/logs/, following no symbolic link (at run/, logs/ or the log): a link
@@ -227,7 +226,7 @@ struct Mount: PhotogateCommand {
         if noPassthrough { args.append("--no-passthrough") }
         if noOpen { args.append("--no-open") }
         if let whilePID { args += ["--while-pid", String(whilePID)] }
-        if let owner { args += ["--owner", owner] }
+        if let owner { args += ["--owner", owner.description] }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

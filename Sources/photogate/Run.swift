@@ -82,7 +82,7 @@ struct Run: PhotogateCommand {
             let asRoot = getuid() == 0 || geteuid() == 0
             if showUser {
                 let u = try SandboxUser.resolve(user, library: library.paths.root, app: id.rawValue)
-                print("\(u.uid):\(u.gid)")
+                print(u)
                 return
             }
             let sandboxUser: SandboxUser.ID?
@@ -116,7 +116,7 @@ struct Run: PhotogateCommand {
             // Not a no-open mount: it is read-only and has no change feed, which the app may need.
             // A view for the user the command runs as (as root, one another root run mounted for
             // that user: a view root mounted for itself is root's).
-            let owner = sandboxUser.map { "\($0.uid):\($0.gid)" }
+            let owner = sandboxUser?.description
             if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon && $0.owner == owner }) {
                 mountpoint = existing.mountpoint
             } else {
@@ -167,7 +167,7 @@ struct Run: PhotogateCommand {
                 // itself, and its daemon does instead.
                 let (st, err) = try runCapturing(exe, ["mount", id.rawValue, mountpoint, "--access", access.rawValue, "--library", library.paths.root,
                                                        "--while-pid", String(getpid())]
-                                                      + (sandboxUser.map { ["--owner", "\($0.uid):\($0.gid)"] } ?? []))
+                                                      + (sandboxUser.map { ["--owner", $0.description] } ?? []))
                 guard st == 0 else {
                     close(folder)
                     rmdir(mountpoint); rmdir(dir)

@@ -1,5 +1,6 @@
 import CSystem
 import Foundation
+import PhotoViewFS
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,8 @@ import Glibc
 /// sandbox (what the command saves in a folder passed in with --bind is owned by it; such a
 /// folder must be writable to those ids, which `run APP --show-user` prints).
 enum SandboxUser {
-    struct ID: Equatable { let uid: UInt32; let gid: UInt32 }
+    /// A uid and gid, written "UID:GID" as a view's owner is (`MountOwner`).
+    typealias ID = MountOwner
 
     /// The top of root runs' ids: 2^31 - 2, no account's.
     static let defaultID: UInt32 = 2_147_483_646

@@ -30,6 +30,18 @@ import PhotoLibrary
     }
 }
 
+/// The owner of a view mounted for another user ("UID:GID"): one text, made and read in one place,
+/// for `run --show-user`, the `--owner` option and the registry's `owner`, which `run` matches.
+@Suite struct MountOwnerText {
+    @Test func readsBackWhatItWritesAndNothingElse() {
+        let o = MountOwner(uid: 2_130_000_001, gid: 2_130_000_002)
+        #expect(o.description == "2130000001:2130000002")
+        #expect(MountOwner(o.description) == o)
+        for bad in ["", "1000", "1000:", ":1000", "a:b", "1:2:3", "-1:5", "1000 :1000", "4294967296:1"] {
+            #expect(MountOwner(bad) == nil, "\(bad)")
+        }
+    }
+}
 
 /// A mount's record is written in run/mounts/ following no symbolic link: a link left at the name
 /// of its temp file takes no byte elsewhere, and a record that is a link is not read.

@@ -36,10 +36,10 @@ public enum MountDaemon {
         public var whileProcess: (pid: pid_t, pidfd: Int32)?
         /// The user the mount is for, when not the daemon's (root mounting the view of a
         /// `photogate run` whose command runs as an unprivileged id): PhotoFS's owner.
-        public var owner: (uid: UInt32, gid: UInt32)?
+        public var owner: MountOwner?
         public init(app: AppID, access: AccessLevel, mountpoint: String, extraOptions: [String] = [], passthrough: Bool = true,
                     allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whileProcess: (pid: pid_t, pidfd: Int32)? = nil,
-                    owner: (uid: UInt32, gid: UInt32)? = nil) {
+                    owner: MountOwner? = nil) {
             self.app = app
             self.access = access
             self.mountpoint = mountpoint
@@ -60,7 +60,7 @@ public enum MountDaemon {
         let fs: PhotoFS
         do {
             fs = try PhotoFS(library: library, app: settings.app, access: settings.access, passthrough: settings.passthrough,
-                             noOpen: settings.noOpen, owner: settings.owner, log: log)
+                             noOpen: settings.noOpen, owner: settings.owner.map { ($0.uid, $0.gid) }, log: log)
         } catch {
             ready("\(error)")
             return 1
@@ -138,7 +138,7 @@ public enum MountDaemon {
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
                                  readaheadKiB: readahead, device: deviceOf(settings.mountpoint),
                                  opens: settings.noOpen ? .kernel : .daemon,
-                                 owner: settings.owner.map { "\($0.uid):\($0.gid)" })
+                                 owner: settings.owner?.description)
         MountRegistry.write(record, library: library)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opensFiles.rawValue), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)

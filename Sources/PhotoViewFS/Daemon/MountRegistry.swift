@@ -7,6 +7,31 @@ import Synchronization
 import Glibc
 #endif
 
+/// The user a view is mounted for when not its daemon's: a root `photogate run`'s command, which
+/// runs as an unprivileged id (`photogate mount --owner UID:GID`). Its text, "UID:GID", is made and
+/// read here only: for `run --show-user`, the `--owner` option `run` and `mount` pass on and
+/// `mount` parses, and the registry's `owner`, by which `run` finds a view to reuse (three
+/// places each built it by hand, and a view written one way and looked for another is not found).
+public struct MountOwner: Equatable, Hashable, Sendable, CustomStringConvertible {
+    public let uid: UInt32
+    public let gid: UInt32
+
+    public init(uid: UInt32, gid: UInt32) {
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// "UID:GID", two decimal numbers; nil for anything else.
+    public init?(_ text: String) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let uid = UInt32(parts[0]), let gid = UInt32(parts[1]) else { return nil }
+        self.init(uid: uid, gid: gid)
+    }
+
+    /// "UID:GID".
+    public var description: String { "\(uid):\(gid)" }
+}
+
 public struct MountRecord: Codable, Sendable, Equatable {
     public var app: String
     public var access: String
@@ -24,8 +49,8 @@ public struct MountRecord: Codable, Sendable, Equatable {
     /// Who opens the mount's files (nil: a record of an older daemon, which opened them itself).
     public var opens: Opens?
     public var opensFiles: Opens { opens ?? .daemon }
-    /// The user the view is for when not its daemon's ("UID:GID": a root `photogate run`'s
-    /// command, which runs as an unprivileged id), else nil.
+    /// The user the view is for when not its daemon's (`MountOwner`'s "UID:GID": a root
+    /// `photogate run`'s command, which runs as an unprivileged id), else nil.
     public var owner: String?
 
     /// Who opens a mount's files: its daemon (each open a request it answers), or the kernel
