@@ -11,6 +11,8 @@ import PackageDescription
 //   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
 //   GrantStore   the library folder and its database (GRDB on SQLite); implements LibraryPort
 //   PhotoViewFS  the FUSE adapter: one app's view of the library as a filesystem, over LibraryPort
+//   WebUI        the person's local web app (`photogate ui`): Hummingbird on loopback, pages and
+//                thumbnails served from the binary, every action a GrantStore call
 //   photogate    the command-line tool
 let package = Package(
     name: "photogate",
@@ -21,6 +23,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        // The web app's HTTP server (issue 35); its optional traits (swift-configuration) off.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
+        .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -31,22 +37,29 @@ let package = Package(
         // No pkgConfig: libcrypto.pc names -L/usr/lib/<triplet>, which would put Debian's older
         // libfuse3 ahead of the one scripts/setup builds into .deps/fuse3.
         .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),
-        .target(name: "CSystem"),
-        .target(name: "Threads", dependencies: ["CSystem"]),
-        .target(name: "FUSE", dependencies: ["CFuse3", "CSystem", "Threads"]),
+        .target(name: "PGSystem"),
+        .target(name: "Threads", dependencies: ["PGSystem"]),
+        .target(name: "FUSE", dependencies: ["CFuse3", "PGSystem", "Threads"]),
         .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),
         .target(
             name: "GrantStore",
-            dependencies: ["PhotoLibrary", "Redaction", "CSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PhotoLibrary", "Redaction", "PGSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads", "CSystem"]),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads", "PGSystem"]),
         .target(name: "Picker"),
+        .target(
+            name: "WebUI",
+            dependencies: ["GrantStore", "PhotoLibrary", "PGSystem", "Threads", .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log")],
+            resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
+                        .embedInCode("Assets/placeholder.svg")]
+        ),
         .executableTarget(
             name: "photogate",
             dependencies: [
-                "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction", "CSystem",
-                "Picker",
+                "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction", "PGSystem",
+                "Picker", "WebUI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

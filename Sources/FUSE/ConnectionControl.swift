@@ -1,4 +1,4 @@
-import CSystem
+import PGSystem
 #if canImport(Glibc)
 import Glibc
 #endif

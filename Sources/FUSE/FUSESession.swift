@@ -1,5 +1,5 @@
 import CFuse3
-import CSystem
+import PGSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,6 @@
 // Kept in one file (over ~400 lines): the session's lifecycle and its notifier thread share one state machine.
 import CFuse3
-import CSystem
+import PGSystem
 import Dispatch
 import Synchronization
 import Threads

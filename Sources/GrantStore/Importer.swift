@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 import PhotoLibrary
 import Redaction
-import CSystem
+import PGSystem
 import Threads
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import PhotoLibrary
-import CSystem
+import PGSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc

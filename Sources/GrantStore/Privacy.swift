@@ -1,4 +1,4 @@
-import CSystem
+import PGSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
 import Dispatch
-import CSystem
+import PGSystem
 import Foundation
 import GRDB
 import PhotoLibrary

@@ -1,4 +1,4 @@
-import CSystem
+import PGSystem
 import Foundation
 import GRDB
 import PhotoLibrary

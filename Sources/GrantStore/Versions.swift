@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import PhotoLibrary
 import Redaction
-import CSystem
+import PGSystem
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -62,10 +62,13 @@ struct Pick: PhotogateCommand {
     @Option(help: ArgumentHelp("Answer this picker request (its id in `photogate requests`).", valueName: "id")) var request: Int64?
     @Flag(help: "Start with strip-location on (key s toggles it).") var stripLocation = false
     @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
+    @Flag(help: "Pick in the web app instead (photogate ui, opened on this app's picker; prints its address first).") var web = false
+    @Flag(name: .customLong("open"), help: "With --web: open the page in the desktop's browser.") var openBrowser = false
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
         if app == nil && request == nil { throw ValidationError("name an app, or answer a request with --request ID") }
+        if openBrowser && !web { throw ValidationError("--open goes with --web") }
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1") }
     }
 
@@ -74,6 +77,21 @@ struct Pick: PhotogateCommand {
             // A typo must not pick for nobody: checked before the terminal, so scripts learn it too.
             if request == nil, let app, !newApp, try lib.open().app(parseApp(app)) == nil {
                 throw CommandFailure("unknown app '\(app)' (a typo picks for nobody); register it with --new-app, or with `photogate authorize`", .notFound)
+            }
+            if web {
+                let library = try lib.open()
+                var target = try app.map { try parseApp($0) }
+                var query = ""
+                if let rid = request {
+                    let r = try library.request(id: rid)
+                    target = r.app
+                    query = "?request=\(rid)&kind=\(r.kind.rawValue)"
+                }
+                if let limit { query += (query.isEmpty ? "?" : "&") + "limit=\(limit)" }
+                guard let target else { throw CommandFailure("name an app", .usage) }
+                if try library.app(target) == nil { _ = try library.registerApp(target) }
+                try UI.serve(library: library, pickApp: target, query: query, port: 0, open: openBrowser)
+                return
             }
             guard Terminal.isInteractive() else {
                 throw CommandFailure("""

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CSystem
+import PGSystem
 import Foundation
 import GrantStore
 import PhotoLibrary

@@ -1,6 +1,6 @@
 import Dispatch
 @testable import FUSE
-import CSystem
+import PGSystem
 import Foundation
 import Glibc
 import Synchronization

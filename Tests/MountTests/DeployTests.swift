@@ -156,6 +156,9 @@ struct Deploy {
     @Test func uploadFoldersAreCappedAndListedInBatches() throws { try script("folders") }
     /// `unmount` of a view whose daemon does not end (stopped) exits 69 and names it.
     @Test func unmountSaysWhenTheDaemonHasNotEnded() throws { try script("unmount-stuck") }
+    /// The web app in Debian's chromium: picking, requests, continuous mode, Recently Deleted,
+    /// thumbnails, and every rule of a local web server tried from outside (issue 35).
+    @Test func theWebAppInARealBrowser() throws { try script("webui") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }

@@ -1,4 +1,4 @@
-import CSystem
+import PGSystem
 import Foundation
 import PhotoLibrary
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-import CSystem
+import PGSystem
 import FUSE
 import Foundation
 import PhotoLibrary

@@ -2,7 +2,7 @@ import FUSE
 import Foundation
 import PhotoLibrary
 import Redaction
-import CSystem
+import PGSystem
 #if canImport(Glibc)
 import Glibc
 #endif

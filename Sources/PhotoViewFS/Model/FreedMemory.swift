@@ -1,4 +1,4 @@
-import CSystem
+import PGSystem
 
 /// A whole view build frees a lot at once: the snapshot it was built from (~140 bytes an asset),
 /// the old view, the tables' sort buffers. glibc keeps freed memory in its heap for later

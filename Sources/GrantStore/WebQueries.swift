@@ -1,0 +1,77 @@
+import Foundation
+import GRDB
+import PhotoLibrary
+import PGSystem
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// What the person's web app (issue 35) asks of the library beyond the CLI's calls: the same
+// rules, read for a page.
+
+/// An app as the web app's Apps page shows it.
+public struct AppSummary: Sendable {
+    public var record: AppRecord
+    /// Assets in its limited selection, handed to it as picked, and made by it (not trashed).
+    public var selected: Int
+    public var picked: Int
+    public var created: Int
+}
+
+extension Library {
+    public func appSummaries() throws -> [AppSummary] {
+        try read { db in
+            let apps = try Row.fetchAll(db, sql: "SELECT * FROM apps ORDER BY id").map(AppRecord.init(row:))
+            func counts(_ sql: String) throws -> [String: Int] {
+                var out: [String: Int] = [:]
+                for r in try Row.fetchAll(db, sql: sql) { out[r[0]] = r[1] }
+                return out
+            }
+            let selected = try counts("SELECT s.app_id, count(*) FROM selections s JOIN assets a ON a.rowid = s.asset_rowid WHERE a.trashed_at IS NULL GROUP BY s.app_id")
+            let picked = try counts("SELECT p.app_id, count(*) FROM picks p JOIN assets a ON a.rowid = p.asset_rowid WHERE a.trashed_at IS NULL GROUP BY p.app_id")
+            let created = try counts("SELECT owner_app, count(*) FROM assets WHERE owner_app IS NOT NULL AND trashed_at IS NULL GROUP BY owner_app")
+            return apps.map { a in
+                AppSummary(record: a, selected: selected[a.id.rawValue] ?? 0, picked: picked[a.id.rawValue] ?? 0,
+                           created: created[a.id.rawValue] ?? 0)
+            }
+        }
+    }
+
+    /// Opens an asset's current original for reading as every read opens one (no symbolic link on
+    /// the way, a regular file, no blocking on a FIFO), and only when it still has the bytes the
+    /// catalog describes: a changed `--reference` original or a damaged store file is refused, as
+    /// the mounts refuse it. The caller closes the descriptor.
+    public func openCurrentOriginal(_ asset: Asset) throws -> Int32 {
+        let (path, reference) = try currentOriginal(rowID: asset.rowID)
+        let fd = pg_open_original(path, reference ? 1 : 0)
+        guard fd >= 0 else { throw LibraryError.io("cannot open the original of \(asset.displayName): \(String(cString: strerror(errno)))") }
+        var st = stat()
+        let outcome = fstat(fd, &st) != 0 ? (reference ? .referenceChanged : .storeDamaged)
+            : OriginalCheck.check(st, inStore: !reference, size: asset.byteSize, added: Int(asset.addedDate.timeIntervalSince1970))
+        guard outcome == .same else {
+            Glibc.close(fd)
+            throw LibraryError.io("the original of \(asset.displayName) changed or is damaged (photogate verify reports it)")
+        }
+        return fd
+    }
+
+    /// Every asset's current content hash by row (thumbnails are keyed by it).
+    public func contentHashes() throws -> [Int64: String] {
+        try read { db in
+            var out: [Int64: String] = [:]
+            for r in try Row.fetchAll(db, sql: "SELECT rowid, content_hash FROM assets") { out[r[0]] = r[1] }
+            return out
+        }
+    }
+
+    /// The apps that see an asset now, and at which level (the one decision every view uses).
+    public func appsSeeing(_ asset: Asset) throws -> [(app: AppID, access: AccessLevel)] {
+        var out: [(AppID, AccessLevel)] = []
+        for a in try apps() {
+            for level in [AccessLevel.readWrite, .addOnly] {
+                if let e = try? explainFacts(a.id, asset: asset.id, access: level), e.visible { out.append((a.id, level)) }
+            }
+        }
+        return out
+    }
+}

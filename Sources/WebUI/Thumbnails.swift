@@ -1,0 +1,223 @@
+import Foundation
+import GrantStore
+import PhotoLibrary
+import Synchronization
+import Threads
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Thumbnails and previews for the web app (issue 35), made by libvips (`vips thumbnail_source`,
+/// HEIC through its libheif) and by ffmpeg for a video's poster frame, never carrying metadata
+/// (libvips' `strip`, ffmpeg's `-map_metadata -1`: no GPS in a thumbnail). The decoders parse files
+/// apps wrote, so they run in a bubblewrap sandbox with no network, no writable file, and nothing
+/// of the filesystem but /usr: the original arrives as their standard input (opened with the
+/// library's checked open), the JPEG leaves on standard output.
+///
+/// Cached inside the library (`thumbs/`, 0700; files 0600), keyed by the version's content hash,
+/// so an edit or a revert shows the new version. Made on demand, what is on screen first (newest
+/// request first), by as many workers as cores; `warmAll` makes the rest ahead in the background.
+public final class Thumbnailer: @unchecked Sendable {
+    public enum Size: String, Sendable, CaseIterable {
+        case small, large
+        var pixels: Int { self == .small ? 320 : 1600 }
+    }
+
+    let library: Library
+    let cacheDir: String
+    private struct Job {
+        var asset: Asset
+        var size: Size
+        var done: [@Sendable (Result<[UInt8], any Error>) -> Void]
+    }
+    private struct State {
+        var waiting: [String: Job] = [:]    // key -> job
+        var order: [String] = []            // newest last: served first
+        var background: [Asset] = []
+        var backgroundDone = 0
+        var backgroundTotal = 0
+        var stopped = false
+    }
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private var workers: [NativeThread] = []
+    let sandbox: [String]
+
+    public init(library: Library, workers count: Int = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))) throws {
+        self.library = library
+        cacheDir = library.paths.root + "/thumbs"
+        if mkdir(cacheDir, 0o700) != 0 && errno != EEXIST {
+            throw LibraryError.io("cannot make \(cacheDir): \(String(cString: strerror(errno)))")
+        }
+        chmod(cacheDir, 0o700)
+        sandbox = Thumbnailer.sandboxPrefix()
+        for i in 0..<count {
+            if let t = NativeThread.spawn(name: "photogate-thumb-\(i)", { [self] in work() }) { workers.append(t) }
+        }
+    }
+
+    /// bubblewrap around each decoder where it is installed (it is for `photogate run`); without
+    /// it the decoders run unconfined as this user, and the server says so once.
+    static func sandboxPrefix() -> [String] {
+        let candidates: [String] = ["/usr/bin/bwrap", "/bin/bwrap"]
+        guard let bwrap = candidates.first(where: { access($0, X_OK) == 0 }) else { return [] }
+        var args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                    "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+                    "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin"]
+        let links: [String] = ["lib", "lib64", "bin", "sbin"]
+        for link in links {
+            var st = stat()
+            if lstat("/" + link, &st) == 0, st.st_mode & S_IFMT == S_IFLNK { args += ["--symlink", "usr/" + link, "/" + link] }
+        }
+        let loader: [String] = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"]
+        for file in loader where access(file, R_OK) == 0 {
+            args += ["--ro-bind", file, file]
+        }
+        return args + ["--"]
+    }
+
+    public var sandboxed: Bool { !sandbox.isEmpty }
+
+    func cachePath(_ asset: Asset, _ size: Size) -> String {
+        let hash = asset.contentHash.split(separator: ":").last.map(String.init) ?? asset.id
+        return "\(cacheDir)/\(hash.prefix(2))/\(hash)-\(size.rawValue).jpg"
+    }
+
+    /// The thumbnail of the asset's current version: from the cache, or made now (before the
+    /// background's).
+    public func image(_ asset: Asset, _ size: Size) async throws -> [UInt8] {
+        let path = cachePath(asset, size)
+        if let bytes = Thumbnailer.readFile(path) { return bytes }
+        return try await withCheckedThrowingContinuation { (c: CheckedContinuation<[UInt8], any Error>) in
+            enqueue(asset, size) { c.resume(with: $0) }
+        }
+    }
+
+    private func enqueue(_ asset: Asset, _ size: Size, _ done: @escaping @Sendable (Result<[UInt8], any Error>) -> Void) {
+        let key = cachePath(asset, size)
+        state.withLock { s in
+            if var j = s.waiting[key] {
+                j.done.append(done)
+                s.waiting[key] = j
+                s.order.removeAll { $0 == key }
+            } else {
+                s.waiting[key] = Job(asset: asset, size: size, done: [done])
+            }
+            s.order.append(key)
+        }
+        wake.signal()
+    }
+
+    /// Makes every missing small thumbnail in the background, newest first, after what is asked.
+    public func warmAll(_ assets: [Asset]) {
+        state.withLock { s in
+            s.background = assets.reversed()   // popped from the end: newest first
+            s.backgroundTotal = assets.count
+            s.backgroundDone = 0
+        }
+        for _ in workers { wake.signal() }
+    }
+
+    /// Background progress: made (or found cached) so far, of how many.
+    public var progress: (done: Int, total: Int) { state.withLock { ($0.backgroundDone, $0.backgroundTotal) } }
+
+    public func stop() {
+        state.withLock { $0.stopped = true }
+        for _ in workers { wake.signal() }
+        for w in workers { w.join() }
+    }
+
+    private func work() {
+        while true {
+            enum Next { case job(String, Job), warm(Asset), idle, stop }
+            let next: Next = state.withLock { s in
+                if s.stopped { return .stop }
+                if let key = s.order.popLast(), let j = s.waiting.removeValue(forKey: key) { return .job(key, j) }
+                if let a = s.background.popLast() { return .warm(a) }
+                return .idle
+            }
+            switch next {
+            case .stop: return
+            case .idle: wake.wait()
+            case .job(_, let j):
+                let r = Result { try make(j.asset, j.size) }
+                for d in j.done { d(r) }
+            case .warm(let a):
+                if access(cachePath(a, .small), R_OK) != 0 { _ = try? make(a, .small) }
+                state.withLock { $0.backgroundDone += 1 }
+            }
+        }
+    }
+
+    /// Makes (or finds) one thumbnail: the decoder in its sandbox, its output into a temp file
+    /// beside the final one, renamed into place once complete and non-empty.
+    func make(_ asset: Asset, _ size: Size) throws -> [UInt8] {
+        let path = cachePath(asset, size)
+        if let bytes = Thumbnailer.readFile(path) { return bytes }
+        let dir = String(path[..<path.lastIndex(of: "/")!])
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw LibraryError.io("cannot make \(dir)") }
+        let fd = try library.openCurrentOriginal(asset)
+        defer { close(fd) }
+        let temp = dir + "/.tmp-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        let out = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard out >= 0 else { throw LibraryError.io("cannot write a thumbnail in \(dir)") }
+        defer { unlink(temp) }
+        let px = size.pixels
+        let command: [String]
+        if asset.mediaClass == .video {
+            command = ["/usr/bin/ffmpeg", "-nostdin", "-loglevel", "error", "-i", "file:/dev/stdin", "-frames:v", "1",
+                       "-vf", "thumbnail=30,scale=\(px):\(px):force_original_aspect_ratio=decrease", "-map_metadata", "-1",
+                       "-f", "mjpeg", "-q:v", "4", "pipe:1"]
+        } else {
+            command = ["/usr/bin/vips", "thumbnail_source", "[descriptor=0]", ".jpg[Q=82,strip]", "\(px)", "--height", "\(px)",
+                       "--size", "down"]
+        }
+        let status = Thumbnailer.spawn(sandbox + command, stdin: fd, stdout: out)
+        var st = stat()
+        let ok = status == 0 && fstat(out, &st) == 0 && st.st_size > 0
+        close(out)
+        guard ok else {
+            throw LibraryError.badInput("no thumbnail for \(asset.displayName) (\(asset.mediaKind)): the decoder exited \(status)")
+        }
+        guard rename(temp, path) == 0, let bytes = Thumbnailer.readFile(path) else {
+            throw LibraryError.io("cannot keep the thumbnail of \(asset.displayName)")
+        }
+        return bytes
+    }
+
+    /// Runs a command with these descriptors as its standard input and output (stderr to
+    /// /dev/null), waits, and returns its exit status (-1: it could not start).
+    static func spawn(_ argv: [String], stdin: Int32, stdout: Int32) -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { for p in cargs { free(p) } }
+        let env: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), strdup("LC_ALL=C"), nil]
+        defer { for p in env { free(p) } }
+        var pid = pid_t()
+        guard posix_spawn(&pid, argv[0], &actions, nil, &cargs, env) == 0 else { return -1 }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    static func readFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_size > 0, st.st_size < 64 << 20 else { return nil }
+        var out = [UInt8](repeating: 0, count: Int(st.st_size))
+        var got = 0
+        while got < out.count {
+            let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, $0.count - got) }
+            if n <= 0 { return nil }
+            got += n
+        }
+        return out
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import Foundation
+import GrantStore
+import Picker
+import WebUI
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct UI: PhotogateCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ui",
+        abstract: "Serve the web app: see every app's access, answer requests, choose photos from thumbnails.",
+        usage: "photogate ui [--port <port>] [--open] [<options>]",
+        discussion: """
+            Prints the address to open, with a one-time secret, as the first line of standard \
+            output, then serves until interrupted (Ctrl-C). It listens on 127.0.0.1 only. The secret \
+            is exchanged for a cookie on first use and opens nothing after: run `photogate ui` again \
+            for another browser. --open opens it in the desktop's browser (through a private file, \
+            so the secret never appears in a process list).
+
+            The page does what the CLI does, with the same library calls: every app's access \
+            (change it, strip location, edit consent), the picker (thumbnails, search, albums, \
+            ranges, continuous mode), requests answered in one click, Recently Deleted, and what \
+            each app did (photogate report). A change made in the CLI shows in an open page at once.
+
+            Examples:
+              photogate ui
+              photogate ui --open --port 8765
+              photogate pick org.example.Editor --web
+            """)
+    @Option(help: ArgumentHelp("The port on 127.0.0.1 (default: a free one).", valueName: "port")) var port: Int = 0
+    @Flag(help: "Open the page in the desktop's browser (xdg-open).") var open = false
+    @OptionGroup var lib: LibraryOption
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port is 0 to 65535") }
+    }
+
+    func execute() throws {
+        try UI.serve(library: lib.open(), pickApp: nil, query: "", port: port, open: open)
+    }
+
+    static func serve(library: Library, pickApp: AppID?, query: String, port: Int, open: Bool) throws {
+        let app = try WebApp(library: library, pickApp: pickApp, query: query)
+        let run = library.paths.run
+        try app.run(port: port) { url in
+            // The first line of standard output, flushed: scripts read it.
+            FileHandle.standardOutput.write(Data((url + "\n").utf8))
+            if open { UI.openInBrowser(url, runDir: run) }
+            FileHandle.standardError.write(Data("photogate ui: serving on 127.0.0.1 until interrupted (Ctrl-C)\n".utf8))
+        }
+    }
+
+    /// Opens the URL through a private HTML file that redirects to it: a browser's command line
+    /// is readable by every local user, the file is not.
+    static func openInBrowser(_ url: String, runDir: String) {
+        guard let tool = ExternalViewer.available() else {
+            FileHandle.standardError.write(Data("photogate ui: no desktop browser to open (no $DISPLAY or xdg-open): open the address above\n".utf8))
+            return
+        }
+        let file = runDir + "/ui-\(getpid()).html"
+        let html = "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url=\(url)\"><a href=\"\(url)\">photogate</a>\n"
+        let fd = Glibc.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        _ = html.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        _ = ExternalViewer.open(file, with: tool)
+    }
+}

@@ -1,0 +1,290 @@
+#!/usr/bin/python3
+"""The web app (issue 35) in a real browser (Debian's chromium, headless, through chromedriver and
+selenium), and its security rules from the outside. Run by webui.sh, which makes the temp folder,
+the second local user and the cleanups: argv = TMP PHOTOGATE_BIN OTHER_USER SCREENSHOT_OUT.
+
+Every wait is on a condition (WebDriverWait, or polling a command's output), never a bare sleep."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+TMP, PG, OTHER, SHOT = sys.argv[1:5]
+LIB = os.path.join(TMP, "library")
+ENV = dict(os.environ, PHOTOGATE_LIBRARY=LIB, PHOTOGATE_REPORT_FLUSH_MS="100")
+mounts = []
+failures = []
+
+
+def pg(*args, check=True, input=None):
+    p = subprocess.run([PG, *args], env=ENV, capture_output=True, text=True, input=input)
+    if check and p.returncode != 0:
+        raise AssertionError(f"photogate {' '.join(args)} -> {p.returncode}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"webui: FAILED: {what}", file=sys.stderr)
+    else:
+        print(f"webui: ok: {what}", file=sys.stderr)
+
+
+def until(cond, seconds=30, what="condition"):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def convert(*args):
+    subprocess.run(["convert", *args], check=True)
+
+
+def mount(app, *extra):
+    mp = os.path.join(TMP, f"mnt-{app}")
+    os.makedirs(mp, exist_ok=True)
+    pg("mount", app, mp, *extra)
+    mounts.append(mp)
+    return mp
+
+
+def unmount_all():
+    for mp in mounts:
+        subprocess.run([PG, "unmount", mp], env=ENV, capture_output=True)
+        subprocess.run(["fusermount3", "-u", "-z", mp], capture_output=True)
+
+
+def assets():
+    return {a["name"]: a for a in json.loads(pg("assets", "--json"))}
+
+
+def request(url, method="GET", headers=None, data=None):
+    """(status, headers, body) of a request made with urllib (not the browser)."""
+    req = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None
+
+
+# --- the library ----------------------------------------------------------------------------------
+
+pg("init")
+src = os.path.join(TMP, "src")
+os.makedirs(src)
+colors = ["red", "green", "blue", "orange", "purple", "teal", "gold", "gray"]
+for i, c in enumerate(colors):
+    convert("-size", "400x300", f"xc:{c}", "-fill", "white", "-draw", f"circle 200,150 200,{60 + i * 5}",
+            os.path.join(src, f"{c}.jpg"))
+# A photo stored sideways (red left half, blue right half, 400x200) whose EXIF orientation (6)
+# says to turn it 90 degrees clockwise: shown right, it is 200 wide and 400 tall, red on top.
+convert("-size", "200x200", "xc:red", "-size", "200x200", "xc:blue", "+append", os.path.join(src, "sideways.jpg"))
+subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation#=6", os.path.join(src, "sideways.jpg")], check=True)
+# One with GPS: its thumbnail must carry none.
+subprocess.run(["exiftool", "-q", "-overwrite_original", "-GPSLatitude=48.8584", "-GPSLatitudeRef=N",
+                "-GPSLongitude=2.2945", "-GPSLongitudeRef=E", os.path.join(src, "red.jpg")], check=True)
+pg("import", src)
+ids = {n: a["id"] for n, a in assets().items()}
+pg("authorize", "org.example.Picker", "--access", "read-write", "--status", "limited")
+pg("authorize", "org.example.Live", "--access", "read-write", "--status", "limited")
+pg("authorize", "org.example.Deleter", "--access", "read-write", "--status", "authorized")
+# An app that asks: a not-determined app touching its mount files a read-write request.
+asker = mount("org.example.Asker")
+
+server = subprocess.Popen([PG, "ui"], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+driver = None
+try:
+    url = server.stdout.readline().strip()
+    expect(url.startswith("http://127.0.0.1:") and "?k=" in url, f"the first line of stdout is the URL ({url!r})")
+    base = url.split("/?")[0]
+    port = int(base.rsplit(":", 1)[1])
+
+    # --- security from the outside, before the browser signs in ------------------------------------
+    s, h, _ = request(base + "/api/state")
+    expect(s == 403, f"no cookie: refused ({s})")
+    s, _, _ = request(base + "/", headers={"Host": f"attacker.example:{port}"})
+    expect(s == 421, f"DNS rebinding (a foreign Host): refused ({s})")
+    s, _, _ = request(base + "/?k=" + "0" * 64)
+    expect(s == 403, f"a wrong secret: refused ({s})")
+    # Another local user who knows the port gets nothing (and has no secret).
+    p = subprocess.run(["runuser", "-u", OTHER, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                        base + "/api/state"], capture_output=True, text=True)
+    expect(p.stdout == "403", f"another local user: refused ({p.stdout} {p.stderr.strip()})")
+    s, _, _ = request(f"http://127.0.0.1:{port}/events")
+    expect(s == 403, f"the event stream without a cookie: refused ({s})")
+
+    # --- the browser -------------------------------------------------------------------------------
+    o = Options()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900", "--disable-dev-shm-usage",
+              f"--user-data-dir={TMP}/chrome"]:
+        o.add_argument(a)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+    wait = WebDriverWait(driver, 30)
+
+    def text(css):
+        """An element's text read in one step (the page redraws on every change)."""
+        return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.textContent : ''", css)
+    driver.get(url)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.card"))
+    expect("?k=" not in driver.current_url, "the secret left the address bar")
+    cookie = driver.get_cookie("pg_session")
+    expect(cookie and cookie["httpOnly"] and cookie.get("sameSite") == "Strict", f"session cookie HttpOnly, SameSite=Strict ({cookie})")
+    expect(driver.execute_script("return document.cookie") == "", "the page's script cannot read the cookie")
+    # The secret is useless now.
+    s, _, _ = request(url.split("#")[0])
+    expect(s == 403, f"the printed URL a second time: refused ({s})")
+    csp = request(base + "/", headers={"Cookie": f"pg_session={cookie['value']}"})[1].get("Content-Security-Policy", "")
+    expect("default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, f"strict CSP ({csp})")
+    # State changes: only with the CSRF token and from this origin.
+    ck = {"Cookie": f"pg_session={cookie['value']}", "Content-Type": "application/json"}
+    body = json.dumps({"access": "read-write", "status": "authorized"}).encode()
+    s, _, _ = request(base + "/api/apps/org.example.Picker/access", "POST", dict(ck, Origin=base), body)
+    expect(s == 403, f"POST without the CSRF token: refused ({s})")
+    token = driver.execute_script("return document.querySelector('meta[name=csrf]').content")
+    s, _, _ = request(base + "/api/apps/org.example.Picker/access", "POST",
+                      dict(ck, Origin="http://attacker.example", **{"X-Photogate-CSRF": token}), body)
+    expect(s == 403, f"cross-origin POST: refused ({s})")
+    expect(json.loads(pg("status", "org.example.Picker", "--json"))["readWrite"] == "limited", "nothing changed by the refused POSTs")
+
+    # --- a request answered in one click, shown without a reload ---------------------------------------
+    driver.get(base + "/#/requests")
+    os.listdir(asker)  # the app's first access files its request
+    expect(until(lambda: "org.example.Asker" in pg("requests")), "the app's first access filed a request")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.request"))
+    reason_app = mount("org.example.Reasoner")
+    hostile = '<img src=x onerror="document.title=\'pwned\'"> please'
+    with open(os.path.join(reason_app, ".photogate", "request"), "w") as f:
+        f.write("picker\n" + hostile + "\n")
+    # The page shows it without a reload (the change feed).
+    wait.until(lambda d: d.execute_script("return [...document.querySelectorAll('.request .reason')].some(e => e.textContent.includes(arguments[0]))", hostile))
+    expect(driver.title == "photogate" and not driver.find_elements(By.CSS_SELECTOR, ".request img"),
+           "an app's reason is shown as text, never as HTML")
+    req = [e for e in driver.find_elements(By.CSS_SELECTOR, "section.request") if "org.example.Asker" in e.text][0]
+    req.find_element(By.CSS_SELECTOR, "[data-answer=allow]").click()
+    expect(until(lambda: json.loads(pg("status", "org.example.Asker", "--json"))["readWrite"] == "authorized"),
+           "Allow Full Access authorized the app")
+    expect(until(lambda: "org.example.Asker" not in pg("requests")), "the request is answered")
+
+    # --- picking three photos by clicking their thumbnails --------------------------------------------
+    driver.get(base + "/#/pick/org.example.Picker")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".cell")) >= len(colors) + 1)
+    chosen = ["blue.jpg", "gold.jpg", "teal.jpg"]
+    for n in chosen:
+        driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids[n]}']").click()
+    expect([e.text for e in driver.find_elements(By.CSS_SELECTOR, ".cell.selected .order")] != [], "selected cells show their order")
+    # Thumbnails rendered (not the placeholder, not blank), and the sideways photo upright.
+    wait.until(lambda d: d.execute_script(
+        "return [...document.querySelectorAll('.cell img')].every(i => i.complete && i.naturalWidth > 0)"))
+    dims = driver.execute_script(
+        f"const i = document.querySelector(\".cell[data-id='{ids['sideways.jpg']}'] img\"); return [i.naturalWidth, i.naturalHeight]")
+    expect(dims[1] > dims[0], f"the sideways photo's thumbnail is upright ({dims[0]}x{dims[1]})")
+    wait.until(lambda d: d.execute_script("const i = document.getElementById('preview'); return !!i && i.complete && i.naturalWidth > 0"))
+    driver.save_screenshot(SHOT)
+    from PIL import Image
+    shot = Image.open(SHOT).convert("RGB")
+    cell = driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids['blue.jpg']}']")
+    r = cell.rect
+    px = shot.getpixel((int(r["x"] + 12), int(r["y"] + 12)))
+    expect(px[2] > 150 and px[0] < 100, f"blue.jpg's thumbnail is blue in the screenshot ({px})")
+    side = driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids['sideways.jpg']}']").rect
+    top, bottom = shot.getpixel((int(side["x"] + side["width"] / 2), int(side["y"] + 10))), \
+        shot.getpixel((int(side["x"] + side["width"] / 2), int(side["y"] + side["height"] - 10)))
+    expect(top[0] > 150 and top[2] < 100 and bottom[2] > 150, f"sideways.jpg: red on top, blue below ({top}, {bottom})")
+    driver.find_element(By.ID, "confirm").click()
+    wait.until(lambda d: d.current_url.endswith("#/apps"))
+    granted = sorted(g["name"] for g in json.loads(pg("grants", "org.example.Picker", "--json")))
+    expect(granted == sorted(chosen), f"photogate grants lists the three picked ({granted})")
+    # The thumbnail carries no location (exiftool on what the server sends).
+    tpath = os.path.join(TMP, "thumb.jpg")
+    with open(tpath, "wb") as f:
+        f.write(request(base + f"/thumb/{ids['red.jpg']}", headers={"Cookie": f"pg_session={cookie['value']}"})[2])
+    gps = subprocess.run(["exiftool", "-s", "-GPS:all", tpath], capture_output=True, text=True).stdout
+    ident = subprocess.run(["identify", tpath], capture_output=True, text=True).stdout
+    expect("JPEG" in ident and gps.strip() == "", f"red.jpg's thumbnail is a JPEG without GPS ({ident.strip()} / {gps.strip()!r})")
+    cached = subprocess.run(["find", os.path.join(LIB, "thumbs"), "-type", "f", "-perm", "/077"], capture_output=True, text=True).stdout
+    expect(oct(os.stat(os.path.join(LIB, "thumbs")).st_mode & 0o777) == "0o700" and cached == "",
+           "the thumbnail cache is private (0700, files 0600)")
+
+    # --- keyboard: focus, move, space, enter ------------------------------------------------------------
+    driver.get(base + "/#/pick/org.example.Picker")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".cell.selected")) == 3)
+    grid = driver.find_element(By.ID, "grid")
+    grid.send_keys(Keys.HOME, " ")   # the newest photo joins the selection
+    first = driver.find_element(By.CSS_SELECTOR, ".cell.focused").get_attribute("data-id")
+    grid.send_keys(Keys.ENTER)
+    wait.until(lambda d: d.current_url.endswith("#/apps"))
+    expect(until(lambda: len(json.loads(pg("grants", "org.example.Picker", "--json"))) == 4 and first in pg("grants", "org.example.Picker")),
+           "space selected the focused photo and Enter confirmed")
+
+    # --- continuous mode reaches a running mount at once -------------------------------------------------
+    live = mount("org.example.Live")
+    driver.get(base + "/#/pick/org.example.Live")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".cell"))
+    driver.find_element(By.ID, "continuous").click()
+    driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids['green.jpg']}']").click()
+    expect(until(lambda: "green.jpg" in os.listdir(live)), "continuous: a click shows in the running mount")
+    driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids['green.jpg']}']").click()
+    expect(until(lambda: "green.jpg" not in os.listdir(live)), "continuous: a second click takes it away")
+
+    # --- a grant made in the CLI shows in an open page at once --------------------------------------------
+    driver.get(base + "/#/apps")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.card[data-app='org.example.Live']"))
+    pg("grant", "org.example.Live", "purple.jpg", "orange.jpg")
+    expect(until(lambda: "limited (2 photos)" in text("section.card[data-app='org.example.Live']")),
+           "a CLI grant shows in the open page without a reload")
+
+    # --- Recently Deleted: restore -------------------------------------------------------------------------
+    deleter = mount("org.example.Deleter")
+    os.unlink(os.path.join(deleter, "gray.jpg"))
+    driver.get(base + "/#/deleted")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f".tile[data-id='{ids['gray.jpg']}']"))
+    driver.find_element(By.CSS_SELECTOR, f"[data-restore='{ids['gray.jpg']}']").click()
+    expect(until(lambda: ids["gray.jpg"] not in pg("trash")), "Restore brought gray.jpg back")
+    expect(until(lambda: "gray.jpg" in os.listdir(deleter)), "the restored photo is back in the app's mount")
+
+    # --- what an app did ----------------------------------------------------------------------------------
+    with open(os.path.join(live, "purple.jpg"), "rb") as f:
+        f.read()
+    expect(until(lambda: "purple.jpg" in pg("report", "org.example.Live")), "the mount recorded the read")
+    driver.get(base + "/#/app/org.example.Live")
+    wait.until(lambda d: d.find_elements(By.ID, "report"))
+    expect("purple.jpg" in driver.find_element(By.ID, "report").text, "the app page shows what the app read")
+    logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    expect(not logs, f"no errors in the browser's console ({logs})")
+finally:
+    if driver:
+        driver.quit()
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    unmount_all()
+
+expect(server.returncode == 0, f"photogate ui ends with 0 on Ctrl-C ({server.returncode}: {server.stderr.read().strip()[-300:]})")
+if failures:
+    print(f"webui: {len(failures)} failed: {failures}", file=sys.stderr)
+    sys.exit(1)
