@@ -114,10 +114,13 @@ extension Library {
                 ON CONFLICT (app, day, asset_rowid, kind) DO UPDATE SET
                     first_at = min(first_at, excluded.first_at),
                     last_at = max(last_at, excluded.last_at),
-                    count = count + excluded.count
+                    count = count + ?
                 """)
+            // A tally may count 0 (a --no-open mount's later reads of a file: the last time only);
+            // a new row counts at least 1, an existing one adds what the tally counted.
             for t in batch {
-                try statement.execute(arguments: [appNumber, t.day, t.rowID, t.kind.rawValue, t.first, max(t.last, t.first), max(t.count, 1)])
+                try statement.execute(arguments: [appNumber, t.day, t.rowID, t.kind.rawValue, t.first, max(t.last, t.first),
+                                                  max(t.count, 1), max(t.count, 0)])
             }
             return true
         }
@@ -156,6 +159,11 @@ extension Library {
                                    last: Date(timeIntervalSince1970: Double(r[6] as Int64)), count: r[7], days: r[8])
             }
         }
+    }
+
+    /// Drops the days past the retention now (`photogate report` does, before listing).
+    public func pruneReport() throws {
+        try quietWrite { db in try Library.pruneReport(db, now: Int64(Library.now())) }
     }
 
     /// Forgets the report: one app's, or every app's. Returns how many rows went.

@@ -140,6 +140,9 @@ extension Library {
                 try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [rowID])
                 try Library.record(db, .trash, app: app.rawValue, asset: rowID)
             }
+            // A temp file dissolved into the photo it saved was never a photo of the person's:
+            // the access report forgets it (its `created`), as the mount forgets what it held.
+            try db.execute(sql: "DELETE FROM access_report WHERE asset_rowid = ?", arguments: [rowID])
             return path
         }
         // (A store path of another shape than photogate writes names no file of the store.)

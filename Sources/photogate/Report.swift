@@ -60,7 +60,7 @@ struct Report: PhotogateCommand {
             }
             try library.setReportSettings(retentionDays: retention, recording: on)
             let s = try library.reportSettings()
-            sayNote("the report keeps \(s.retentionDays) days; recording is \(s.recording ? "on" : "off")")
+            sayNote("the report keeps \(s.retentionDays) day\(s.retentionDays == 1 ? "" : "s"); recording is \(s.recording ? "on" : "off")")
             return
         }
         if clear {
@@ -74,6 +74,8 @@ struct Report: PhotogateCommand {
             guard let a = try library.resolve([ref]).first else { throw LibraryError.unknownAssets([ref]) }
             return a.rowID
         }
+        // Days past the retention go from the disk now, not only from the listing.
+        try? library.pruneReport()
         let entries = try library.accessReport(app: id, asset: rowID, since: sinceDate)
         if output.json {
             printJSON(entries.map { e -> [String: Any] in
@@ -136,6 +138,11 @@ struct Report: PhotogateCommand {
         var t = tm()
         t.tm_year = Int32(y - 1900); t.tm_mon = Int32(mo - 1); t.tm_mday = Int32(d)
         t.tm_hour = Int32(h); t.tm_min = Int32(mi); t.tm_sec = Int32(se)
-        return Date(timeIntervalSince1970: Double(timegm(&t)))
+        let seconds = timegm(&t)
+        // timegm carries a day past the month's end over (2026-02-30 would be March 2nd).
+        guard t.tm_mday == Int32(d), t.tm_mon == Int32(mo - 1) else {
+            throw CommandFailure("--since: '\(raw)' is not a date (no such day)", .usage)
+        }
+        return Date(timeIntervalSince1970: Double(seconds))
     }
 }

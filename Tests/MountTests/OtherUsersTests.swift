@@ -46,6 +46,7 @@ import Glibc
     @Test func withAllowOtherTheKernelChecksTheModeBits() throws {
         guard fuseAvailable, let user = try Self.secondUser("withAllowOtherTheKernelChecksTheModeBits") else { return }
         let f = try MountFixture()
+        f.extraEnvironment["PHOTOGATE_REPORT_FLUSH_MS"] = "100"
         let open = try Self.openFolder()
         defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
         let src = try f.importPhotos(["a.jpg", "b.jpg"])
@@ -59,6 +60,11 @@ import Glibc
             let o = try Self.shellAs(user, script, m, String(readAll(src + "/a.jpg")?.count ?? -1))
             #expect(o.status == 0, "\(what) as another user failed: \(o.stderr)")
         }
+        // Another user's read is not the app's: the access report has the owner's read of b.jpg
+        // (written after), and nothing of a.jpg.
+        #expect(readAll(m + "/b.jpg") != nil)
+        #expect(eventually(30) { ((try? f.pg("report", "org.example.Frame").stdout) ?? "").contains("b.jpg") })
+        #expect(!(try f.pg("report", "org.example.Frame").stdout.contains("a.jpg")), "another user's read was recorded as the app's")
         // What they do not: create, copy in, make folders, delete, rename, request.
         for (what, script) in [("create", "echo x > \"$1/new.jpg\""), ("copy", "cp \"$2\" \"$1/copy.jpg\""),
                                ("mkdir", "mkdir \"$1/folder\""), ("rm", "rm -f \"$1/a.jpg\""),

@@ -84,6 +84,55 @@ struct AccessReportThroughMounts {
         #expect(try report(f).isEmpty)
     }
 
+    /// Findings of the review of the report (each failed before its fix): a read through a
+    /// read-write open is a read; an editor's temp file dissolved into the photo it saved leaves
+    /// no `created` of a photo that never was; a --no-open read spanning several batches counts once.
+    @Test func readsThroughEditsCountAndTempFilesLeaveNoTrace() throws {
+        let f = try fixture()
+        try f.importPhotos(["e.jpg"])
+        try f.importPadded("big.jpg")
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "e.jpg")
+        try f.pg("grant", app, "--edit", "e.jpg")
+        let mp = try f.mount(app)
+        // O_RDWR, read, close without writing: nothing saved, but the app read the photo.
+        let fd = open(mp + "/e.jpg", O_RDWR)
+        #expect(fd >= 0)
+        var buf = [UInt8](repeating: 0, count: 1 << 16)
+        #expect(read(fd, &buf, buf.count) > 0)
+        close(fd)
+        // A save by rename: the editor's temp file becomes the photo's new version.
+        #expect(cpWrite(try TestMedia.jpeg(tag: "saved by rename"), to: mp + "/.e.jpg.tmp") == 0)
+        #expect(rename(mp + "/.e.jpg.tmp", mp + "/e.jpg") == 0)
+        var list: [Entry] = []
+        #expect(eventually(30) {
+            list = (try? report(f, app)) ?? []
+            return list.contains { $0.kind == "edited" } && list.contains { $0.kind == "read" }
+        }, "\(list)")
+        try f.unmount(mp)
+        list = try report(f, app)
+        #expect(entry(list, "read", "e.jpg") != nil, "a read through O_RDWR was not recorded: \(list)")
+        #expect(!list.contains { $0.kind == "created" }, "the dissolved temp file stays as created: \(list)")
+        // --no-open: the first read of big.jpg recorded, then the rest of it read after that
+        // batch was written: still one read.
+        try f.pg("report", "--clear")
+        try f.pg("authorize", app, "--status", "authorized")
+        let no = try f.mount(app, extra: ["--no-open"])
+        let bfd = open(no + "/big.jpg", O_RDONLY)
+        #expect(bfd >= 0)
+        #expect(pread(bfd, &buf, 4096, 0) == 4096)
+        #expect(eventually(30) { ((try? report(f, app)) ?? []).contains { $0.name == "big.jpg" } })
+        var off: off_t = 4096
+        while true {
+            let n = pread(bfd, &buf, buf.count, off)
+            if n <= 0 { break }
+            off += off_t(n)
+        }
+        close(bfd)
+        try f.unmount(no)
+        #expect(entry(try report(f, app), "read", "big.jpg")?.count == 1)
+    }
+
     /// The person's own commands (import, grants, albums, options, listings) are not the app's.
     @Test func thePersonsOwnCommandsAreNotRecorded() throws {
         let f = try fixture()

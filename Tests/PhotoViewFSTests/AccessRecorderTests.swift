@@ -45,6 +45,27 @@ import PhotoLibrary
     }
 }
 
+extension AccessRecorderTests {
+    /// A batch whose write failed goes back before what arrived meanwhile: a flood during a
+    /// locked database cannot push out an access already held (it did: the batch was put back
+    /// only where room was left).
+    @Test func aFailedBatchIsKeptBeforeWhatCameAfter() throws {
+        let lib = try FakeLibrary()
+        let r = AccessRecorder(app: app, library: lib, log: { _ in },
+                               environment: ["PHOTOGATE_REPORT_FLUSH_MS": "600000", "PHOTOGATE_REPORT_CAPACITY": "16"])
+        r.note(4242, .read)
+        lib.failAccess = true
+        lib.whileAccessFails = { for i in 0..<100 { r.note(Int64(i), .read) } }
+        r.flush()
+        lib.failAccess = false
+        lib.whileAccessFails = nil
+        r.stop()
+        let written = lib.accessBatches.flatMap(\.tallies)
+        #expect(written.contains { $0.rowID == 4242 }, "the access held before the flood was lost")
+        #expect(written.count <= 64)
+    }
+}
+
 final class LogLines: @unchecked Sendable {
     private let lock = NSLock()
     private var list: [String] = []

@@ -187,7 +187,10 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         set { locked { failingAccess = newValue } }
     }
     private var failingAccess = false
+    /// Runs while a failing recordAccess holds its batch (before it throws).
+    var whileAccessFails: (@Sendable () -> Void)?
     func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool {
+        if failAccess, let hook = locked({ whileAccessFails }) { hook() }
         try locked {
             if failingAccess { throw PortError.denied("the database is failing (test)") }
             if !batch.isEmpty { accessBatches.append((app, batch)) }

@@ -90,7 +90,7 @@ def report_size():
     for _ in range(reads):
         key = (today - rng.randrange(days), rng.choice(rowids))
         t = tallies.get(key)
-        tallies[key] = (t[0] + 1) if t else 1
+        tallies[key] = t + 1 if t else 1
     c.execute("INSERT OR IGNORE INTO report_apps (app_id) VALUES ('org.bench.Reader')")
     (app,) = c.execute("SELECT id FROM report_apps WHERE app_id = 'org.bench.Reader'").fetchone()
     items = sorted(tallies.items())

@@ -15,7 +15,7 @@ import Glibc
 ///
 /// Bounded: at `capacity` tallies the thread is woken to write them at once; past twice that
 /// (the database locked for long), new tallies are dropped and counted (the log says how many),
-/// while those already held keep counting.
+/// while those already held keep counting (a batch whose write failed goes back whole).
 public final class AccessRecorder: @unchecked Sendable {
     struct Key: Hashable {
         var rowID: Int64
@@ -138,9 +138,11 @@ public final class AccessRecorder: @unchecked Sendable {
             if prune { lastPrune = wall }
             if !forcedOff { enabled.store(on, ordering: .relaxed) }
         } catch {
-            log("access report: could not record \(tallies.count) tallies (kept for the next try): \(error)")
+            // The batch goes back whole, merged with what arrived since: an access already
+            // held is never dropped for newer ones (new keys are what the bound refuses, counted,
+            // in `note`). Held at most: twice the capacity of new keys plus the batch.
             state.withLock { s in
-                for (k, t) in batch where s.pending.count < 2 * capacity {
+                for (k, t) in batch {
                     if let now = s.pending[k] {
                         s.pending[k] = Tally(first: min(t.first, now.first), last: max(t.last, now.last), count: t.count + now.count)
                     } else {
@@ -148,6 +150,15 @@ public final class AccessRecorder: @unchecked Sendable {
                     }
                 }
             }
+            log("access report: could not record \(tallies.count) tallies now (kept for the next try): \(error)")
+        }
+    }
+
+    /// Forgets what is held of an asset that is gone as if it never was (an editor's temp file
+    /// dissolved into the photo it saved).
+    func forget(_ rowID: Int64) {
+        state.withLock { s in
+            for k in s.pending.keys where k.rowID == rowID { s.pending[k] = nil }
         }
     }
 

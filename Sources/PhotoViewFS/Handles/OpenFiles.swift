@@ -163,7 +163,7 @@ extension PhotoFS {
     func openAsset(_ inode: Inode, _ node: AssetNode, aliased: Bool, user: UInt32?) throws(Errno) -> OpenReply? {
         let plan = try readPlan(for: node)
         let fd = try openOriginal(node)
-        recorder.note(node.rowID, .read)
+        if user == nil { recorder.note(node.rowID, .read) }   // another user's read is not the app's
         var path = node.path
         let key = path.withUTF8 { PhotoFS.pathKey(UnsafeRawBufferPointer($0)) }
         return readOpened(inode, AssetHandle(rowID: node.rowID, ino: node.ino, fd: fd, plan: plan, user: user), owned: node.owned,
@@ -196,7 +196,7 @@ extension PhotoFS {
         case .elsewhere: return nil
         case .failed(let e): throw e
         case .opened(let b, let fd, let key):
-            recorder.note(b.rowID, .read)
+            if user == nil { recorder.note(b.rowID, .read) }   // another user's read is not the app's
             return readOpened(inode, AssetHandle(rowID: b.rowID, ino: b.ino, fd: fd, plan: nil, user: user), owned: b.bits & NodeStore.owned != 0,
                               aliased: false, pathKey: key)
         }

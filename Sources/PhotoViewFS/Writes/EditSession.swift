@@ -50,6 +50,9 @@ extension PhotoFS {
     /// open(2) for writing of a visible asset the app may edit.
     func openEdit(_ node: AssetNode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
         try mayEdit(node)
+        // Open for reading and writing: the app can read the photo through it (an edit handle
+        // serves its bytes), so it is a read too, whether or not it saves anything.
+        if flags & O_ACCMODE == O_RDWR && context.uid == uid { recorder.note(node.rowID, .read) }
         // Location stripped: the edit starts from the redacted bytes this app reads, never from the
         // original's. (An edit of a copy holding the location, with reads redacted, let the app save
         // a version whose location the scanner no longer found, a GPS block cut off from its
@@ -320,6 +323,7 @@ extension PhotoFS {
         // or left for recovery to move; whatever happens next must not delete it.
         do {
             try library.dissolveOwnAsset(rowID: sourceRow, app: appID)
+            recorder.forget(sourceRow)
         } catch {
             log("\(source.name) renamed over \(target.name): saved as its new version, but \(source.name) stays: \(error)")
             throw mountErrno(for: error)
