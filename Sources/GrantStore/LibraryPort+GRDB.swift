@@ -40,10 +40,15 @@ public final class LibraryStorePort: LibraryPort {
     }
 
     public func recordRequest(_ app: AppID, kind: RequestKind, reason: String) throws {
-        _ = try port { try library.recordRequest(app, kind: kind, reason: reason) }
+        let (_, isNew) = try port { try library.recordRequest(app, kind: kind, reason: reason) }
+        // The person hears of a new request at once (issue 35), not only from `photogate requests`.
+        if isNew { RequestNotifier.announce(app: app, kind: kind, reason: reason, runDir: library.paths.run) }
     }
 
-    public func recordEditRequest(app: AppID, rowID: Int64) throws { try port { try library.recordEditRequest(app: app, rowID: rowID) } }
+    public func recordEditRequest(app: AppID, rowID: Int64) throws {
+        let isNew = try port { try library.recordEditRequest(app: app, rowID: rowID) }
+        if isNew { RequestNotifier.announce(app: app, kind: .edit, reason: "", runDir: library.paths.run) }
+    }
 
     public func recordRefusal(_ app: AppID, name: String, reason: String) throws {
         try port { try library.recordRefusal(app, name: name, reason: reason) }

@@ -62,18 +62,21 @@ extension Library {
     /// Nothing is recorded when the app's prevent-prompt option is on, when the app may already
     /// edit it or never may (only a `needsConsent` answer asks the person), or when the app has
     /// `maxEditRequestsPerApp` pending. Identical requests are one.
-    public func recordEditRequest(app: AppID, rowID: Int64) throws {
+    /// Returns whether a new request was recorded.
+    @discardableResult
+    public func recordEditRequest(app: AppID, rowID: Int64) throws -> Bool {
         // Requests change no view: no bell, no change-log row (see `recordRequest`).
         try quietWrite { db in
-            guard let record = try Library.fetchApp(db, app), !record.options.preventPrompt else { return }
-            guard case .needsConsent = try Library.editDecision(db, app: app, rowID: rowID, access: .readWrite) else { return }
+            guard let record = try Library.fetchApp(db, app), !record.options.preventPrompt else { return false }
+            guard case .needsConsent = try Library.editDecision(db, app: app, rowID: rowID, access: .readWrite) else { return false }
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM requests WHERE app_id = ? AND kind = 'edit' AND asset_rowid = ?",
-                                 arguments: [app.rawValue, rowID]) != nil { return }
+                                 arguments: [app.rawValue, rowID]) != nil { return false }
             let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM requests WHERE app_id = ? AND kind = 'edit'",
                                            arguments: [app.rawValue]) ?? 0
-            if pending >= Library.maxEditRequestsPerApp { return }
+            if pending >= Library.maxEditRequestsPerApp { return false }
             try db.execute(sql: "INSERT INTO requests (app_id, kind, reason, created_at, asset_rowid) VALUES (?, 'edit', '', ?, ?)",
                            arguments: [app.rawValue, Library.now(), rowID])
+            return true
         }
     }
 

@@ -127,26 +127,91 @@ public final class Thumbnailer: @unchecked Sendable {
         for w in workers { w.join() }
     }
 
+    /// Photos are decoded in batches (up to `batchSize` in one decoder process: a process per
+    /// photo spent most of its time starting libvips); videos one by one.
+    static let batchSize = 16
+
     private func work() {
         while true {
-            enum Next { case job(String, Job), warm(Asset), idle, stop }
+            enum Next { case jobs([Job]), warm([Asset]), idle, stop }
             let next: Next = state.withLock { s in
                 if s.stopped { return .stop }
-                if let key = s.order.popLast(), let j = s.waiting.removeValue(forKey: key) { return .job(key, j) }
-                if let a = s.background.popLast() { return .warm(a) }
-                return .idle
+                if let key = s.order.popLast(), let first = s.waiting.removeValue(forKey: key) {
+                    var jobs = [first]
+                    // Photos of the same size asked meanwhile go with it (newest asked first).
+                    if first.asset.mediaClass != .video {
+                        while jobs.count < Thumbnailer.batchSize, let i = s.order.lastIndex(where: { k in
+                            s.waiting[k].map { $0.size == first.size && $0.asset.mediaClass != .video } ?? false
+                        }) {
+                            let k = s.order.remove(at: i)
+                            if let j = s.waiting.removeValue(forKey: k) { jobs.append(j) }
+                        }
+                    }
+                    return .jobs(jobs)
+                }
+                var warm: [Asset] = []
+                while warm.count < Thumbnailer.batchSize, let a = s.background.popLast() {
+                    if s.waiting[cachePath(a, .small)] != nil { s.backgroundDone += 1; continue }   // asked for: made as a job
+                    warm.append(a)
+                }
+                return warm.isEmpty ? .idle : .warm(warm)
             }
             switch next {
             case .stop: return
             case .idle: wake.wait()
-            case .job(_, let j):
-                let r = Result { try make(j.asset, j.size) }
-                for d in j.done { d(r) }
-            case .warm(let a):
-                if access(cachePath(a, .small), R_OK) != 0 { _ = try? make(a, .small) }
-                state.withLock { $0.backgroundDone += 1 }
+            case .jobs(let jobs):
+                let results = make(jobs.map { ($0.asset, $0.size) })
+                for (j, r) in zip(jobs, results) { for d in j.done { d(r) } }
+            case .warm(let assets):
+                let missing = assets.filter { access(cachePath($0, .small), R_OK) != 0 }
+                var photos: [(Asset, Size)] = []
+                for a in missing {
+                    if a.mediaClass == .video { _ = make([(a, .small)]) } else { photos.append((a, .small)) }
+                }
+                if !photos.isEmpty { _ = make(photos) }
+                state.withLock { $0.backgroundDone += assets.count }
             }
         }
+    }
+
+    /// Makes (or finds) thumbnails: photos of one size in one decoder process, each original its
+    /// own descriptor, each thumbnail written into a private folder and moved into the cache
+    /// once complete and non-empty; a video by ffmpeg alone. One result per item, in order.
+    func make(_ items: [(Asset, Size)]) -> [Result<[UInt8], any Error>] {
+        if items.count == 1 || items.contains(where: { $0.0.mediaClass == .video }) {
+            return items.map { a, size in Result { try make(a, size) } }
+        }
+        var results = [Result<[UInt8], any Error>](repeating: .failure(LibraryError.io("not made")), count: items.count)
+        var opened: [(index: Int, fd: Int32)] = []
+        defer { for o in opened { close(o.fd) } }
+        for (i, (asset, size)) in items.enumerated() {
+            if let bytes = Thumbnailer.readFile(cachePath(asset, size)) { results[i] = .success(bytes); continue }
+            do { opened.append((i, try library.openCurrentOriginal(asset))) } catch { results[i] = .failure(error) }
+        }
+        guard !opened.isEmpty else { return results }
+        let out = cacheDir + "/.batch-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        guard mkdir(out, 0o700) == 0 else { return results }
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let px = items[0].1.pixels
+        // Inside the sandbox the folder is /out; without one, the folder itself.
+        let target = sandbox.isEmpty ? out : "/out"
+        let inputs = opened.indices.map { "/proc/self/fd/\(3 + $0)" }
+        let command = (sandbox.isEmpty ? [] : Array(sandbox.dropLast()) + ["--bind", out, "/out", "--"])
+            + ["/usr/bin/vipsthumbnail"] + inputs + ["--size", "\(px)x\(px)>", "-o", "\(target)/%s.jpg[Q=82,strip]"]
+        _ = Thumbnailer.spawn(command, stdin: -1, stdout: -1, extra: opened.map(\.fd))
+        for (n, o) in opened.enumerated() {
+            let (asset, size) = items[o.index]
+            let made = "\(out)/\(3 + n).jpg"
+            let path = cachePath(asset, size)
+            let dir = String(path[..<path.lastIndex(of: "/")!])
+            if mkdir(dir, 0o700) != 0 && errno != EEXIST { results[o.index] = .failure(LibraryError.io("cannot make \(dir)")); continue }
+            if Thumbnailer.readFile(made) != nil, rename(made, path) == 0, let bytes = Thumbnailer.readFile(path) {
+                results[o.index] = .success(bytes)
+            } else {
+                results[o.index] = .failure(LibraryError.badInput("no thumbnail for \(asset.displayName) (\(asset.mediaKind))"))
+            }
+        }
+        return results
     }
 
     /// Makes (or finds) one thumbnail: the decoder in its sandbox, its output into a temp file
@@ -187,13 +252,24 @@ public final class Thumbnailer: @unchecked Sendable {
 
     /// Runs a command with these descriptors as its standard input and output (stderr to
     /// /dev/null), waits, and returns its exit status (-1: it could not start).
-    static func spawn(_ argv: [String], stdin: Int32, stdout: Int32) -> Int32 {
+    static func spawn(_ argv: [String], stdin: Int32, stdout: Int32, extra: [Int32] = []) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-        posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        if stdin >= 0 { posix_spawn_file_actions_adddup2(&actions, stdin, 0) } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if stdout >= 0 { posix_spawn_file_actions_adddup2(&actions, stdout, 1) } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // The originals at 3, 4, ... (dup2 clears close-on-exec on the copies). A descriptor
+        // already numbered below its target could be overwritten first: they are first moved
+        // above every one of them and every target (what is there in the child is the child's).
+        let high = max((extra.max() ?? 2) + 1, Int32(3 + extra.count))
+        for (i, fd) in extra.enumerated() { posix_spawn_file_actions_adddup2(&actions, fd, high + Int32(i)) }
+        for i in extra.indices { posix_spawn_file_actions_adddup2(&actions, high + Int32(i), 3 + Int32(i)) }
+        for i in extra.indices { posix_spawn_file_actions_addclose(&actions, high + Int32(i)) }
         var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         defer { for p in cargs { free(p) } }
         let env: [UnsafeMutablePointer<CChar>?] = [strdup("PATH=/usr/bin:/bin"), strdup("LC_ALL=C"), nil]

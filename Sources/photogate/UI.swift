@@ -44,9 +44,16 @@ struct UI: PhotogateCommand {
     static func serve(library: Library, pickApp: AppID?, query: String, port: Int, open: Bool) throws {
         let app = try WebApp(library: library, pickApp: pickApp, query: query)
         let run = library.paths.run
+        let portFile = run + "/ui-port"
+        defer { unlink(portFile) }
         try app.run(port: port) { url in
             // The first line of standard output, flushed: scripts read it.
             FileHandle.standardOutput.write(Data((url + "\n").utf8))
+            // Where a request's desktop notification links (the address without its secret).
+            if let p = url.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber) {
+                let fd = Glibc.open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                if fd >= 0 { _ = String(p).withCString { write(fd, $0, strlen($0)) }; close(fd) }
+            }
             if open { UI.openInBrowser(url, runDir: run) }
             FileHandle.standardError.write(Data("photogate ui: serving on 127.0.0.1 until interrupted (Ctrl-C)\n".utf8))
         }

@@ -159,6 +159,9 @@ struct Deploy {
     /// The web app in Debian's chromium: picking, requests, continuous mode, Recently Deleted,
     /// thumbnails, and every rule of a local web server tried from outside (issue 35).
     @Test func theWebAppInARealBrowser() throws { try script("webui") }
+    /// A request reaches the person as a desktop notification on a session bus (its reason as
+    /// text, linking to a running ui); without a bus it is recorded all the same.
+    @Test func requestsAreAnnouncedOnTheDesktop() throws { try script("notify") }
     /// root's mount, unmount and run --bind follow no link and pass no folder another user may
     /// change, unmount only this library's views, and mount nowhere inside the library.
     @Test func cliPathsFollowNoOtherUsersLinkAndStayOutOfTheLibrary() throws { try script("cli-paths") }

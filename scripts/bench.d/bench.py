@@ -22,12 +22,13 @@ import rows_reads  # noqa: E402,F401  (each rows_* module registers its rows, in
 import rows_library  # noqa: E402,F401
 import rows_writes  # noqa: E402,F401
 import rows_report  # noqa: E402,F401
+import rows_webui  # noqa: E402,F401
 
 
 # --- main ---------------------------------------------------------------------------------------
 
 def selected():
-    groups = {"reads": {"reads"}, "writes": {"writes"}, "": {"reads", "metadata", "writes-mount", "writes"}}
+    groups = {"reads": {"reads"}, "writes": {"writes"}, "": {"reads", "metadata", "writes-mount", "writes", "ui"}}
     if ONLY in groups:
         return [r for r in ROWS if r[1] in groups[ONLY]]
     wanted = set(ONLY.split(","))

@@ -53,7 +53,8 @@ def write(src, out_json, meta):
             order.append(key)
             rows[key] = {"label": r["label"], "unit": r["unit"], "better": r["better"], "variants": {}, "notes": []}
         rows[key]["variants"][r["variant"]] = r
-        if r.get("note"):
+        # A column variant's note stands alone; another variant's is printed with its value below.
+        if r.get("note") and (r["variant"] in VARIANTS or r.get("median") is None):
             rows[key]["notes"].append(f'{r["variant"]}: {r["note"]}')
 
     header = ["workload", "native", "passthrough", "fallback", "bindfs", "pt/native", "fb/native", "bindfs/native", "fb/bindfs"]
@@ -103,10 +104,12 @@ def write(src, out_json, meta):
         row = rows[key]
         nat = row["variants"].get("native")
         for name, rec in row["variants"].items():
-            if name in VARIANTS or rec.get("note"):   # a note says it already
+            if name in VARIANTS or rec.get("median") is None:   # a note says it already
                 continue
             sp, sn = speed(rec), (speed(nat) if nat else None)
             text = f"{name}: {fmt(rec.get('median'), row['unit'])}" + (f", {sp / sn:.2f} of native" if sp and sn else "")
+            if rec.get("note"):
+                text += f" ({rec['note']})"
             a, b = rec.get("samples") or [], (nat or {}).get("samples") or []
             if rec.get("paired") and nat and nat.get("paired") and len(a) == len(b) >= 3 and all(x > 0 for x in a + b):
                 per = sorted((x / y) if row["better"] == "higher" else (y / x) for x, y in zip(a, b))

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -144,6 +144,16 @@ try:
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
     wait = WebDriverWait(driver, 30)
 
+    def click(css):
+        """Clicks an element, found again if the page redrew it meanwhile (every change does)."""
+        def attempt(d):
+            try:
+                d.find_element(By.CSS_SELECTOR, css).click()
+                return True
+            except (StaleElementReferenceException, NoSuchElementException):
+                return False
+        wait.until(attempt)
+
     def text(css):
         """An element's text read in one step (the page redraws on every change)."""
         return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.textContent : ''", css)
@@ -182,8 +192,8 @@ try:
     wait.until(lambda d: d.execute_script("return [...document.querySelectorAll('.request .reason')].some(e => e.textContent.includes(arguments[0]))", hostile))
     expect(driver.title == "photogate" and not driver.find_elements(By.CSS_SELECTOR, ".request img"),
            "an app's reason is shown as text, never as HTML")
-    req = [e for e in driver.find_elements(By.CSS_SELECTOR, "section.request") if "org.example.Asker" in e.text][0]
-    req.find_element(By.CSS_SELECTOR, "[data-answer=allow]").click()
+    asked = [r["id"] for r in json.loads(pg("requests", "--json")) if r["app"] == "org.example.Asker" and r["kind"] == "read-write"][0]
+    click(f"section.request[data-request='{asked}'] [data-answer=allow]")
     expect(until(lambda: json.loads(pg("status", "org.example.Asker", "--json"))["readWrite"] == "authorized"),
            "Allow Full Access authorized the app")
     expect(until(lambda: "org.example.Asker" not in pg("requests")), "the request is answered")
@@ -193,7 +203,7 @@ try:
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".cell")) >= len(colors) + 1)
     chosen = ["blue.jpg", "gold.jpg", "teal.jpg"]
     for n in chosen:
-        driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids[n]}']").click()
+        click(f".cell[data-id='{ids[n]}']")
     expect([e.text for e in driver.find_elements(By.CSS_SELECTOR, ".cell.selected .order")] != [], "selected cells show their order")
     # Thumbnails rendered (not the placeholder, not blank), and the sideways photo upright.
     wait.until(lambda d: d.execute_script(
@@ -213,7 +223,7 @@ try:
     top, bottom = shot.getpixel((int(side["x"] + side["width"] / 2), int(side["y"] + 10))), \
         shot.getpixel((int(side["x"] + side["width"] / 2), int(side["y"] + side["height"] - 10)))
     expect(top[0] > 150 and top[2] < 100 and bottom[2] > 150, f"sideways.jpg: red on top, blue below ({top}, {bottom})")
-    driver.find_element(By.ID, "confirm").click()
+    click("#confirm")
     wait.until(lambda d: d.current_url.endswith("#/apps"))
     granted = sorted(g["name"] for g in json.loads(pg("grants", "org.example.Picker", "--json")))
     expect(granted == sorted(chosen), f"photogate grants lists the three picked ({granted})")
@@ -243,10 +253,10 @@ try:
     live = mount("org.example.Live")
     driver.get(base + "/#/pick/org.example.Live")
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".cell"))
-    driver.find_element(By.ID, "continuous").click()
-    driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids['green.jpg']}']").click()
+    click("#continuous")
+    click(f".cell[data-id='{ids['green.jpg']}']")
     expect(until(lambda: "green.jpg" in os.listdir(live)), "continuous: a click shows in the running mount")
-    driver.find_element(By.CSS_SELECTOR, f".cell[data-id='{ids['green.jpg']}']").click()
+    click(f".cell[data-id='{ids['green.jpg']}']")
     expect(until(lambda: "green.jpg" not in os.listdir(live)), "continuous: a second click takes it away")
 
     # --- a grant made in the CLI shows in an open page at once --------------------------------------------
@@ -261,7 +271,7 @@ try:
     os.unlink(os.path.join(deleter, "gray.jpg"))
     driver.get(base + "/#/deleted")
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f".tile[data-id='{ids['gray.jpg']}']"))
-    driver.find_element(By.CSS_SELECTOR, f"[data-restore='{ids['gray.jpg']}']").click()
+    click(f"[data-restore='{ids['gray.jpg']}']")
     expect(until(lambda: ids["gray.jpg"] not in pg("trash")), "Restore brought gray.jpg back")
     expect(until(lambda: "gray.jpg" in os.listdir(deleter)), "the restored photo is back in the app's mount")
 

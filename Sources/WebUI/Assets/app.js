@@ -46,7 +46,9 @@ function toast(text) {
 
 const fmtDate = (s) => new Date(s * 1000).toISOString().slice(0, 16).replace("T", " ");
 const fmtDay = (s) => new Date(s * 1000).toISOString().slice(0, 10);
-const monthLabel = (s) => new Date(s * 1000).toLocaleString("en", { month: "long", year: "numeric", timeZone: "UTC" });
+const MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const monthKey = (s) => { const d = new Date(s * 1000); return d.getUTCFullYear() * 12 + d.getUTCMonth(); };
+const monthLabel = (s) => { const d = new Date(s * 1000); return `${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}`; };
 const fmtSize = (n) => n < 1e3 ? `${n} B` : n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : n < 1e9 ? `${(n / 1e6).toFixed(1)} MB` : `${(n / 1e9).toFixed(1)} GB`;
 const statuses = ["not-determined", "limited", "authorized", "denied", "restricted"];
 
@@ -309,8 +311,8 @@ class PickerView {
       if (kind === "photo" && it[4]) continue;
       if (kind === "video" && !it[4]) continue;
       if (q) {
-        const hay = `${it[1]} ${fmtDay(it[2])} ${monthLabel(it[2])} ${it[9].map((a) => this.albums.get(a) || "").join(" ")}`.toLowerCase();
-        if (!hay.includes(q)) continue;
+        if (!it.hay) it.hay = `${it[1]} ${fmtDay(it[2])} ${monthLabel(it[2])} ${it[9].map((a) => this.albums.get(a) || "").join(" ")}`.toLowerCase();
+        if (!it.hay.includes(q)) continue;
       }
       this.shown.push(i);
     }
@@ -329,11 +331,11 @@ class PickerView {
     this.rowOf = new Int32Array(this.shown.length);
     let y = 0, i = 0;
     while (i < this.shown.length) {
-      const month = monthLabel(this.items[this.shown[i]][2]);
-      this.rows.push({ y, header: month });
+      const first = this.items[this.shown[i]][2], month = monthKey(first);
+      this.rows.push({ y, header: monthLabel(first) });
       y += HEADER;
       let j = i;
-      while (j < this.shown.length && monthLabel(this.items[this.shown[j]][2]) === month) j++;
+      while (j < this.shown.length && monthKey(this.items[this.shown[j]][2]) === month) j++;
       for (let s = i; s < j; s += this.cols) {
         const e = Math.min(j, s + this.cols);
         for (let k = s; k < e; k++) this.rowOf[k] = this.rows.length;
