@@ -75,3 +75,38 @@ extension Library {
         return out
     }
 }
+
+extension Library {
+    /// Deletes assets in Recently Deleted for good (the person's choice, from the web app's
+    /// Recently Deleted or `photogate trash --delete`): their rows, versions, album places and
+    /// grants go, and their store files (every version's) once no other asset or version names
+    /// them. Referenced originals (`import --reference`) are the person's own files elsewhere and
+    /// are never touched. Refuses (changing nothing) when any is not in Recently Deleted. Views
+    /// change in nothing (a trashed asset is in none); the row numbers are never given again.
+    @discardableResult
+    public func deleteForGood(_ refs: [String]) throws -> [Asset] {
+        let (assets, files): ([Asset], [String]) = try write { db in
+            let assets = try Library.resolve(db, refs)
+            let live = assets.filter { !$0.isTrashed }
+            if !live.isEmpty {
+                throw LibraryError.conflict("not in Recently Deleted: \(live.map { "'\($0.displayName)'" }.joined(separator: ", ")) (delete it through an app's mount first); nothing was deleted")
+            }
+            let rows = assets.map(\.rowID)
+            var paths = Set<String>()
+            for r in rows {
+                for p in try String.fetchAll(db, sql: "SELECT store_path FROM versions WHERE asset_rowid = ? AND store_path IS NOT NULL", arguments: [r]) { paths.insert(p) }
+                if let p = try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE rowid = ?", arguments: [r]) { paths.insert(p) }
+            }
+            for r in rows {
+                try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [r])   // versions, consents, places cascade
+            }
+            // A store file another asset or version still names stays.
+            let orphaned = try paths.filter { p in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM versions WHERE store_path = ?1)", arguments: [p]) != true
+            }
+            return (assets, orphaned.filter(StorePath.isValid))
+        }
+        for rel in files { unlink(paths.store + "/" + rel) }
+        return assets
+    }
+}

@@ -167,6 +167,13 @@ public final class WebApp: Sendable {
             _ = try call { try library.restore(ids) }
             return try json(["ok": true])
         }
+        router.post("/api/trash/delete") { [self] request, _ in
+            let body = try await WebApp.body(request)
+            let ids = (body["ids"] as? [String]) ?? []
+            guard !ids.isEmpty else { throw HTTPError(.badRequest, message: "no ids") }
+            _ = try call { try library.deleteForGood(ids) }
+            return try json(["ok": true])
+        }
         router.get("/events") { [self] _, _ in events() }
     }
 

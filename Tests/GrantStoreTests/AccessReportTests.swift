@@ -91,3 +91,38 @@ import PhotoLibrary
         #expect(entry.assetID == nil && entry.name == nil)
     }
 }
+
+/// Recently Deleted's "delete for good" (issue 35): only what is in Recently Deleted, its rows and
+/// its stored files, never a file another asset still names, never a referenced original.
+@Suite struct DeleteForGood {
+    @Test func onlyTrashedAssetsGoWithTheirFiles() throws {
+        let t = try TempLibrary()
+        let assets = try t.importJPEGs(["keep.jpg", "gone.jpg"])
+        let keep = try #require(assets.first { $0.displayName == "keep.jpg" })
+        let gone = try #require(assets.first { $0.displayName == "gone.jpg" })
+        let gonePath = try t.library.originalPath(gone)
+        #expect(throws: LibraryError.self) { try t.library.deleteForGood([gone.id]) }   // not in Recently Deleted
+        #expect(FileManager.default.fileExists(atPath: gonePath))
+        try t.library.moveToTrash(rowIDs: [gone.rowID], by: nil)
+        #expect(throws: LibraryError.self) { try t.library.deleteForGood([gone.id, keep.id]) }   // one is not: nothing goes
+        #expect(try t.library.trash().map(\.id) == [gone.id])
+        try t.library.deleteForGood([gone.id])
+        #expect(try t.library.trash().isEmpty)
+        #expect(try t.library.assets().map(\.id) == [keep.id])
+        #expect(!FileManager.default.fileExists(atPath: gonePath), "the stored file stays")
+        #expect(FileManager.default.fileExists(atPath: try t.library.originalPath(keep)))
+        #expect(throws: LibraryError.self) { try t.library.deleteForGood([gone.id]) }   // unknown now
+    }
+
+    @Test func aReferencedOriginalIsNeverTouched() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/mine.jpg"
+        try TestMedia.write(TestMedia.jpeg(tag: "referenced"), to: src)
+        _ = try Importer(library: t.library, options: ImportOptions(reference: true)).run([src])
+        let a = try #require(try t.library.assets().first)
+        try t.library.moveToTrash(rowIDs: [a.rowID], by: nil)
+        try t.library.deleteForGood([a.id])
+        #expect(FileManager.default.fileExists(atPath: src), "the person's own file was deleted")
+        #expect(try t.library.assets().isEmpty)
+    }
+}

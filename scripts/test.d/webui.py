@@ -274,6 +274,19 @@ try:
     click(f"[data-restore='{ids['gray.jpg']}']")
     expect(until(lambda: ids["gray.jpg"] not in pg("trash")), "Restore brought gray.jpg back")
     expect(until(lambda: "gray.jpg" in os.listdir(deleter)), "the restored photo is back in the app's mount")
+    # Delete for good: asked twice; the row and the stored file go, verify finds nothing wrong.
+    os.unlink(os.path.join(deleter, "orange.jpg"))
+    store_file = [os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(LIB, "store")) for f in fs if f.startswith(ids["orange.jpg"])]
+    expect(len(store_file) == 1, f"orange.jpg's stored file ({store_file})")
+    driver.get(base + "/#/deleted")
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f".tile[data-id='{ids['orange.jpg']}']"))
+    click(f"[data-delete='{ids['orange.jpg']}']")
+    wait.until(lambda d: "for good" in text(f"[data-delete='{ids['orange.jpg']}']"))
+    expect(ids["orange.jpg"] in pg("trash"), "one click does not delete")
+    click(f"[data-delete='{ids['orange.jpg']}']")
+    expect(until(lambda: ids["orange.jpg"] not in pg("trash") and "orange.jpg" not in assets()), "Delete for good deleted orange.jpg")
+    expect(not any(os.path.exists(p) for p in store_file), "its stored file is gone")
+    expect(subprocess.run([PG, "verify"], env=ENV, capture_output=True).returncode == 0, "verify finds nothing wrong after")
 
     # --- what an app did ----------------------------------------------------------------------------------
     with open(os.path.join(live, "purple.jpg"), "rb") as f:

@@ -213,9 +213,17 @@ class DeletedView {
       el("img", { src: thumbURL(a.id, a.v), alt: a.name, loading: "lazy" }),
       el("div", { class: "name" }, a.name),
       el("div", { class: "muted" }, `deleted ${fmtDay(a.trashed)}${a.owner ? " by " + a.owner : ""}`),
-      el("button", { onclick: () => this.restore(a), "data-restore": a.id }, "Restore")));
+      el("div", { class: "row" },
+        el("button", { onclick: () => this.restore(a), "data-restore": a.id }, "Restore"),
+        el("button", { class: "danger", "data-delete": a.id, onclick: (e) => this.remove(a, e.target) }, "Delete"))));
     main.replaceChildren(el("h2", {}, "Recently Deleted"),
       tiles.length ? el("div", { class: "grid-static" }, tiles) : el("p", { class: "muted" }, "Nothing was deleted."));
+  }
+  // Deleting for good asks twice: the first click arms the button.
+  async remove(a, button) {
+    if (button.dataset.armed !== "1") { button.dataset.armed = "1"; button.textContent = "Delete for good?"; return; }
+    try { await api("/api/trash/delete", { ids: [a.id] }); toast(`deleted ${a.name} for good`); } catch (e) { toast(e.message); }
+    this.draw();
   }
   async restore(a) {
     try { await api("/api/trash/restore", { ids: [a.id] }); toast(`restored ${a.name}`); } catch (e) { toast(e.message); }
