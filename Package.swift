@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "Picker"),
         .target(
             name: "WebUI",
-            dependencies: ["GrantStore", "PhotoLibrary", "PGSystem", "Threads", .product(name: "Hummingbird", package: "hummingbird"),
+            dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "PGSystem", "Threads", .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log")],
             resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
                         .embedInCode("Assets/placeholder.svg")]

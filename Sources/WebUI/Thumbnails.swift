@@ -1,6 +1,8 @@
 import Foundation
 import GrantStore
 import PhotoLibrary
+import PGSystem
+import Redaction
 import Synchronization
 import Threads
 #if canImport(Glibc)
@@ -186,7 +188,7 @@ public final class Thumbnailer: @unchecked Sendable {
         defer { for o in opened { close(o.fd) } }
         for (i, (asset, size)) in items.enumerated() {
             if let bytes = Thumbnailer.readFile(cachePath(asset, size)) { results[i] = .success(bytes); continue }
-            do { opened.append((i, try library.openCurrentOriginal(asset))) } catch { results[i] = .failure(error) }
+            do { opened.append((i, Thumbnailer.decodable(try library.openCurrentOriginal(asset), asset))) } catch { results[i] = .failure(error) }
         }
         guard !opened.isEmpty else { return results }
         let out = cacheDir + "/.batch-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
@@ -221,7 +223,7 @@ public final class Thumbnailer: @unchecked Sendable {
         if let bytes = Thumbnailer.readFile(path) { return bytes }
         let dir = String(path[..<path.lastIndex(of: "/")!])
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw LibraryError.io("cannot make \(dir)") }
-        let fd = try library.openCurrentOriginal(asset)
+        let fd = Thumbnailer.decodable(try library.openCurrentOriginal(asset), asset)
         defer { close(fd) }
         let temp = dir + "/.tmp-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
         let out = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -248,6 +250,28 @@ public final class Thumbnailer: @unchecked Sendable {
             throw LibraryError.io("cannot keep the thumbnail of \(asset.displayName)")
         }
         return bytes
+    }
+
+    static let raws: Set<String> = ["dng", "cr2", "nef", "arw", "orf", "rw2"]
+
+    /// What the decoder reads for an original: the original itself, or for a camera raw its
+    /// largest embedded JPEG preview (libvips decodes few raws), copied into an in-memory file.
+    /// Takes the descriptor; returns the one to use.
+    static func decodable(_ fd: Int32, _ asset: Asset) -> Int32 {
+        guard raws.contains(asset.mediaKind), let (offset, length) = RawPreview.locate(fd: fd, size: asset.byteSize),
+              length <= 64 << 20 else { return fd }
+        let mem = pg_memfd("photogate-raw-preview")
+        guard mem >= 0 else { return fd }
+        var copied: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while copied < length {
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, min($0.count, Int(length - copied)), off_t(offset + copied)) }
+            guard n > 0, buffer.withUnsafeBytes({ write(mem, $0.baseAddress, n) }) == n else { close(mem); return fd }
+            copied += UInt64(n)
+        }
+        close(fd)
+        lseek(mem, 0, SEEK_SET)
+        return mem
     }
 
     /// Runs a command with these descriptors as its standard input and output (stderr to

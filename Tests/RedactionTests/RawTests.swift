@@ -234,3 +234,32 @@ struct NewFormatHostileTests {
         }
     }
 }
+
+/// The web app's thumbnails of camera raws come from their largest embedded JPEG (issue 35).
+@Suite struct RawPreviewTests {
+    @Test(arguments: [true, false]) func theLargestEmbeddedJPEGIsFound(little: Bool) throws {
+        let small = try TestMedia.jpeg(tag: "thumbnail")
+        let large = try TestMedia.jpeg(tag: "preview") + [UInt8](repeating: 0, count: 4096)
+        let extra = small + large
+        var w = TIFFWriter(little: little)
+        let jpegTags: [RawBuilder.E] = [
+            RawBuilder.E(tag: 0x0201, type: 4, count: 1, data: w.encode32(8 + UInt32(small.count))),
+            RawBuilder.E(tag: 0x0202, type: 4, count: 1, data: w.encode32(UInt32(large.count))),
+        ]
+        let (bytes, _) = RawBuilder.file(little: little, extra: extra, make: "NIKON CORPORATION",
+                                         ifd0Extra: jpegTags + [RawBuilder.cfa])
+        let s = try Scratch()
+        let p = s.path("preview.nef")
+        try writeBytes(bytes, p)
+        let fd = open(p, O_RDONLY)
+        defer { close(fd) }
+        let found = try #require(RawPreview.locate(fd: fd, size: UInt64(bytes.count)))
+        #expect(found.offset == UInt64(8 + small.count) && found.length == UInt64(large.count))
+        // Not a TIFF: nothing.
+        let jpegPath = s.path("plain.jpg")
+        try writeBytes(small, jpegPath)
+        let jfd = open(jpegPath, O_RDONLY)
+        defer { close(jfd) }
+        #expect(RawPreview.locate(fd: jfd, size: UInt64(small.count)) == nil)
+    }
+}

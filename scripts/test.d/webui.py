@@ -106,6 +106,30 @@ subprocess.run(["exiftool", "-q", "-overwrite_original", "-Orientation#=6", os.p
 # One with GPS: its thumbnail must carry none.
 subprocess.run(["exiftool", "-q", "-overwrite_original", "-GPSLatitude=48.8584", "-GPSLatitudeRef=N",
                 "-GPSLongitude=2.2945", "-GPSLongitudeRef=E", os.path.join(src, "red.jpg")], check=True)
+# A camera raw (a NEF laid out by hand: Nikon's make, a CFA raw strip) whose embedded JPEG
+# preview is magenta: its thumbnail is made from that preview.
+def write_nef(path, jpeg):
+    import struct
+    make = b"NIKON CORPORATION\x00"
+    data = jpeg + b"\x80" * 64 + make
+    jpeg_at, strip_at, make_at = 8, 8 + len(jpeg), 8 + len(jpeg) + 64
+    ifd_at = 8 + len(data) + (len(data) % 2)
+    entries = [(0x0100, 3, 1, 8), (0x0101, 3, 1, 8), (0x0102, 3, 1, 8), (0x0103, 3, 1, 1), (0x0106, 3, 1, 32803),
+               (0x010F, 2, len(make), make_at), (0x0111, 4, 1, strip_at), (0x0115, 3, 1, 1), (0x0116, 3, 1, 8),
+               (0x0117, 4, 1, 64), (0x0201, 4, 1, jpeg_at), (0x0202, 4, 1, len(jpeg))]
+    out = bytearray(b"II*\x00" + struct.pack("<I", ifd_at) + data)
+    out += b"\x00" * (ifd_at - len(out))
+    out += struct.pack("<H", len(entries))
+    for tag, typ, count, value in entries:
+        out += struct.pack("<HHI", tag, typ, count) + (struct.pack("<HH", value, 0) if typ == 3 else struct.pack("<I", value))
+    out += struct.pack("<I", 0)
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+convert("-size", "320x240", "xc:magenta", os.path.join(TMP, "preview.jpg"))
+with open(os.path.join(TMP, "preview.jpg"), "rb") as f:
+    write_nef(os.path.join(src, "camera.nef"), f.read())
 pg("import", src)
 ids = {n: a["id"] for n, a in assets().items()}
 pg("authorize", "org.example.Picker", "--access", "read-write", "--status", "limited")
@@ -200,7 +224,7 @@ try:
 
     # --- picking three photos by clicking their thumbnails --------------------------------------------
     driver.get(base + "/#/pick/org.example.Picker")
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".cell")) >= len(colors) + 1)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".cell")) >= len(colors) + 2)
     chosen = ["blue.jpg", "gold.jpg", "teal.jpg"]
     for n in chosen:
         click(f".cell[data-id='{ids[n]}']")
@@ -234,6 +258,13 @@ try:
     gps = subprocess.run(["exiftool", "-s", "-GPS:all", tpath], capture_output=True, text=True).stdout
     ident = subprocess.run(["identify", tpath], capture_output=True, text=True).stdout
     expect("JPEG" in ident and gps.strip() == "", f"red.jpg's thumbnail is a JPEG without GPS ({ident.strip()} / {gps.strip()!r})")
+    # The raw's thumbnail is its embedded preview (magenta), not the placeholder.
+    raw_thumb = request(base + f"/thumb/{ids['camera.nef']}", headers={"Cookie": f"pg_session={cookie['value']}"})
+    rpath = os.path.join(TMP, "raw-thumb.jpg")
+    with open(rpath, "wb") as f:
+        f.write(raw_thumb[2])
+    rpx = Image.open(rpath).convert("RGB").getpixel((10, 10)) if raw_thumb[1].get("Content-Type") == "image/jpeg" else None
+    expect(rpx is not None and rpx[0] > 200 and rpx[2] > 200 and rpx[1] < 60, f"the NEF's thumbnail is its magenta preview ({raw_thumb[1].get('Content-Type')}, {rpx})")
     cached = subprocess.run(["find", os.path.join(LIB, "thumbs"), "-type", "f", "-perm", "/077"], capture_output=True, text=True).stdout
     expect(oct(os.stat(os.path.join(LIB, "thumbs")).st_mode & 0o777) == "0o700" and cached == "",
            "the thumbnail cache is private (0700, files 0600)")
