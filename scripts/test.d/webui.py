@@ -280,6 +280,17 @@ try:
     expect(until(lambda: len(json.loads(pg("grants", "org.example.Picker", "--json"))) == 4 and first in pg("grants", "org.example.Picker")),
            "space selected the focused photo and Enter confirmed")
 
+    # ? shows the keys; A deselects everything shown, Enter confirms: the selection is empty.
+    driver.get(base + "/#/pick/org.example.Picker")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".cell.selected")) == 4)
+    grid = driver.find_element(By.ID, "grid")
+    grid.send_keys("?")
+    wait.until(lambda d: d.find_element(By.ID, "help").is_displayed())
+    grid.send_keys("A")
+    wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".cell.selected"))
+    grid.send_keys(Keys.ENTER)
+    expect(until(lambda: json.loads(pg("grants", "org.example.Picker", "--json")) == []), "A then Enter took the whole selection back")
+
     # --- continuous mode reaches a running mount at once -------------------------------------------------
     live = mount("org.example.Live")
     driver.get(base + "/#/pick/org.example.Live")

@@ -269,7 +269,13 @@ class PickerView {
     main.replaceChildren(this.title,
       el("div", { class: "toolbar" }, this.search, this.albumSel, this.kindSel,
         el("label", {}, this.stripBox, " strip location"), el("label", {}, this.contBox, " continuous"),
-        el("span", { class: "muted" }, "keys: arrows, space, shift+arrows, enter, esc, i, s, /")),
+        el("span", { class: "muted" }, "? for keys")),
+      this.help = el("div", { class: "help", id: "help", hidden: true },
+        el("strong", {}, "Keys"),
+        el("dl", {}, [["arrows, PgUp/PgDn, Home/End, g/G", "move"], ["space, click", "select or deselect"],
+          ["shift+arrows, shift+click", "select a range"], ["a / A", "select / deselect everything shown"],
+          ["/", "search (name, album, date)"], ["Tab", "albums"], ["i", "details and preview"], ["s", "strip location"],
+          ["Enter", "done"], ["Escape", "cancel"], ["?", "this help"]].map(([k, v]) => [el("dt", {}, el("kbd", {}, k)), el("dd", {}, v)]))),
       el("div", { class: "picker" }, this.scroller, this.details),
       el("div", { class: "footer" }, this.count,
         el("button", { id: "cancel", onclick: () => this.cancel() }, "Cancel"),
@@ -545,6 +551,12 @@ class PickerView {
       case "i": this.showDetails(); break;
       case "s": this.stripBox.checked = this.strip = !this.strip; break;
       case "/": this.search.focus(); break;
+      case "a": this.change(this.shown.map((i) => this.items[i]).filter((it) => this.offered(it) && !this.selected.includes(it[0])).map((it) => it[0]), []); break;
+      case "A": { const inView = new Set(this.shown.map((i) => this.items[i][0])); this.change([], this.selected.filter((id) => inView.has(id))); break; }
+      case "g": this.move(-this.focus, ext); break;
+      case "G": this.move(this.shown.length, ext); break;
+      case "Tab": if (e.shiftKey) return; this.albumSel.focus(); break;
+      case "?": this.help.hidden = !this.help.hidden; break;
       default: return;
     }
     e.preventDefault();
