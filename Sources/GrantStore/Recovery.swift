@@ -1,5 +1,6 @@
 import PGSystem
 import Foundation
+import Synchronization
 import GRDB
 import PhotoLibrary
 import Redaction
@@ -36,6 +37,9 @@ public struct RebuildReport: Sendable {
 }
 
 extension Library {
+    /// Tests only: runs after a backup is complete, before it is renamed into place.
+    static let beforeBackupRename = Mutex<(@Sendable () -> Void)?>(nil)
+
     /// Copies the library into `final`, a folder that must not exist yet (made 0700): a library
     /// of its own there, which `--library DEST` opens as it is. Made as `DEST.partial` and renamed
     /// into place once all of it is durable: a backup killed or out of space is never a folder
@@ -44,15 +48,30 @@ extension Library {
         let fm = FileManager.default
         if fm.fileExists(atPath: final) { throw LibraryError.conflict("\(final) already exists: name a new folder for the backup") }
         let dest = final + ".partial"
-        if fm.fileExists(atPath: dest) {
-            throw LibraryError.conflict("\(dest) is there (an earlier backup that did not finish): remove it first")
+        // Making DEST.partial is the claim: a second backup to the same DEST at the same time
+        // finds it there and stops, and never removes the first one's (it did, from its error
+        // path, and the first then wrote into a folder that was gone).
+        guard mkdir(dest, 0o700) == 0 else {
+            if errno == EEXIST {
+                throw LibraryError.conflict("\(dest) is there (another backup to it is running, or an earlier one did not finish: remove it first)")
+            }
+            throw StoreWriter.ioError(errno, "cannot make \(dest)")
         }
         do {
             var report = try backupInto(dest)
-            guard rename(dest, final) == 0 else { throw StoreWriter.ioError(errno, "cannot rename \(dest) to \(final)") }
+            Library.beforeBackupRename.withLock { $0 }?()
+            // Never over a DEST made meanwhile (rename(2) would replace an empty folder).
+            guard pg_rename_noreplace(dest, final) == 0 else {
+                if errno == EEXIST || errno == ENOTEMPTY { throw LibraryError.conflict("\(final) appeared while the backup ran: the backup is in \(dest)") }
+                throw StoreWriter.ioError(errno, "cannot rename \(dest) to \(final)")
+            }
             fsyncDirectory(of: final)
             report.folder = final
             return report
+        } catch let e as LibraryError {
+            if case .conflict = e, fm.fileExists(atPath: final) { throw e }   // complete: kept for the person
+            try? fm.removeItem(atPath: dest)
+            throw e
         } catch {
             try? fm.removeItem(atPath: dest)
             throw error
@@ -63,7 +82,6 @@ extension Library {
         var report = BackupReport()
         let fm = FileManager.default
         do {
-            try fm.createDirectory(atPath: dest, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             for d in ["store", "tmp", "run"] {
                 try fm.createDirectory(atPath: dest + "/" + d, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             }

@@ -370,3 +370,7 @@ long pg_join_new_session_keyring(void) {
 int pg_memfd(const char *name) {
     return (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC);
 }
+
+int pg_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}

@@ -145,3 +145,38 @@ import Glibc
         #expect(try grantsInDatabaseFileAlone(paths, app) == 2)
     }
 }
+
+/// `photogate backup DEST` never replaces a DEST that appeared while it ran (rename(2) replaces an
+/// empty folder), and a DEST.partial is claimed by making it: a second backup to the same DEST
+/// stops without touching the first one's.
+@Suite(.serialized) struct BackupRaces {
+    @Test func aFolderMadeMeanwhileIsNeverReplaced() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg"])
+        let dest = t.dir + "/backup"
+        Library.beforeBackupRename.withLock { $0 = { mkdir(dest, 0o700) } }
+        defer { Library.beforeBackupRename.withLock { $0 = nil } }
+        #expect(throws: LibraryError.self) { try t.library.backup(to: dest) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dest).isEmpty, "the folder made meanwhile was replaced")
+        #expect(FileManager.default.fileExists(atPath: dest + ".partial/photogate.sqlite"), "the complete backup was removed")
+    }
+
+    @Test func aSecondBackupToTheSameFolderLeavesTheFirstAlone() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["b.jpg"])
+        let dest = t.dir + "/backup"
+        let second = Mutex<String>("")
+        let library = t.library
+        Library.beforeBackupRename.withLock { hook in
+            hook = {
+                Library.beforeBackupRename.withLock { $0 = nil }
+                do { _ = try library.backup(to: dest); second.withLock { $0 = "succeeded" } } catch { second.withLock { $0 = "\(error)" } }
+            }
+        }
+        defer { Library.beforeBackupRename.withLock { $0 = nil } }
+        _ = try t.library.backup(to: dest)
+        #expect(second.withLock { $0 }.contains("is there"), "the second backup: \(second.withLock { $0 })")
+        #expect(FileManager.default.fileExists(atPath: dest + "/photogate.sqlite"))
+        #expect(!FileManager.default.fileExists(atPath: dest + ".partial"))
+    }
+}

@@ -114,4 +114,7 @@ int pg_open_original(const char *path, int reference);
 /// (copy_file_range), else through a buffer; the number of bytes copied, or -1 with errno.
 long long pg_copy_fd(int src, int dst);
 
+/// rename(2) that fails with EEXIST rather than replace what is at `to` (renameat2 RENAME_NOREPLACE).
+int pg_rename_noreplace(const char *from, const char *to);
+
 #endif
