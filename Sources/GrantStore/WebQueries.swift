@@ -85,6 +85,7 @@ extension Library {
     /// change in nothing (a trashed asset is in none); the row numbers are never given again.
     @discardableResult
     public func deleteForGood(_ refs: [String]) throws -> [Asset] {
+        var thumbs: [String] = []
         let (assets, files): ([Asset], [String]) = try write { db in
             let assets = try Library.resolve(db, refs)
             let live = assets.filter { !$0.isTrashed }
@@ -92,6 +93,10 @@ extension Library {
                 throw LibraryError.conflict("not in Recently Deleted: \(live.map { "'\($0.displayName)'" }.joined(separator: ", ")) (delete it through an app's mount first); nothing was deleted")
             }
             let rows = assets.map(\.rowID)
+            var hashes = Set(assets.map(\.contentHash))
+            for r in rows {
+                for h in try String.fetchAll(db, sql: "SELECT content_hash FROM versions WHERE asset_rowid = ?", arguments: [r]) { hashes.insert(h) }
+            }
             var paths = Set<String>()
             for r in rows {
                 for p in try String.fetchAll(db, sql: "SELECT store_path FROM versions WHERE asset_rowid = ? AND store_path IS NOT NULL", arguments: [r]) { paths.insert(p) }
@@ -104,9 +109,20 @@ extension Library {
             let orphaned = try paths.filter { p in
                 try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM versions WHERE store_path = ?1)", arguments: [p]) != true
             }
+            // Their thumbnails go too (`thumbs/<hh>/<hash>-<size>.jpg`, the web app's cache), unless
+            // another asset or version has the same bytes.
+            let unused = try hashes.filter { h in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE content_hash = ?1) OR EXISTS (SELECT 1 FROM versions WHERE content_hash = ?1)", arguments: [h]) != true
+            }
+            thumbs = unused.compactMap { $0.split(separator: ":").last.map(String.init) }.filter { $0.allSatisfy(\.isHexDigit) && $0.count >= 2 }
             return (assets, orphaned.filter(StorePath.isValid))
         }
         for rel in files { unlink(paths.store + "/" + rel) }
+        for h in thumbs {
+            for name in ["small.jpg", "large.jpg", "small.jpg.failed", "large.jpg.failed"] {
+                unlink("\(paths.root)/thumbs/\(h.prefix(2))/\(h)-\(name)")
+            }
+        }
         return assets
     }
 }

@@ -7,33 +7,44 @@ import Glibc
 #endif
 
 /// Who may use the web app (issue 35), checked before any handler runs, on every request:
-/// - the Host header must be this server's loopback address and port (a page on another site
-///   whose name was rebound to 127.0.0.1 sends its own name: refused);
-/// - the secret in the URL the CLI printed is exchanged, once, for a session cookie (HttpOnly,
-///   SameSite=Strict); after that the secret opens nothing;
-/// - every other request needs that cookie (another local user who finds the port has none);
-/// - a request that changes anything also needs the page's CSRF token in a header and an Origin
-///   of this server (a form or fetch from another origin has neither).
-/// Every response carries a strict Content-Security-Policy (scripts, styles and images from this
-/// server only, no inline script, no framing) and is never cached.
+/// - the Host header must be this server's loopback address and port, once (a page on another
+///   site whose name was rebound to 127.0.0.1 sends its own name: refused);
+/// - the secret the CLI printed travels in the address's fragment (never sent to a server, never
+///   in a Referer); the page's script exchanges it, once, for a session: an HttpOnly,
+///   SameSite=Strict cookie named for this port, and a token the script keeps in this origin's
+///   storage and sends in a header. After that the secret opens nothing;
+/// - every request but the page's own files needs both. Browsers send cookies to every port of
+///   127.0.0.1 (another local user's server there gets ours), so the cookie alone opens nothing:
+///   the token is what another origin cannot read. Thumbnails, which an <img> loads, carry a
+///   separate key that opens only thumbnails;
+/// - a request that changes anything also needs an Origin of this server;
+/// - a session unused for `idleLimit` ends.
+/// Every response, errors included, carries a strict Content-Security-Policy and is never cached.
 public final class WebGuard: Sendable {
+    struct Session {
+        var token: String
+        var thumbKey: String
+        var lastUsed: Double
+    }
     private struct State {
         var secret: String?
-        var sessions: [String: String] = [:]   // session cookie -> its CSRF token
+        var sessions: [String: Session] = [:]   // by cookie value
         var port: Int = 0
     }
     private let state: Mutex<State>
-    public static let cookieName = "pg_session"
-    public static let csrfHeader = "X-Photogate-CSRF"
+    public static let tokenHeader = "X-Photogate-Token"
+    static let idleLimit: Double = 12 * 3600
 
     public init() {
         state = Mutex(State(secret: WebGuard.randomToken()))
     }
 
-    /// The one-time secret for the URL (nil once exchanged).
+    /// The one-time secret for the address (nil once exchanged).
     public var secret: String? { state.withLock { $0.secret } }
     public func setPort(_ p: Int) { state.withLock { $0.port = p } }
     public var port: Int { state.withLock { $0.port } }
+    /// The session cookie's name: one per server (two servers in one browser keep their own).
+    var cookieName: String { "pg_session_\(port)" }
 
     static func randomToken() -> String {
         var g = SystemRandomNumberGenerator()   // getrandom(2)
@@ -50,8 +61,9 @@ public final class WebGuard: Sendable {
         return d == 0
     }
 
-    func hostAllowed(_ host: String?) -> Bool {
-        guard let host else { return false }
+    func hostAllowed(_ request: Request) -> Bool {
+        // Ours (HTTP/1.1's Host is the request's authority).
+        guard let host = request.head.authority else { return false }
         let p = port
         return host == "127.0.0.1:\(p)" || host == "localhost:\(p)"
     }
@@ -62,22 +74,28 @@ public final class WebGuard: Sendable {
         return origin == "http://127.0.0.1:\(p)" || origin == "http://localhost:\(p)"
     }
 
-    /// Exchanges the URL's secret for a new session; nil when it is wrong or was used.
-    func exchange(_ offered: String) -> String? {
+    /// Exchanges the address's secret for a new session: (cookie, token, thumbnail key), or nil
+    /// when the secret is wrong or was used.
+    func exchange(_ offered: String) -> (cookie: String, token: String, thumbKey: String)? {
         state.withLock { s in
             guard let secret = s.secret, WebGuard.same(secret, offered) else { return nil }
             s.secret = nil
-            let session = WebGuard.randomToken()
-            s.sessions[session] = WebGuard.randomToken()
-            return session
+            let cookie = WebGuard.randomToken(), token = WebGuard.randomToken(), key = WebGuard.randomToken()
+            s.sessions[cookie] = Session(token: token, thumbKey: key, lastUsed: Date().timeIntervalSince1970)
+            return (cookie, token, key)
         }
     }
 
-    /// The CSRF token of a session cookie; nil when the cookie opens no session.
-    func csrf(forSession cookie: String?) -> String? {
-        guard let cookie else { return nil }
+    /// Whether this cookie opens a session with this token (or, for a thumbnail, this key).
+    func admits(cookie: String?, token: String?, thumbKey: String?) -> Bool {
+        guard let cookie else { return false }
+        let now = Date().timeIntervalSince1970
         return state.withLock { s in
-            s.sessions.first { WebGuard.same($0.key, cookie) }?.value
+            s.sessions = s.sessions.filter { now - $0.value.lastUsed < WebGuard.idleLimit }
+            guard let (key, session) = s.sessions.first(where: { WebGuard.same($0.key, cookie) }) else { return false }
+            let ok = token.map { WebGuard.same($0, session.token) } ?? thumbKey.map { WebGuard.same($0, session.thumbKey) } ?? false
+            if ok { s.sessions[key]?.lastUsed = now }
+            return ok
         }
     }
 
@@ -101,49 +119,65 @@ public final class WebGuard: Sendable {
     }
 }
 
-/// The guard as Hummingbird middleware, in front of every route.
-/// The request context of the web app: Hummingbird's, and the session's CSRF token (for the page).
+/// The request context of the web app: Hummingbird's.
 struct WebContext: RequestContext {
     var coreContext: CoreRequestContextStorage
-    var csrfToken = ""
     init(source: Source) { coreContext = .init(source: source) }
     var maxUploadSize: Int { 1 << 20 }
 }
 
+/// The guard as Hummingbird middleware, in front of every route.
 struct GuardMiddleware: RouterMiddleware {
     typealias Context = WebContext
     let guardian: WebGuard
+    /// Served to anyone who reaches the right Host: the page's own files hold no secret.
+    static let open: Set<String> = ["/", "/app.js", "/app.css", "/favicon.ico"]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard guardian.hostAllowed(request.head.authority) else {
+        guard guardian.hostAllowed(request) else {
             return WebGuard.refusal(.misdirectedRequest, "wrong Host: this server answers only to its loopback address")
         }
-        // The secret from the printed URL: exchanged once for the session cookie, then the same
-        // page without it in the address.
-        if request.method == .get, let offered = request.uri.queryParameters.get("k") {
-            guard let session = guardian.exchange(offered) else {
-                return WebGuard.refusal(.forbidden, "this link was used already or is wrong: run `photogate ui` again for a new one")
-            }
-            var r = Response(status: .seeOther, headers: [.location: request.uri.path.isEmpty ? "/" : request.uri.path])
-            r.setCookie(Cookie(name: WebGuard.cookieName, value: session, path: "/", httpOnly: true, sameSite: .strict))
-            WebGuard.secure(&r)
-            return r
+        let path = request.uri.path
+        if request.method != .get && request.method != .head && !guardian.originAllowed(request.headers[.origin]) {
+            return WebGuard.refusal(.forbidden, "cross-origin request refused")
         }
-        guard let csrf = guardian.csrf(forSession: request.cookies[WebGuard.cookieName]?.value) else {
-            return WebGuard.refusal(.forbidden, "not signed in: open the address `photogate ui` printed")
+        if path == "/api/session" && request.method == .post {
+            return try await exchange(request)
         }
-        if request.method != .get && request.method != .head {
-            guard guardian.originAllowed(request.headers[.origin]) else {
-                return WebGuard.refusal(.forbidden, "cross-origin request refused")
-            }
-            guard let token = request.headers[HTTPField.Name(WebGuard.csrfHeader)!], WebGuard.same(token, csrf) else {
-                return WebGuard.refusal(.forbidden, "missing or wrong CSRF token")
+        if !(request.method == .get && GuardMiddleware.open.contains(path)) {
+            let cookie = request.cookies[guardian.cookieName]?.value
+            let token = request.headers[HTTPField.Name(WebGuard.tokenHeader)!]
+            let key = path.hasPrefix("/thumb/") && token == nil ? request.uri.queryParameters.get("t").map { String($0) } : nil
+            guard guardian.admits(cookie: cookie, token: token, thumbKey: key) else {
+                return WebGuard.refusal(.forbidden, "not signed in: open the address `photogate ui` printed")
             }
         }
-        var context = context
-        context.csrfToken = csrf
-        var response = try await next(request, context)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let e as HTTPError {
+            // Errors carry the same headers as every answer (a 404 without CORP told another
+            // origin's no-cors fetch which apps and photos exist).
+            response = WebGuard.refusal(e.status, e.body ?? e.status.reasonPhrase)
+        } catch {
+            response = WebGuard.refusal(.internalServerError, "\(error)")
+        }
         WebGuard.secure(&response)
         return response
+    }
+
+    /// POST /api/session {"secret": ...}: the one exchange of the printed secret.
+    func exchange(_ request: Request) async throws -> Response {
+        var request = request
+        let buffer = try await request.collectBody(upTo: 4096)
+        guard let body = try? JSONSerialization.jsonObject(with: Data(buffer: buffer)) as? [String: Any],
+              let offered = body["secret"] as? String, let session = guardian.exchange(offered) else {
+            return WebGuard.refusal(.forbidden, "this address was used already or is wrong: run `photogate ui` again for a new one")
+        }
+        let json = try JSONSerialization.data(withJSONObject: ["token": session.token, "thumbKey": session.thumbKey])
+        var r = Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: json)))
+        r.setCookie(Cookie(name: guardian.cookieName, value: session.cookie, path: "/", httpOnly: true, sameSite: .strict))
+        WebGuard.secure(&r)
+        return r
     }
 }

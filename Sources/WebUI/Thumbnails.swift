@@ -80,6 +80,21 @@ public final class Thumbnailer: @unchecked Sendable {
 
     public var sandboxed: Bool { !sandbox.isEmpty }
 
+    /// What one decoder may use: a file apps wrote may be made to take gigabytes or minutes (an
+    /// 8192x8192 video of 232 KB took 6.6 GB and 45 s). Address space and CPU time by prlimit
+    /// around the sandbox, wall time by timeout inside it; a decoder past them is killed and the
+    /// photo shows the placeholder.
+    static let memoryLimit = (Int(ProcessInfo.processInfo.environment["PHOTOGATE_THUMB_MEMORY_MB"] ?? "") ?? 3072) << 20
+    static let cpuSeconds = 60, wallSeconds = 90
+
+    /// The decoder's command line, limited and sandboxed.
+    func confined(_ command: [String]) -> [String] {
+        let limits = access("/usr/bin/prlimit", X_OK) == 0
+            ? ["/usr/bin/prlimit", "--as=\(Thumbnailer.memoryLimit)", "--cpu=\(Thumbnailer.cpuSeconds)", "--"] : []
+        let timer = access("/usr/bin/timeout", X_OK) == 0 ? ["/usr/bin/timeout", "-s", "KILL", "\(Thumbnailer.wallSeconds)"] : []
+        return limits + sandbox + timer + command
+    }
+
     func cachePath(_ asset: Asset, _ size: Size) -> String {
         let hash = asset.contentHash.split(separator: ":").last.map(String.init) ?? asset.id
         return "\(cacheDir)/\(hash.prefix(2))/\(hash)-\(size.rawValue).jpg"
@@ -123,10 +138,11 @@ public final class Thumbnailer: @unchecked Sendable {
     /// Background progress: made (or found cached) so far, of how many.
     public var progress: (done: Int, total: Int) { state.withLock { ($0.backgroundDone, $0.backgroundTotal) } }
 
+    /// No more work. Decoders running now are not waited for: they die with this process
+    /// (bubblewrap's --die-with-parent), or by their time limit.
     public func stop() {
         state.withLock { $0.stopped = true }
         for _ in workers { wake.signal() }
-        for w in workers { w.join() }
     }
 
     /// Photos are decoded in batches (up to `batchSize` in one decoder process: a process per
@@ -165,7 +181,7 @@ public final class Thumbnailer: @unchecked Sendable {
                 let results = make(jobs.map { ($0.asset, $0.size) })
                 for (j, r) in zip(jobs, results) { for d in j.done { d(r) } }
             case .warm(let assets):
-                let missing = assets.filter { access(cachePath($0, .small), R_OK) != 0 }
+                let missing = assets.filter { access(cachePath($0, .small), R_OK) != 0 && access(cachePath($0, .small) + ".failed", F_OK) != 0 }
                 var photos: [(Asset, Size)] = []
                 for a in missing {
                     if a.mediaClass == .video { _ = make([(a, .small)]) } else { photos.append((a, .small)) }
@@ -188,6 +204,7 @@ public final class Thumbnailer: @unchecked Sendable {
         defer { for o in opened { close(o.fd) } }
         for (i, (asset, size)) in items.enumerated() {
             if let bytes = Thumbnailer.readFile(cachePath(asset, size)) { results[i] = .success(bytes); continue }
+            if access(cachePath(asset, size) + ".failed", F_OK) == 0 { results[i] = .failure(LibraryError.badInput("no thumbnail (it failed before)")); continue }
             do { opened.append((i, Thumbnailer.decodable(try library.openCurrentOriginal(asset), asset))) } catch { results[i] = .failure(error) }
         }
         guard !opened.isEmpty else { return results }
@@ -198,7 +215,10 @@ public final class Thumbnailer: @unchecked Sendable {
         // Inside the sandbox the folder is /out; without one, the folder itself.
         let target = sandbox.isEmpty ? out : "/out"
         let inputs = opened.indices.map { "/proc/self/fd/\(3 + $0)" }
-        let command = (sandbox.isEmpty ? [] : Array(sandbox.dropLast()) + ["--bind", out, "/out", "--"])
+        let limits = access("/usr/bin/prlimit", X_OK) == 0
+            ? ["/usr/bin/prlimit", "--as=\(Thumbnailer.memoryLimit)", "--cpu=\(Thumbnailer.cpuSeconds)", "--"] : []
+        let timer = access("/usr/bin/timeout", X_OK) == 0 ? ["/usr/bin/timeout", "-s", "KILL", "\(Thumbnailer.wallSeconds)"] : []
+        let command = limits + (sandbox.isEmpty ? [] : Array(sandbox.dropLast()) + ["--bind", out, "/out", "--"]) + timer
             + ["/usr/bin/vipsthumbnail"] + inputs + ["--size", "\(px)x\(px)>", "-o", "\(target)/%s.jpg[Q=82,strip]"]
         _ = Thumbnailer.spawn(command, stdin: -1, stdout: -1, extra: opened.map(\.fd))
         for (n, o) in opened.enumerated() {
@@ -210,6 +230,7 @@ public final class Thumbnailer: @unchecked Sendable {
             if Thumbnailer.readFile(made) != nil, rename(made, path) == 0, let bytes = Thumbnailer.readFile(path) {
                 results[o.index] = .success(bytes)
             } else {
+                Thumbnailer.rememberFailure(path)
                 results[o.index] = .failure(LibraryError.badInput("no thumbnail for \(asset.displayName) (\(asset.mediaKind))"))
             }
         }
@@ -221,6 +242,7 @@ public final class Thumbnailer: @unchecked Sendable {
     func make(_ asset: Asset, _ size: Size) throws -> [UInt8] {
         let path = cachePath(asset, size)
         if let bytes = Thumbnailer.readFile(path) { return bytes }
+        if access(path + ".failed", F_OK) == 0 { throw LibraryError.badInput("no thumbnail for \(asset.displayName) (it failed before)") }
         let dir = String(path[..<path.lastIndex(of: "/")!])
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw LibraryError.io("cannot make \(dir)") }
         let fd = Thumbnailer.decodable(try library.openCurrentOriginal(asset), asset)
@@ -233,17 +255,18 @@ public final class Thumbnailer: @unchecked Sendable {
         let command: [String]
         if asset.mediaClass == .video {
             command = ["/usr/bin/ffmpeg", "-nostdin", "-loglevel", "error", "-i", "file:/dev/stdin", "-frames:v", "1",
-                       "-vf", "thumbnail=30,scale=\(px):\(px):force_original_aspect_ratio=decrease", "-map_metadata", "-1",
+                       "-vf", "scale=\(px):\(px):force_original_aspect_ratio=decrease,thumbnail=30", "-map_metadata", "-1",
                        "-f", "mjpeg", "-q:v", "4", "pipe:1"]
         } else {
             command = ["/usr/bin/vips", "thumbnail_source", "[descriptor=0]", ".jpg[Q=82,strip]", "\(px)", "--height", "\(px)",
                        "--size", "down"]
         }
-        let status = Thumbnailer.spawn(sandbox + command, stdin: fd, stdout: out)
+        let status = Thumbnailer.spawn(confined(command), stdin: fd, stdout: out)
         var st = stat()
         let ok = status == 0 && fstat(out, &st) == 0 && st.st_size > 0
         close(out)
         guard ok else {
+            Thumbnailer.rememberFailure(path)
             throw LibraryError.badInput("no thumbnail for \(asset.displayName) (\(asset.mediaKind)): the decoder exited \(status)")
         }
         guard rename(temp, path) == 0, let bytes = Thumbnailer.readFile(path) else {
@@ -303,6 +326,15 @@ public final class Thumbnailer: @unchecked Sendable {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    }
+
+    /// A version that could not be thumbnailed is not tried again (by content hash: a new
+    /// version is tried).
+    static func rememberFailure(_ path: String) {
+        let dir = String(path[..<path.lastIndex(of: "/")!])
+        mkdir(dir, 0o700)
+        let fd = open(path + ".failed", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if fd >= 0 { close(fd) }
     }
 
     static func readFile(_ path: String) -> [UInt8]? {

@@ -25,12 +25,19 @@ public final class WebApp: Sendable {
     public init(library: Library, pickApp: AppID? = nil, query: String = "") throws {
         self.library = library
         thumbs = try Thumbnailer(library: library)
-        start = pickApp.map { "#/pick/\($0.rawValue)\(query)" } ?? "#/apps"
+        start = pickApp.map { "/pick/\($0.rawValue)\(query)" } ?? "/apps"
     }
 
     /// Serves until SIGINT or SIGTERM. `announce` gets the URL (with the one-time secret) once
     /// the server listens; `port` 0 takes a free one.
-    public func run(port: Int, announce: @escaping @Sendable (String) -> Void) throws {
+    public func run(port: Int, atExit: @escaping @Sendable () -> Void = {}, announce: @escaping @Sendable (String) -> Void) throws {
+        // Descriptors: the soft limit up to the hard one (a flood of half-open connections from
+        // another local user took all 1,024 of the default).
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
         let router = Router(context: WebContext.self)
         router.add(middleware: GuardMiddleware(guardian: guardian))
         routes(router)
@@ -38,18 +45,30 @@ public final class WebApp: Sendable {
         let start = self.start
         let app = Application(
             router: router,
+            // A connection that sends nothing for this long is closed (half-open connections
+            // held descriptors for ever); an event stream writes every 5 s.
+            server: .http1(configuration: .init(idleTimeout: .seconds(30))),
             configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: nil),
             onServerRunning: { channel in
                 let p = channel.localAddress?.port ?? port
                 guardian.setPort(p)
-                announce("http://127.0.0.1:\(p)/?k=\(guardian.secret ?? "")\(start)")
+                // The secret in the fragment: the page's script exchanges it; no server sees it.
+                var allowed = CharacterSet.urlQueryAllowed
+                allowed.remove(charactersIn: "&=+#")
+                let go = start.addingPercentEncoding(withAllowedCharacters: allowed) ?? "/apps"
+                announce("http://127.0.0.1:\(p)/#k=\(guardian.secret ?? "")&go=\(go)")
             },
             logger: .init(label: "photogate-ui", factory: { _ in SwiftLogNoOpLogHandler() }))
         // Ctrl-C or SIGTERM: the server shuts down gracefully (Hummingbird's own handlers), and
         // the event streams, which would otherwise hold it open, end at once.
         let sources = [SIGINT, SIGTERM].map { sig -> any DispatchSourceSignal in
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { [self] in stopping.store(true, ordering: .relaxed) }
+            source.setEventHandler { [self] in
+                stopping.store(true, ordering: .relaxed)
+                // Graceful, but not for ever: a request that never sends its body held the
+                // server open as long as its client wished.
+                DispatchQueue.global().asyncAfter(deadline: .now() + 3) { atExit(); exit(0) }
+            }
             source.resume()
             return source
         }
@@ -73,7 +92,7 @@ public final class WebApp: Sendable {
     // MARK: routes
 
     func routes(_ router: Router<WebContext>) {
-        router.get("/") { [self] _, context in page(context.csrfToken) }
+        router.get("/") { _, _ in WebApp.asset(WebAssets.page, "text/html; charset=utf-8") }
         router.get("/app.js") { _, _ in WebApp.asset(WebAssets.script, "text/javascript; charset=utf-8") }
         router.get("/favicon.ico") { _, _ in Response(status: .noContent) }
         router.get("/app.css") { _, _ in WebApp.asset(WebAssets.style, "text/css; charset=utf-8") }
@@ -95,6 +114,9 @@ public final class WebApp: Sendable {
         router.post("/api/apps/:app/options") { [self] request, context in
             let app = try appID(context)
             let body = try await WebApp.body(request)
+            for key in ["stripLocation", "editAny"] where body[key] != nil && !(body[key] is Bool) {
+                throw HTTPError(.badRequest, message: "'\(key)' is true or false")
+            }
             _ = try call {
                 try library.setOptions(app, stripLocation: body["stripLocation"] as? Bool, editAny: body["editAny"] as? Bool)
             }
@@ -112,6 +134,13 @@ public final class WebApp: Sendable {
         router.post("/api/apps/:app/selection") { [self] request, context in
             let app = try appID(context)
             let body = try await WebApp.body(request)
+            // Fields of the wrong type are refused, not taken as absent.
+            let given = body.filter { !($0.value is NSNull) }
+            for (key, ok) in [("add", given["add"].map { $0 is [String] }), ("remove", given["remove"].map { $0 is [String] }),
+                              ("picked", given["picked"].map { $0 is Bool }), ("stripLocation", given["stripLocation"].map { $0 is Bool }),
+                              ("request", given["request"].map { $0 is NSNumber })] where ok == false {
+                throw HTTPError(.badRequest, message: "'\(key)' has the wrong type")
+            }
             let add = (body["add"] as? [String]) ?? [], remove = (body["remove"] as? [String]) ?? []
             let picked = body["picked"] as? Bool ?? false
             let strip = body["stripLocation"] as? Bool ?? false
@@ -119,7 +148,8 @@ public final class WebApp: Sendable {
             try call {
                 if !add.isEmpty { _ = try library.grant(app, add, picked: picked, stripLocation: strip) }
                 if !remove.isEmpty { _ = try library.revoke(app, remove, picked: picked) }
-                if let rid = (body["request"] as? NSNumber)?.int64Value {
+                // The request this answers, if it is this app's.
+                if let rid = (body["request"] as? NSNumber)?.int64Value, (try? library.request(id: rid))?.app == app {
                     do { try library.removeRequest(id: rid) } catch LibraryError.unknownRequest {}
                 }
             }
@@ -276,11 +306,6 @@ public final class WebApp: Sendable {
             try await writer.finish(nil)
         }
         return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-store"], body: body)
-    }
-
-    func page(_ csrf: String) -> Response {
-        let html = WebAssets.page.replacingOccurrences(of: "{{CSRF}}", with: csrf)
-        return WebApp.asset(html, "text/html; charset=utf-8")
     }
 
     // MARK: helpers

@@ -3,6 +3,7 @@ import Foundation
 import GrantStore
 import Picker
 import WebUI
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -45,28 +46,37 @@ struct UI: PhotogateCommand {
         let app = try WebApp(library: library, pickApp: pickApp, query: query)
         let run = library.paths.run
         let portFile = run + "/ui-port"
-        defer { unlink(portFile) }
-        try app.run(port: port) { url in
+        let openFile = run + "/ui-\(getpid()).html"
+        let ourPort = Mutex<String>("")
+        // At the end: the redirect file (it holds the secret) and the port file, if it is still
+        // this server's (another ui of the library may have written it since).
+        let cleanup: @Sendable () -> Void = {
+            unlink(openFile)
+            let mine = ourPort.withLock { $0 }
+            if !mine.isEmpty, let text = try? String(contentsOfFile: portFile, encoding: .utf8), text == mine { unlink(portFile) }
+        }
+        defer { cleanup() }
+        try app.run(port: port, atExit: cleanup) { url in
             // The first line of standard output, flushed: scripts read it.
             FileHandle.standardOutput.write(Data((url + "\n").utf8))
             // Where a request's desktop notification links (the address without its secret).
             if let p = url.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber) {
                 let fd = Glibc.open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
                 if fd >= 0 { _ = String(p).withCString { write(fd, $0, strlen($0)) }; close(fd) }
+                ourPort.withLock { $0 = String(p) }
             }
-            if open { UI.openInBrowser(url, runDir: run) }
+            if open { UI.openInBrowser(url, file: openFile) }
             FileHandle.standardError.write(Data("photogate ui: serving on 127.0.0.1 until interrupted (Ctrl-C)\n".utf8))
         }
     }
 
     /// Opens the URL through a private HTML file that redirects to it: a browser's command line
     /// is readable by every local user, the file is not.
-    static func openInBrowser(_ url: String, runDir: String) {
+    static func openInBrowser(_ url: String, file: String) {
         guard let tool = ExternalViewer.available() else {
             FileHandle.standardError.write(Data("photogate ui: no desktop browser to open (no $DISPLAY or xdg-open): open the address above\n".utf8))
             return
         }
-        let file = runDir + "/ui-\(getpid()).html"
         let html = "<!doctype html><meta http-equiv=\"refresh\" content=\"0;url=\(url)\"><a href=\"\(url)\">photogate</a>\n"
         let fd = Glibc.open(file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }

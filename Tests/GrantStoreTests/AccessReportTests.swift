@@ -103,6 +103,15 @@ import PhotoLibrary
         let gonePath = try t.library.originalPath(gone)
         #expect(throws: LibraryError.self) { try t.library.deleteForGood([gone.id]) }   // not in Recently Deleted
         #expect(FileManager.default.fileExists(atPath: gonePath))
+        // Their thumbnails (the web app's cache) go with them; others stay.
+        func thumb(_ a: Asset) -> String {
+            let h = String(a.contentHash.split(separator: ":").last!)
+            return "\(t.library.paths.root)/thumbs/\(h.prefix(2))/\(h)-small.jpg"
+        }
+        for a in [keep, gone] {
+            try FileManager.default.createDirectory(atPath: (thumb(a) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try TestMedia.write([0xFF, 0xD8], to: thumb(a))
+        }
         try t.library.moveToTrash(rowIDs: [gone.rowID], by: nil)
         #expect(throws: LibraryError.self) { try t.library.deleteForGood([gone.id, keep.id]) }   // one is not: nothing goes
         #expect(try t.library.trash().map(\.id) == [gone.id])
@@ -111,6 +120,8 @@ import PhotoLibrary
         #expect(try t.library.assets().map(\.id) == [keep.id])
         #expect(!FileManager.default.fileExists(atPath: gonePath), "the stored file stays")
         #expect(FileManager.default.fileExists(atPath: try t.library.originalPath(keep)))
+        #expect(!FileManager.default.fileExists(atPath: thumb(gone)), "the thumbnail of a photo deleted for good stays")
+        #expect(FileManager.default.fileExists(atPath: thumb(keep)))
         #expect(throws: LibraryError.self) { try t.library.deleteForGood([gone.id]) }   // unknown now
     }
 

@@ -22,22 +22,43 @@ def mount_with(lib, app, mountpoint, report):
             os.environ["PHOTOGATE_REPORT"] = old
 
 
-def on_off(workload, label, lists, runs):
+def daemon_cpu(pid):
+    """Seconds of CPU (user + system) the process has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def on_off(workload, label, lists, runs, pids):
     """Runs the open-read-close list of each variant in rounds (off and on alternate which goes
-    first), warm, and records both with the on/off time ratio round by round."""
+    first), warm, and records both: the wall time, and the daemon's CPU time per run (what
+    recording adds to the daemon's work, much steadier than wall time on a busy machine), each
+    with its on/off ratio round by round."""
     variants = ["report-off", "report-on"]
     for v in variants:
         timed([TOOL, "orc", lists[v]])   # warm-up
     got = {v: [] for v in variants}
+    cpu = {v: [] for v in variants}
     for r in range(runs):
         for v in (variants if r % 2 == 0 else variants[::-1]):
+            before = daemon_cpu(pids[v])
             got[v].append(timed([TOOL, "orc", lists[v]]))
-    per = sorted(a / b for a, b in zip(got["report-on"], got["report-off"]))
-    mid = per[len(per) // 2] if len(per) % 2 else (per[len(per) // 2 - 1] + per[len(per) // 2]) / 2
-    note = f"recording on costs {100 * (mid - 1):+.1f}% (on/off time, median of {len(per)} rounds; per round {', '.join(f'{x:.3f}' for x in per)})"
-    log(f"{label}: {note}")
+            cpu[v].append(daemon_cpu(pids[v]) - before)
+
+    def ratio(a, b):
+        per = sorted(x / y for x, y in zip(a, b) if y > 0)
+        if not per:
+            return None, "no samples"
+        mid = per[len(per) // 2] if len(per) % 2 else (per[len(per) // 2 - 1] + per[len(per) // 2]) / 2
+        return mid, f"{100 * (mid - 1):+.1f}% (on/off, median of {len(per)} rounds; per round {', '.join(f'{x:.3f}' for x in per)})"
+    _, wall = ratio(got["report-on"], got["report-off"])
+    _, daemon = ratio(cpu["report-on"], cpu["report-off"])
+    log(f"{label}: wall time {wall}; daemon CPU {daemon}")
     record(workload, label, "report-off", "s", "lower", median(got["report-off"]), got["report-off"], paired=True)
-    record(workload, label, "report-on", "s", "lower", median(got["report-on"]), got["report-on"], note=note, paired=True)
+    record(workload, label, "report-on", "s", "lower", median(got["report-on"]), got["report-on"], note=f"wall time {wall}", paired=True)
+    record(workload + "-cpu", label + ": the daemon's CPU time", "report-off", "s", "lower", median(cpu["report-off"]), cpu["report-off"], paired=True)
+    record(workload + "-cpu", label + ": the daemon's CPU time", "report-on", "s", "lower", median(cpu["report-on"]), cpu["report-on"],
+           note=f"daemon CPU {daemon}", paired=True)
 
 
 @row("report-cost", "reads")
@@ -45,17 +66,27 @@ def report_cost():
     """Recording sits on the open path (one clock read, a lock, a dictionary update): the same
     reads through two mounts of one library, one recording and one not (PHOTOGATE_REPORT=off),
     in the same rounds. Warm: the open, not the disk, is what recording could slow."""
-    runs = max(RUNS, 7)
+    runs = max(RUNS, 11)
     lib = main_library()
     photos = {v: mount_with(lib, "org.bench.Viewer", w("mnt", f"rep-{v}"), "on" if v == "report-on" else "off")
               for v in ["report-on", "report-off"]}
     lists = {v: write_list(f"list-rep-{v}", listing(d, limit=PHOTOS)) for v, d in photos.items()}
-    on_off("report-orc", f"open-read-close {PHOTOS} photos, warm, recording on vs off", lists, runs)
+    pids = {v: mount_pid(lib, d) for v, d in photos.items()}
+    on_off("report-orc", f"open-read-close {PHOTOS} photos, warm, recording on vs off", lists, runs, pids)
     small = small_files()["lib"]
     dirs = {v: mount_with(small, "org.bench.Viewer", w("mnt", f"rep-small-{v}"), "on" if v == "report-on" else "off")
             for v in ["report-on", "report-off"]}
     lists = {v: write_list(f"list-rep-small-{v}", listing(d)) for v, d in dirs.items()}
-    on_off("report-small", f"open-read-close {SMALL} files of ~{SMALL_KB} KB, warm, recording on vs off", lists, runs)
+    pids = {v: mount_pid(small, d) for v, d in dirs.items()}
+    on_off("report-small", f"open-read-close {SMALL} files of ~{SMALL_KB} KB, warm, recording on vs off", lists, runs, pids)
+
+
+def mount_pid(lib, mountpoint):
+    import json
+    for m in json.loads(pg("mounts", "--library", lib, "--json")):
+        if m["mountpoint"] == mountpoint:
+            return m["pid"]
+    raise Failed(f"no daemon for {mountpoint}")
 
 
 def db_bytes(lib):

@@ -142,17 +142,21 @@ server = subprocess.Popen([PG, "ui"], env=ENV, stdout=subprocess.PIPE, stderr=su
 driver = None
 try:
     url = server.stdout.readline().strip()
-    expect(url.startswith("http://127.0.0.1:") and "?k=" in url, f"the first line of stdout is the URL ({url!r})")
-    base = url.split("/?")[0]
+    expect(url.startswith("http://127.0.0.1:") and "/#k=" in url, f"the first line of stdout is the URL, its secret in the fragment ({url!r})")
+    base = url.split("/#")[0]
     port = int(base.rsplit(":", 1)[1])
+    secret = url.split("#k=")[1].split("&")[0]
+    origin = {"Origin": base, "Content-Type": "application/json"}
 
     # --- security from the outside, before the browser signs in ------------------------------------
     s, h, _ = request(base + "/api/state")
     expect(s == 403, f"no cookie: refused ({s})")
     s, _, _ = request(base + "/", headers={"Host": f"attacker.example:{port}"})
     expect(s == 421, f"DNS rebinding (a foreign Host): refused ({s})")
-    s, _, _ = request(base + "/?k=" + "0" * 64)
+    s, _, _ = request(base + "/api/session", "POST", origin, json.dumps({"secret": "0" * 64}).encode())
     expect(s == 403, f"a wrong secret: refused ({s})")
+    s, _, _ = request(base + "/api/session", "POST", dict(origin, Origin="http://attacker.example"), json.dumps({"secret": secret}).encode())
+    expect(s == 403, f"the secret from another origin: refused ({s})")
     # Another local user who knows the port gets nothing (and has no secret).
     p = subprocess.run(["runuser", "-u", OTHER, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                         base + "/api/state"], capture_output=True, text=True)
@@ -183,23 +187,37 @@ try:
         return driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.textContent : ''", css)
     driver.get(url)
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.card"))
-    expect("?k=" not in driver.current_url, "the secret left the address bar")
-    cookie = driver.get_cookie("pg_session")
+    expect("k=" not in driver.current_url, f"the secret left the address bar ({driver.current_url})")
+    cookie = driver.get_cookie(f"pg_session_{port}")
     expect(cookie and cookie["httpOnly"] and cookie.get("sameSite") == "Strict", f"session cookie HttpOnly, SameSite=Strict ({cookie})")
     expect(driver.execute_script("return document.cookie") == "", "the page's script cannot read the cookie")
     # The secret is useless now.
-    s, _, _ = request(url.split("#")[0])
-    expect(s == 403, f"the printed URL a second time: refused ({s})")
-    csp = request(base + "/", headers={"Cookie": f"pg_session={cookie['value']}"})[1].get("Content-Security-Policy", "")
+    s, _, _ = request(base + "/api/session", "POST", origin, json.dumps({"secret": secret}).encode())
+    expect(s == 403, f"the printed secret a second time: refused ({s})")
+    ck = {"Cookie": f"pg_session_{port}={cookie['value']}", "Content-Type": "application/json"}
+    token = driver.execute_script("return localStorage.getItem('pg_token')")
+    thumb_key = driver.execute_script("return localStorage.getItem('pg_thumb')")
+    auth = dict(ck, **{"X-Photogate-Token": token})
+    # The cookie alone opens nothing: browsers send it to every port of 127.0.0.1, so another
+    # user's server there gets it; the page's files hold no token to read with it.
+    s, _, page = request(base + "/api/state", headers=ck)
+    expect(s == 403, f"the cookie without the token: refused ({s})")
+    expect(token and token.encode() not in page and token.encode() not in request(base + "/", headers=ck)[2],
+           "the token is in no page the cookie fetches")
+    s, _, _ = request(base + f"/thumb/{ids['red.jpg']}", headers=ck)
+    expect(s == 403, f"a thumbnail with the cookie alone: refused ({s})")
+    s, _, _ = request(base + "/api/state", headers=auth)
+    expect(s == 200, f"the cookie and the token: admitted ({s})")
+    csp = request(base + "/", headers=ck)[1].get("Content-Security-Policy", "")
     expect("default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, f"strict CSP ({csp})")
-    # State changes: only with the CSRF token and from this origin.
-    ck = {"Cookie": f"pg_session={cookie['value']}", "Content-Type": "application/json"}
+    s, h, _ = request(base + "/api/apps/org.example.Nobody/catalog", headers=auth)
+    expect(s == 404 and "default-src 'none'" in h.get("Content-Security-Policy", "") and h.get("Cross-Origin-Resource-Policy") == "same-origin",
+           f"an error carries the same headers ({s}, {h})")
+    # State changes: only with the token, and from this origin.
     body = json.dumps({"access": "read-write", "status": "authorized"}).encode()
     s, _, _ = request(base + "/api/apps/org.example.Picker/access", "POST", dict(ck, Origin=base), body)
-    expect(s == 403, f"POST without the CSRF token: refused ({s})")
-    token = driver.execute_script("return document.querySelector('meta[name=csrf]').content")
-    s, _, _ = request(base + "/api/apps/org.example.Picker/access", "POST",
-                      dict(ck, Origin="http://attacker.example", **{"X-Photogate-CSRF": token}), body)
+    expect(s == 403, f"POST without the token: refused ({s})")
+    s, _, _ = request(base + "/api/apps/org.example.Picker/access", "POST", dict(auth, Origin="http://attacker.example"), body)
     expect(s == 403, f"cross-origin POST: refused ({s})")
     expect(json.loads(pg("status", "org.example.Picker", "--json"))["readWrite"] == "limited", "nothing changed by the refused POSTs")
 
@@ -254,12 +272,12 @@ try:
     # The thumbnail carries no location (exiftool on what the server sends).
     tpath = os.path.join(TMP, "thumb.jpg")
     with open(tpath, "wb") as f:
-        f.write(request(base + f"/thumb/{ids['red.jpg']}", headers={"Cookie": f"pg_session={cookie['value']}"})[2])
+        f.write(request(base + f"/thumb/{ids['red.jpg']}?t={thumb_key}", headers=ck)[2])
     gps = subprocess.run(["exiftool", "-s", "-GPS:all", tpath], capture_output=True, text=True).stdout
     ident = subprocess.run(["identify", tpath], capture_output=True, text=True).stdout
     expect("JPEG" in ident and gps.strip() == "", f"red.jpg's thumbnail is a JPEG without GPS ({ident.strip()} / {gps.strip()!r})")
     # The raw's thumbnail is its embedded preview (magenta), not the placeholder.
-    raw_thumb = request(base + f"/thumb/{ids['camera.nef']}", headers={"Cookie": f"pg_session={cookie['value']}"})
+    raw_thumb = request(base + f"/thumb/{ids['camera.nef']}?t={thumb_key}", headers=ck)
     rpath = os.path.join(TMP, "raw-thumb.jpg")
     with open(rpath, "wb") as f:
         f.write(raw_thumb[2])
@@ -337,6 +355,24 @@ try:
     driver.get(base + "/#/app/org.example.Live")
     wait.until(lambda d: d.find_elements(By.ID, "report"))
     expect("purple.jpg" in driver.find_element(By.ID, "report").text, "the app page shows what the app read")
+    # A second server in the same browser, opened as --open opens it (a private file:// page that
+    # redirects): it signs in, and the first server's session stays.
+    second = subprocess.Popen([PG, "ui"], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url2 = second.stdout.readline().strip()
+        page = os.path.join(TMP, "open.html")
+        with open(page, "w") as f:
+            f.write(f'<!doctype html><meta http-equiv="refresh" content="0;url={url2}">')
+        driver.get("file://" + page)
+        wait.until(lambda d: d.current_url.startswith(url2.split("#")[0]) and d.find_elements(By.CSS_SELECTOR, "section.card"))
+        expect(True, "a file:// page redirecting to the address signs in (--open)")
+        driver.get(base + "/#/apps")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "section.card") or "Not signed in" in text("main"))
+        expect(bool(driver.find_elements(By.CSS_SELECTOR, "section.card")), "the first server's session survives the second's")
+    finally:
+        second.send_signal(signal.SIGINT)
+        second.wait(timeout=20)
+
     logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     expect(not logs, f"no errors in the browser's console ({logs})")
 finally:
@@ -348,6 +384,53 @@ finally:
     except subprocess.TimeoutExpired:
         server.kill()
     unmount_all()
+
+# A decoder is limited: with 256 MB of address space, an interlaced 10000x10000 PNG (300 MB
+# decoded; an app can write one in 300 KB) is refused, remembered as failed, and shows the placeholder, while a
+# photo next to it gets its thumbnail.
+lim = os.path.join(TMP, "limited")
+os.makedirs(os.path.join(lim, "src"))
+def adam7_png(path, w, h, rgb):
+    """An interlaced PNG (a decoder must hold all of it) of one colour: a few hundred KB on disk."""
+    import struct
+    import zlib
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    comp, data = zlib.compressobj(9), []
+    for x0, y0, dx, dy in [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]:
+        pw, ph = (w - x0 + dx - 1) // dx, (h - y0 + dy - 1) // dy
+        row = b"\x00" + bytes(rgb) * pw
+        data += [comp.compress(row) for _ in range(ph)]
+    data.append(comp.flush())
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1))
+                + chunk(b"IDAT", b"".join(data)) + chunk(b"IEND", b""))
+
+
+adam7_png(os.path.join(lim, "src", "huge.png"), 10000, 10000, (255, 165, 0))
+convert("-size", "640x480", "xc:teal", os.path.join(lim, "src", "fine.jpg"))
+LENV = dict(ENV, PHOTOGATE_LIBRARY=os.path.join(lim, "library"), PHOTOGATE_THUMB_MEMORY_MB="256")
+subprocess.run([PG, "init"], env=LENV, check=True, capture_output=True)
+subprocess.run([PG, "import", os.path.join(lim, "src")], env=LENV, check=True, capture_output=True)
+lids = {a["name"]: a["id"] for a in json.loads(subprocess.run([PG, "assets", "--json"], env=LENV, capture_output=True, text=True).stdout)}
+third = subprocess.Popen([PG, "ui"], env=LENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+try:
+    url3 = third.stdout.readline().strip()
+    base3, secret3 = url3.split("/#")[0], url3.split("#k=")[1].split("&")[0]
+    s, h, body = request(base3 + "/api/session", "POST", {"Origin": base3, "Content-Type": "application/json"},
+                         json.dumps({"secret": secret3}).encode())
+    sess = json.loads(body)
+    ck3 = {"Cookie": h.get("Set-Cookie", "").split(";")[0], "X-Photogate-Token": sess["token"]}
+    s, h, _ = request(base3 + f"/thumb/{lids['huge.png']}?t={sess['thumbKey']}", headers=ck3)
+    expect(s == 200 and h.get("Content-Type") == "image/svg+xml", f"a decode past the memory limit shows the placeholder ({s}, {h.get('Content-Type')})")
+    failed = [f for dp, _, fs in os.walk(os.path.join(lim, "library", "thumbs")) for f in fs if f.endswith(".failed")]
+    expect(len(failed) == 1, f"the failure is remembered ({failed})")
+    s, h, _ = request(base3 + f"/thumb/{lids['fine.jpg']}?t={sess['thumbKey']}", headers=ck3)
+    expect(s == 200 and h.get("Content-Type") == "image/jpeg", f"the photo beside it has its thumbnail ({s}, {h.get('Content-Type')})")
+finally:
+    third.send_signal(signal.SIGINT)
+    third.wait(timeout=20)
 
 expect(server.returncode == 0, f"photogate ui ends with 0 on Ctrl-C ({server.returncode}: {server.stderr.read().strip()[-300:]})")
 if failures:

@@ -3,7 +3,10 @@
 // (textContent, attributes set one by one), never as HTML.
 "use strict";
 
-const csrf = document.querySelector('meta[name="csrf"]').content;
+// The session: a token this origin's script keeps (another port's page cannot read it) and sends
+// in a header, beside the HttpOnly cookie; and a key that opens thumbnails only.
+let token = localStorage.getItem("pg_token");
+let thumbKey = localStorage.getItem("pg_thumb");
 const main = document.getElementById("main");
 let state = { apps: [], requests: [], change: -1 };
 let view = null;          // the current view's object: { render(), refresh(), key(e), leave() }
@@ -23,11 +26,12 @@ function el(tag, attrs, ...children) {
 }
 
 async function api(path, body) {
-  const init = body === undefined ? {} : {
-    method: "POST", body: JSON.stringify(body),
-    headers: { "Content-Type": "application/json", "X-Photogate-CSRF": csrf },
+  const headers = { "X-Photogate-Token": token || "" };
+  const init = body === undefined ? { headers } : {
+    method: "POST", body: JSON.stringify(body), headers: Object.assign({ "Content-Type": "application/json" }, headers),
   };
   const r = await fetch(path, Object.assign({ credentials: "same-origin" }, init));
+  if (r.status === 403 && path !== "/api/session") signedOut();
   if (!r.ok) {
     let msg = await r.text();
     try { msg = JSON.parse(msg).error.message || msg; } catch (_) { /* plain text */ }
@@ -52,7 +56,27 @@ const monthLabel = (s) => { const d = new Date(s * 1000); return `${MONTHS[d.get
 const fmtSize = (n) => n < 1e3 ? `${n} B` : n < 1e6 ? `${(n / 1e3).toFixed(1)} kB` : n < 1e9 ? `${(n / 1e6).toFixed(1)} MB` : `${(n / 1e9).toFixed(1)} GB`;
 const statuses = ["not-determined", "limited", "authorized", "denied", "restricted"];
 
-function thumbURL(id, v, size) { return `/thumb/${encodeURIComponent(id)}?v=${encodeURIComponent(v || "")}${size ? "&size=" + size : ""}`; }
+function thumbURL(id, v, size) {
+  return `/thumb/${encodeURIComponent(id)}?v=${encodeURIComponent(v || "")}${size ? "&size=" + size : ""}&t=${encodeURIComponent(thumbKey || "")}`;
+}
+
+function signedOut() {
+  main.replaceChildren(el("h2", {}, "Not signed in"),
+    el("p", {}, "Open the address `photogate ui` printed (it works once), or run photogate ui again for a new one."));
+}
+
+// The printed address carries a one-time secret in its fragment (#k=...&go=/route): exchanged
+// here for the session, then gone from the address bar and the history.
+async function signIn() {
+  if (!location.hash.startsWith("#k=")) return;
+  const params = new URLSearchParams(location.hash.slice(1));
+  const go = params.get("go") || "/apps";
+  history.replaceState(null, "", "/#" + (go.startsWith("/") ? go : "/apps"));
+  const s = await api("/api/session", { secret: params.get("k") || "" });
+  token = s.token; thumbKey = s.thumbKey;
+  localStorage.setItem("pg_token", token);
+  localStorage.setItem("pg_thumb", thumbKey);
+}
 
 // --- state, routing and live updates -----------------------------------------------------------
 
@@ -80,12 +104,32 @@ function route() {
   view.render();
 }
 
-function listen() {
-  const es = new EventSource("/events");
-  es.addEventListener("change", async () => {
-    await loadState().catch(() => {});
-    if (view && view.refresh) view.refresh();
-  });
+// The change feed (server-sent events, read with fetch: an EventSource cannot send the token).
+async function listen() {
+  for (;;) {
+    try {
+      const r = await fetch("/events", { headers: { "X-Photogate-Token": token || "" }, credentials: "same-origin" });
+      if (!r.ok) return;
+      const reader = r.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const message = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (message.startsWith("event: change")) {
+            await loadState().catch(() => {});
+            if (view && view.refresh) view.refresh();
+          }
+        }
+      }
+    } catch (_) { /* the server went away: try again */ }
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
 }
 
 async function progress() {
@@ -578,6 +622,4 @@ class PickerView {
 // --- start ---------------------------------------------------------------------------------------
 
 window.addEventListener("hashchange", route);
-loadState().then(route, (e) => { main.textContent = e.message; });
-listen();
-progress();
+signIn().then(loadState).then(() => { route(); listen(); progress(); }, () => signedOut());
