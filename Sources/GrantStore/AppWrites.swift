@@ -149,3 +149,18 @@ extension Library {
         if let rel, StorePath.isValid(rel) { unlink(paths.store + "/" + rel) }
     }
 }
+
+extension Library {
+    /// Bytes the app added since `since` (seconds since 1970): the sizes of the assets it made
+    /// (in Recently Deleted too: deleting does not give an app room to add again) and of the
+    /// versions it saved of any asset.
+    public func bytesAdded(by app: AppID, since: Double) throws -> UInt64 {
+        try read { db in
+            let assets = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM assets WHERE owner_app = ? AND added_at >= ?",
+                                             arguments: [app.rawValue, since]) ?? 0
+            let versions = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
+                                               arguments: [app.rawValue, since]) ?? 0
+            return UInt64(max(0, assets)) + UInt64(max(0, versions))
+        }
+    }
+}

@@ -56,6 +56,10 @@ public final class LibraryStorePort: LibraryPort {
 
     public func refusals(_ app: AppID) throws -> [Refusal] { try port { try library.refusals(app) } }
 
+    public func bytesAdded(by app: AppID, since: Double) throws -> UInt64 {
+        try port { try library.bytesAdded(by: app, since: since) }
+    }
+
     public func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool {
         try port { try library.recordAccess(app, batch, prune: prune) }
     }

@@ -53,6 +53,9 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// deleted or was refused); wakes no mount. Returns whether the library records at all
     /// (the person may turn it off). `prune`: drop what is past the report's retention too.
     func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool
+    /// Bytes (apparent sizes) the app added since this time: its new assets and the versions it
+    /// saved. A mount bounds what one app may add in a day.
+    func bytesAdded(by app: AppID, since: Double) throws -> UInt64
 
     // MARK: changes an app makes through its mount
 

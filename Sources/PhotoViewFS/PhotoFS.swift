@@ -42,6 +42,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// Bytes of files being written in this mount, and its limits (Writes/Limits.swift, `admitGrowth`).
     let writingBytes = Mutex<UInt64>(0)
     let writeLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_WRITE_LIMIT_MB"] ?? "") ?? 4096) << 20
+    /// What one app may add in a day (Writes/Limits.swift, `addRefusal`).
+    let dailyLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_DAILY_LIMIT_MB"] ?? "") ?? 65536) << 20
     /// Upload folders a mount keeps (they live in its memory for its life): past this, mkdir
     /// fails with EDQUOT, like the mount's other per-app limits. PHOTOGATE_MAX_FOLDERS, default
     /// 10,000 (50,000 mkdir took a daemon from 38 to 101 MB, never given back).

@@ -181,6 +181,8 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     /// The access report's batches, as a mount handed them.
     var accessBatches: [(app: AppID, tallies: [AccessTally])] = []
+    func bytesAdded(by app: AppID, since: Double) throws -> UInt64 { 0 }
+
     /// Set: recordAccess fails (a locked or failing database).
     var failAccess: Bool {
         get { locked { failingAccess } }

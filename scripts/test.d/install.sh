@@ -38,11 +38,13 @@ if [[ -e "$prefix/lib/photogate" ]]; then
     has "=> $prefix/.*lib/photogate/libfuse3" "$(ldd "$pg")" || fail "libfuse is not the installed one: $(ldd "$pg" | grep fuse)"
 fi
 for f in share/man/man1/photogate.1 share/man/man1/photogate-mount.1 share/bash-completion/completions/photogate \
+         share/applications/photogate.desktop \
          share/zsh/site-functions/_photogate share/fish/vendor_completions.d/photogate.fish \
          lib/systemd/user/photogate@.service lib/systemd/system/photogate-shared@.service; do
     [[ -s "$prefix/$f" ]] || fail "missing $f"
 done
 grep -q "ExecStart=$prefix/bin/photogate mount" "$prefix/lib/systemd/user/photogate@.service" || fail "the unit does not name the installed binary"
+grep -qx "Exec=$prefix/bin/photogate ui --open" "$prefix/share/applications/photogate.desktop" || fail "the desktop entry does not open the installed web app"
 if command -v man >/dev/null; then MANPATH="$prefix/share/man" man -P cat photogate-mount >/dev/null 2>&1 || fail "man photogate-mount"; fi
 
 export PHOTOGATE_LIBRARY="$tmp/library"

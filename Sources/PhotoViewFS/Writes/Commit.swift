@@ -103,6 +103,12 @@ extension PhotoFS {
             discardLocked(f)
             throw .accessDenied
         }
+        if let (errno, why) = addRefusal(f) {
+            log("refused \(f.name) from \(appID): \(why)")
+            noteRefusal(f.name, why)
+            discardLocked(f)
+            throw errno
+        }
         // A file written in an upload folder keeps its name there, and takes one at the top that
         // nothing there has (a photo the app sees, a folder: `flattenedName`).
         let name = f.folder != nil ? flattenedName(f.name) : f.name

@@ -211,6 +211,12 @@ extension PhotoFS {
             discardLocked(f)
             throw Errno(e)
         }
+        if let (errno, why) = addRefusal(f) {
+            log("refused an edit of \(f.name) from \(appID): \(why)")
+            noteRefusal(f.name, "edit refused: \(why); the current version stays")
+            discardLocked(f)
+            throw errno
+        }
         if let shown = f.shownHash {
             var saved = f.contentHash?()
             if saved == nil {

@@ -36,6 +36,28 @@ extension PhotoFS {
         f.counted = end
     }
 
+    /// What one app may add (issue 34: an app wrote a video followed by a 4,000 MiB hole made
+    /// with ftruncate, again and again: 4 GB assets taking no disk, 16 s of hashing each, and 4 GB
+    /// in every backup). A file whose bytes are mostly holes is not media a camera or an editor
+    /// writes: refused. And the bytes an app adds in a day (apparent sizes: its new photos and
+    /// the versions it saves) are bounded: PHOTOGATE_DAILY_LIMIT_MB (default 65536, 64 GiB). One
+    /// file is bounded by what a mount may have being written (`admitGrowth`). nil: admitted;
+    /// else the reason, for `.photogate/refused`.
+    func addRefusal(_ f: SessionFile) -> (Errno, String)? {
+        var st = stat()
+        guard fstat(f.fd, &st) == 0 else { return nil }
+        let size = UInt64(max(0, st.st_size)), allocated = UInt64(max(0, st.st_blocks)) * 512
+        if size > 1 << 20, allocated < size / 2 {
+            return (.invalid, "mostly holes: \(allocated >> 20) MiB of its \(size >> 20) MiB are written (a sparse file is not a photo or video)")
+        }
+        let since = Date().timeIntervalSince1970 - 86_400
+        guard let added = try? library.bytesAdded(by: appID, since: since) else { return nil }
+        if added + size > dailyLimit {
+            return (Errno(EDQUOT), "this app added \(added >> 20) MiB in the last 24 hours; \(size >> 20) MiB more is past its limit of \(dailyLimit >> 20) MiB a day")
+        }
+        return nil
+    }
+
     /// A file leaves the bytes being written (committed or dropped), or counts only its first
     /// `end` bytes from now on.
     func uncount(_ f: SessionFile, downTo end: UInt64 = 0) {
