@@ -19,18 +19,20 @@ cat >"$config" <<CONF
 <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
 CONF
 dbus-daemon --config-file="$config" --fork --print-pid=1 >"$tmp/bus.pid" || fail "no private bus"
-on_exit "kill \$(cat '$tmp/bus.pid')"
+# KILL: a test runner's children may have SIGTERM blocked, and a bus left running holds the
+# runner's output open (the run then never ends).
+on_exit "kill -KILL \$(cat '$tmp/bus.pid')"
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$tmp/bus"
 wait_until 10 test -S "$tmp/bus" || fail "the bus socket never appeared"
-dbus-monitor --address "$DBUS_SESSION_BUS_ADDRESS" "interface='org.freedesktop.Notifications'" >"$tmp/monitor" 2>&1 &
+dbus-monitor --address "$DBUS_SESSION_BUS_ADDRESS" "interface='org.freedesktop.Notifications'" >"$tmp/monitor" 2>&1 </dev/null &
 monitor=$!
-on_exit "kill $monitor"
+on_exit "kill -KILL $monitor"
 wait_until 10 grep -q "NameAcquired\|signal" "$tmp/monitor" || true
 
 # A running ui: the notification links to its Requests page.
 "$PHOTOGATE_BIN" ui >"$tmp/ui.out" 2>/dev/null &
 ui=$!
-on_exit "kill -INT $ui"
+on_exit "kill -KILL $ui"
 wait_until 20 test -s "$PHOTOGATE_LIBRARY/run/ui-port" || fail "photogate ui wrote no run/ui-port"
 port=$(cat "$PHOTOGATE_LIBRARY/run/ui-port")
 
