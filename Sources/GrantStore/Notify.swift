@@ -32,10 +32,16 @@ public enum RequestNotifier {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    /// The port of a running `photogate ui` of this library (run/ui-port), if any.
+    /// The port of a running `photogate ui` of this library (run/ui-port: "PORT PID"), if any:
+    /// only while that process lives and is this program run by this user (a ui killed with
+    /// SIGKILL leaves the file, and its port could be anyone's by now).
     static func uiPort(runDir: String) -> Int? {
-        guard let text = try? String(contentsOfFile: runDir + "/ui-port", encoding: .utf8),
-              let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)), (1...65535).contains(port) else { return nil }
+        guard let text = try? String(contentsOfFile: runDir + "/ui-port", encoding: .utf8) else { return nil }
+        let parts = text.split(whereSeparator: \.isWhitespace)
+        guard parts.count == 2, let port = Int(parts[0]), (1...65535).contains(port), let pid = Int32(parts[1]), pid > 0 else { return nil }
+        var a = stat(), b = stat()
+        guard stat("/proc/\(pid)/exe", &a) == 0, stat("/proc/self/exe", &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino,
+              stat("/proc/\(pid)", &a) == 0, a.st_uid == getuid() else { return nil }
         return port
     }
 

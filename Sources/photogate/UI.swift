@@ -62,8 +62,9 @@ struct UI: PhotogateCommand {
             // Where a request's desktop notification links (the address without its secret).
             if let p = url.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber) {
                 let fd = Glibc.open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
-                if fd >= 0 { _ = String(p).withCString { write(fd, $0, strlen($0)) }; close(fd) }
-                ourPort.withLock { $0 = String(p) }
+                let line = "\(p) \(getpid())"
+                if fd >= 0 { _ = line.withCString { write(fd, $0, strlen($0)) }; close(fd) }
+                ourPort.withLock { $0 = line }
             }
             if open { UI.openInBrowser(url, file: openFile) }
             FileHandle.standardError.write(Data("photogate ui: serving on 127.0.0.1 until interrupted (Ctrl-C)\n".utf8))

@@ -34,7 +34,7 @@ wait_until 10 grep -q "NameAcquired\|signal" "$tmp/monitor" || true
 ui=$!
 on_exit "kill -KILL $ui"
 wait_until 20 test -s "$PHOTOGATE_LIBRARY/run/ui-port" || fail "photogate ui wrote no run/ui-port"
-port=$(cat "$PHOTOGATE_LIBRARY/run/ui-port")
+port=$(cut -d" " -f1 "$PHOTOGATE_LIBRARY/run/ui-port")
 
 # A not-determined app touches its mount: a read-write request, and a notification.
 pg mount org.example.Asker "$tmp/m1" >/dev/null
@@ -52,6 +52,23 @@ has '&lt;a href=&quot;http://evil.example&quot;&gt;click&lt;/a&gt; &amp; more' "
 ! has '<a href="http://evil.example">' "$(cat "$tmp/monitor")" || fail "the app's link reached the notification"
 kill -INT $ui; wait $ui 2>/dev/null || true
 test ! -e "$PHOTOGATE_LIBRARY/run/ui-port" || fail "run/ui-port stays after the ui ended"
+# A ui killed with SIGKILL leaves its port file: a port anyone may hold by now is not linked.
+# Left by a ui that died (its pid is gone), or a bare port written by anyone: neither is linked.
+sh -c 'exit 0' & dead=$!; wait $dead
+n=0
+for stale in "$port $dead" "$port"; do
+    n=$((n + 1))
+    echo "$stale" >"$PHOTOGATE_LIBRARY/run/ui-port"
+    mkdir -p "$tmp/late$n"
+    pg mount "org.example.Late$n" "$tmp/late$n" >/dev/null   # a daemon of its own: its own quiet time
+    on_exit "force_unmount '$tmp/late$n'"
+    echo -e "add-only\nafter the ui died ($stale)" >"$tmp/late$n/.photogate/request"
+    wait_until 40 grep -q "after the ui died ($stale)" "$tmp/monitor" || fail "no notification for the add-only request ($stale)"
+    late=$(grep -a -A6 "after the ui died ($stale)" "$tmp/monitor")
+    ! has "127.0.0.1:" "$late" || fail "a stale port file ($stale) was linked: $late"
+    has "Answer with photogate ui" "$late" || fail "the notification names no way to answer: $late"
+    pg unmount "$tmp/late$n" >/dev/null
+done
 pg unmount "$tmp/m1" >/dev/null
 
 # No session bus: the request is recorded, the mount works, nothing fails.
