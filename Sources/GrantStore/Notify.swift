@@ -32,17 +32,18 @@ public enum RequestNotifier {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
-    /// The port of a running `photogate ui` of this library (run/ui-port: "PORT PID"), if any:
+    /// The address of a running `photogate ui` of this library (run/ui-port: "PORT PID HOST"), if any:
     /// only while that process lives and is this program run by this user (a ui killed with
     /// SIGKILL leaves the file, and its port could be anyone's by now).
-    static func uiPort(runDir: String) -> Int? {
+    static func uiAddress(runDir: String) -> String? {
         guard let text = try? String(contentsOfFile: runDir + "/ui-port", encoding: .utf8) else { return nil }
         let parts = text.split(whereSeparator: \.isWhitespace)
-        guard parts.count == 2, let port = Int(parts[0]), (1...65535).contains(port), let pid = Int32(parts[1]), pid > 0 else { return nil }
+        guard parts.count == 3, let port = Int(parts[0]), (1...65535).contains(port), let pid = Int32(parts[1]), pid > 0,
+              parts[2].hasSuffix(".localhost"), parts[2].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else { return nil }
         var a = stat(), b = stat()
         guard stat("/proc/\(pid)/exe", &a) == 0, stat("/proc/self/exe", &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino,
               stat("/proc/\(pid)", &a) == 0, a.st_uid == getuid() else { return nil }
-        return port
+        return "http://\(parts[2]):\(port)"
     }
 
     public static func announce(app: AppID, kind: RequestKind, reason: String, runDir: String) {
@@ -64,8 +65,8 @@ public enum RequestNotifier {
         case .edit: "\(app) would like to edit a photo"
         }
         var body = reason.isEmpty ? "" : "“\(escape(String(reason.prefix(200))))”\n"
-        if let port = uiPort(runDir: runDir) {
-            body += "<a href=\"http://127.0.0.1:\(port)/#/requests\">Answer in photogate</a>"
+        if let address = uiAddress(runDir: runDir) {
+            body += "<a href=\"\(address)/#/requests\">Answer in photogate</a>"
         } else {
             body += "Answer with photogate ui, or photogate requests and photogate authorize."
         }

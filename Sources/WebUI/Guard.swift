@@ -33,6 +33,12 @@ public final class WebGuard: Sendable {
     }
     private let state: Mutex<State>
     public static let tokenHeader = "X-Photogate-Token"
+    /// The server's own host name: a random one under `.localhost` (browsers send every
+    /// `*.localhost` name to the loopback address). `http://127.0.0.1:PORT` is an origin any local
+    /// user can hold while the port is free, and a browser keeps what was served there: a
+    /// cached script, a service worker, cookies. They poisoned thousands of ports ahead of a
+    /// later ui in a minute. No one can prepare an origin whose name they cannot guess.
+    public let hostName = "pg-" + String(WebGuard.randomToken().prefix(32)) + ".localhost"
     static let idleLimit: Double = 12 * 3600
 
     public init() {
@@ -62,16 +68,14 @@ public final class WebGuard: Sendable {
     }
 
     func hostAllowed(_ request: Request) -> Bool {
-        // Ours (HTTP/1.1's Host is the request's authority).
+        // Ours (HTTP/1.1's Host is the request's authority), and only ours: not 127.0.0.1.
         guard let host = request.head.authority else { return false }
-        let p = port
-        return host == "127.0.0.1:\(p)" || host == "localhost:\(p)"
+        return host == "\(hostName):\(port)"
     }
 
     func originAllowed(_ origin: String?) -> Bool {
         guard let origin else { return false }
-        let p = port
-        return origin == "http://127.0.0.1:\(p)" || origin == "http://localhost:\(p)"
+        return origin == "http://\(hostName):\(port)"
     }
 
     /// Exchanges the address's secret for a new session: (cookie, token, thumbnail key), or nil
@@ -145,10 +149,10 @@ struct GuardMiddleware: RouterMiddleware {
             return try await exchange(request)
         }
         if !(request.method == .get && GuardMiddleware.open.contains(path)) {
-            let cookie = request.cookies[guardian.cookieName]?.value
+            let cookies = GuardMiddleware.cookieValues(request, named: guardian.cookieName)
             let token = request.headers[HTTPField.Name(WebGuard.tokenHeader)!]
             let key = path.hasPrefix("/thumb/") && token == nil ? request.uri.queryParameters.get("t").map { String($0) } : nil
-            guard guardian.admits(cookie: cookie, token: token, thumbKey: key) else {
+            guard cookies.contains(where: { guardian.admits(cookie: $0, token: token, thumbKey: key) }) else {
                 return WebGuard.refusal(.forbidden, "not signed in: open the address `photogate ui` printed")
             }
         }
@@ -164,6 +168,16 @@ struct GuardMiddleware: RouterMiddleware {
         }
         WebGuard.secure(&response)
         return response
+    }
+
+    /// Every value of a cookie of this name (a page elsewhere may set one of the same name with a
+    /// longer path, which the browser sends first: any of them may be the session).
+    static func cookieValues(_ request: Request, named name: String) -> [String] {
+        request.headers[values: .cookie].flatMap { $0.split(separator: ";") }.compactMap { part in
+            let kv = part.trimmingCharacters(in: .whitespaces)
+            guard kv.hasPrefix(name + "=") else { return nil }
+            return String(kv.dropFirst(name.count + 1))
+        }
     }
 
     /// POST /api/session {"secret": ...}: the one exchange of the printed secret.

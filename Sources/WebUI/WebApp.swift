@@ -49,6 +49,7 @@ public final class WebApp: Sendable {
             // held descriptors for ever); an event stream writes every 5 s.
             server: .http1(configuration: .init(idleTimeout: .seconds(30))),
             configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: nil),
+            // (Listening on 127.0.0.1; answering only to its own name, `WebGuard.hostName`.)
             onServerRunning: { channel in
                 let p = channel.localAddress?.port ?? port
                 guardian.setPort(p)
@@ -56,7 +57,7 @@ public final class WebApp: Sendable {
                 var allowed = CharacterSet.urlQueryAllowed
                 allowed.remove(charactersIn: "&=+#")
                 let go = start.addingPercentEncoding(withAllowedCharacters: allowed) ?? "/apps"
-                announce("http://127.0.0.1:\(p)/#k=\(guardian.secret ?? "")&go=\(go)")
+                announce("http://\(guardian.hostName):\(p)/#k=\(guardian.secret ?? "")&go=\(go)")
             },
             logger: .init(label: "photogate-ui", factory: { _ in SwiftLogNoOpLogHandler() }))
         // Ctrl-C or SIGTERM: the server shuts down gracefully (Hummingbird's own handlers), and

@@ -15,7 +15,8 @@ struct UI: PhotogateCommand {
         usage: "photogate ui [--port <port>] [--open] [<options>]",
         discussion: """
             Prints the address to open, with a one-time secret, as the first line of standard \
-            output, then serves until interrupted (Ctrl-C). It listens on 127.0.0.1 only. The secret \
+            output, then serves until interrupted (Ctrl-C). It listens on 127.0.0.1 only, and \
+            answers only to a random name of its own under .localhost (the address shows it). The secret \
             is exchanged for a cookie on first use and opens nothing after: run `photogate ui` again \
             for another browser. --open opens it in the desktop's browser (through a private file, \
             so the secret never appears in a process list).
@@ -62,7 +63,8 @@ struct UI: PhotogateCommand {
             // Where a request's desktop notification links (the address without its secret).
             if let p = url.split(separator: ":").dropFirst(2).first?.prefix(while: \.isNumber) {
                 let fd = Glibc.open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
-                let line = "\(p) \(getpid())"
+                let host = url.dropFirst("http://".count).prefix(while: { $0 != ":" })
+                let line = "\(p) \(getpid()) \(host)"
                 if fd >= 0 { _ = line.withCString { write(fd, $0, strlen($0)) }; close(fd) }
                 ourPort.withLock { $0 = line }
             }

@@ -39,7 +39,7 @@ def ui_library():
 def start_ui(lib):
     p = subprocess.Popen([os.environ["PG"], "ui", "--library", lib], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     url = p.stdout.readline().strip()
-    if not url.startswith("http://127.0.0.1:"):
+    if not url.startswith("http://pg-"):
         p.kill()
         raise Failed(f"photogate ui printed {url!r}")
     return p, url
@@ -75,7 +75,7 @@ d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
 out = {}
 try:
     d.get(url)   # signs in (the secret), lands on the apps page
-    base = url.split("/?")[0]
+    base = url.split("/#")[0]
     ready = ("const cells = [...document.querySelectorAll('.cell img')];"
              "return cells.length > 0 && cells.every(i => i.complete && i.naturalWidth > 0)")
     for label in ["cold", "warm"]:
@@ -156,12 +156,24 @@ def ui_thumbs():
         shutil.rmtree(os.path.join(lib, "thumbs"), ignore_errors=True)
         p, url = start_ui(lib)
         try:
-            import http.cookiejar
+            import json as _json
             import urllib.request
-            jar = http.cookiejar.CookieJar()
-            opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-            opener.open(url.split("#")[0]).read()
-            base = url.split("/?")[0]
+            host = url.split("//")[1].split("/")[0]
+            port = host.rsplit(":", 1)[1]
+            secret = url.split("#k=")[1].split("&")[0]
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/api/session", method="POST",
+                                         data=_json.dumps({"secret": secret}).encode(),
+                                         headers={"Host": host, "Origin": f"http://{host}", "Content-Type": "application/json"})
+            with urllib.request.urlopen(req) as r:
+                session = _json.loads(r.read())
+                cookie = r.headers["Set-Cookie"].split(";")[0]
+            base = f"http://127.0.0.1:{port}"
+
+            class Opener:
+                def open(self, u):
+                    return urllib.request.urlopen(urllib.request.Request(u + f"?t={session['thumbKey']}",
+                                                                         headers={"Host": host, "Cookie": cookie}))
+            opener = Opener()
             from concurrent.futures import ThreadPoolExecutor
             t0 = time.perf_counter()
             with ThreadPoolExecutor(max_workers=8) as ex:

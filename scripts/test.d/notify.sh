@@ -35,6 +35,8 @@ ui=$!
 on_exit "kill -KILL $ui"
 wait_until 20 test -s "$PHOTOGATE_LIBRARY/run/ui-port" || fail "photogate ui wrote no run/ui-port"
 port=$(cut -d" " -f1 "$PHOTOGATE_LIBRARY/run/ui-port")
+host=$(cut -d" " -f3 "$PHOTOGATE_LIBRARY/run/ui-port")
+[[ $host == pg-*.localhost ]] || fail "run/ui-port names no host of the ui: $(cat "$PHOTOGATE_LIBRARY/run/ui-port")"
 
 # A not-determined app touches its mount: a read-write request, and a notification.
 pg mount org.example.Asker "$tmp/m1" >/dev/null
@@ -43,7 +45,7 @@ ls "$tmp/m1" >/dev/null
 wait_until 20 grep -q "org.example.Asker would like to access your photos" "$tmp/monitor" \
     || fail "no notification for the request: $(cat "$tmp/monitor")"
 has "member=Notify" "$(cat "$tmp/monitor")" || fail "not a Notify call"
-has "http://127.0.0.1:$port/#/requests" "$(cat "$tmp/monitor")" || fail "the notification does not link to the running ui"
+has "http://$host:$port/#/requests" "$(cat "$tmp/monitor")" || fail "the notification does not link to the running ui"
 # A reason is the app's text: markup in it is escaped.
 echo -e 'picker\n<a href="http://evil.example">click</a> & more' >"$tmp/m1/.photogate/request"
 wait_until 20 grep -q "org.example.Asker asks you to choose photos" "$tmp/monitor" || fail "no notification for the picker request"
@@ -56,7 +58,7 @@ test ! -e "$PHOTOGATE_LIBRARY/run/ui-port" || fail "run/ui-port stays after the 
 # Left by a ui that died (its pid is gone), or a bare port written by anyone: neither is linked.
 sh -c 'exit 0' & dead=$!; wait $dead
 n=0
-for stale in "$port $dead" "$port"; do
+for stale in "$port $dead $host" "$port"; do
     n=$((n + 1))
     echo "$stale" >"$PHOTOGATE_LIBRARY/run/ui-port"
     mkdir -p "$tmp/late$n"
@@ -65,7 +67,7 @@ for stale in "$port $dead" "$port"; do
     echo -e "add-only\nafter the ui died ($stale)" >"$tmp/late$n/.photogate/request"
     wait_until 40 grep -q "after the ui died ($stale)" "$tmp/monitor" || fail "no notification for the add-only request ($stale)"
     late=$(grep -a -A6 "after the ui died ($stale)" "$tmp/monitor")
-    ! has "127.0.0.1:" "$late" || fail "a stale port file ($stale) was linked: $late"
+    ! has ":$port/#/requests" "$late" || fail "a stale port file ($stale) was linked: $late"
     has "Answer with photogate ui" "$late" || fail "the notification names no way to answer: $late"
     pg unmount "$tmp/late$n" >/dev/null
 done

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -75,8 +76,15 @@ def assets():
 
 
 def request(url, method="GET", headers=None, data=None):
-    """(status, headers, body) of a request made with urllib (not the browser)."""
-    req = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
+    """(status, headers, body) of a request made with urllib (not the browser). The server's name
+    is a random one under .localhost, which browsers send to the loopback address and this
+    machine's resolver does not know: connect to 127.0.0.1 and send the name as Host."""
+    headers = dict(headers or {})
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname and parts.hostname.endswith(".localhost"):
+        headers.setdefault("Host", parts.netloc)
+        url = urllib.parse.urlunsplit((parts.scheme, f"127.0.0.1:{parts.port}", parts.path, parts.query, parts.fragment))
+    req = urllib.request.Request(url, method=method, headers=headers, data=data)
     opener = urllib.request.build_opener(NoRedirect)
     try:
         with opener.open(req, timeout=10) as r:
@@ -142,7 +150,8 @@ server = subprocess.Popen([PG, "ui"], env=ENV, stdout=subprocess.PIPE, stderr=su
 driver = None
 try:
     url = server.stdout.readline().strip()
-    expect(url.startswith("http://127.0.0.1:") and "/#k=" in url, f"the first line of stdout is the URL, its secret in the fragment ({url!r})")
+    expect(url.startswith("http://pg-") and ".localhost:" in url and "/#k=" in url,
+           f"the first line of stdout is the URL: a random name under .localhost, its secret in the fragment ({url!r})")
     base = url.split("/#")[0]
     port = int(base.rsplit(":", 1)[1])
     secret = url.split("#k=")[1].split("&")[0]
@@ -153,15 +162,20 @@ try:
     expect(s == 403, f"no cookie: refused ({s})")
     s, _, _ = request(base + "/", headers={"Host": f"attacker.example:{port}"})
     expect(s == 421, f"DNS rebinding (a foreign Host): refused ({s})")
+    # 127.0.0.1:PORT is an origin any local user could have held before (a cached script, a
+    # service worker): the server answers only to its own random name.
+    for other_host in [f"127.0.0.1:{port}", f"localhost:{port}"]:
+        s, _, _ = request(base + "/app.js", headers={"Host": other_host})
+        expect(s == 421, f"Host {other_host}: refused ({s})")
     s, _, _ = request(base + "/api/session", "POST", origin, json.dumps({"secret": "0" * 64}).encode())
     expect(s == 403, f"a wrong secret: refused ({s})")
     s, _, _ = request(base + "/api/session", "POST", dict(origin, Origin="http://attacker.example"), json.dumps({"secret": secret}).encode())
     expect(s == 403, f"the secret from another origin: refused ({s})")
     # Another local user who knows the port gets nothing (and has no secret).
     p = subprocess.run(["runuser", "-u", OTHER, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
-                        base + "/api/state"], capture_output=True, text=True)
+                        "-H", f"Host: {base.split('//')[1]}", f"http://127.0.0.1:{port}/api/state"], capture_output=True, text=True)
     expect(p.stdout == "403", f"another local user: refused ({p.stdout} {p.stderr.strip()})")
-    s, _, _ = request(f"http://127.0.0.1:{port}/events")
+    s, _, _ = request(base + "/events")
     expect(s == 403, f"the event stream without a cookie: refused ({s})")
 
     # --- the browser -------------------------------------------------------------------------------
@@ -208,6 +222,9 @@ try:
     expect(s == 403, f"a thumbnail with the cookie alone: refused ({s})")
     s, _, _ = request(base + "/api/state", headers=auth)
     expect(s == 200, f"the cookie and the token: admitted ({s})")
+    # A cookie of the same name planted first (a longer path from elsewhere) does not lock out.
+    s, _, _ = request(base + "/api/state", headers=dict(auth, Cookie=f"pg_session_{port}=planted; " + ck["Cookie"]))
+    expect(s == 200, f"a planted cookie of the same name first: still admitted ({s})")
     csp = request(base + "/", headers=ck)[1].get("Content-Security-Policy", "")
     expect("default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, f"strict CSP ({csp})")
     s, h, _ = request(base + "/api/apps/org.example.Nobody/catalog", headers=auth)

@@ -104,6 +104,20 @@ function route() {
   view.render();
 }
 
+// A burst of changes (an app writing many files) redraws once a second at most: the picker
+// fetches the whole catalog to follow one.
+let pending = null, lastRefresh = 0;
+function changed() {
+  if (pending) return;
+  const wait = Math.max(0, 1000 - (Date.now() - lastRefresh));
+  pending = setTimeout(async () => {
+    pending = null;
+    lastRefresh = Date.now();
+    await loadState().catch(() => {});
+    if (view && view.refresh) view.refresh();
+  }, wait);
+}
+
 // The change feed (server-sent events, read with fetch: an EventSource cannot send the token).
 async function listen() {
   for (;;) {
@@ -121,10 +135,7 @@ async function listen() {
         while ((end = buffer.indexOf("\n\n")) >= 0) {
           const message = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
-          if (message.startsWith("event: change")) {
-            await loadState().catch(() => {});
-            if (view && view.refresh) view.refresh();
-          }
+          if (message.startsWith("event: change")) changed();
         }
       }
     } catch (_) { /* the server went away: try again */ }
