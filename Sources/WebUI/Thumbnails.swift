@@ -275,7 +275,7 @@ public final class Thumbnailer: @unchecked Sendable {
         return bytes
     }
 
-    static let raws: Set<String> = ["dng", "cr2", "nef", "arw", "orf", "rw2"]
+    static let raws: Set<String> = ["dng", "cr2", "nef", "arw", "orf", "rw2", "cr3"]
 
     /// What the decoder reads for an original: the original itself, or for a camera raw its
     /// largest embedded JPEG preview (libvips decodes few raws), copied into an in-memory file.

@@ -263,3 +263,30 @@ struct NewFormatHostileTests {
         #expect(RawPreview.locate(fd: jfd, size: UInt64(small.count)) == nil)
     }
 }
+
+extension RawPreviewTests {
+    /// Canon CR3: the preview JPEG in the PRVW box of the preview uuid box (lclevy's layout).
+    @Test func aCR3PreviewIsFound() throws {
+        func be32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 255), UInt8(v >> 16 & 255), UInt8(v >> 8 & 255), UInt8(v & 255)] }
+        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] { be32(payload.count + 8) + Array(type.utf8) + payload }
+        let jpeg = try TestMedia.jpeg(tag: "cr3 preview")
+        let prvw = box("PRVW", [0, 0, 0, 0] + [0, 1] + [6, 84] + [4, 56] + [0, 1] + be32(jpeg.count) + jpeg)
+        let uuid = box("uuid", RawPreview.cr3PreviewUUID + [UInt8](repeating: 0, count: 8) + prvw)
+        let bytes = box("ftyp", Array("crx ".utf8) + [0, 0, 0, 1]) + box("moov", [UInt8](repeating: 0, count: 32)) + uuid
+            + box("mdat", [UInt8](repeating: 7, count: 100))
+        let s = try Scratch()
+        let p = s.path("preview.cr3")
+        try writeBytes(bytes, p)
+        let fd = open(p, O_RDONLY)
+        defer { close(fd) }
+        let found = try #require(RawPreview.locate(fd: fd, size: UInt64(bytes.count)))
+        #expect(Array(bytes[Int(found.offset)..<Int(found.offset + found.length)]) == jpeg)
+        // A box running past the end: nothing, and no read outside the file.
+        let cut = Array(bytes.prefix(bytes.count - 150))
+        let q = s.path("cut.cr3")
+        try writeBytes(cut, q)
+        let cfd = open(q, O_RDONLY)
+        defer { close(cfd) }
+        #expect(RawPreview.locate(fd: cfd, size: UInt64(cut.count)) == nil)
+    }
+}
