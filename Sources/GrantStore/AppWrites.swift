@@ -155,7 +155,9 @@ extension Library {
     /// (in Recently Deleted too: deleting does not give an app room to add again) and of the
     /// versions it saved of any asset.
     public func bytesAdded(by app: AppID, since: Double) throws -> UInt64 {
-        try read { db in
+        // On the writer's connection, as the commit that follows: a read here opened reader
+        // connections (two descriptors each) in a daemon whose closes came many at once.
+        try quietWrite { db in
             let assets = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM assets WHERE owner_app = ? AND added_at >= ?",
                                              arguments: [app.rawValue, since]) ?? 0
             let versions = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
