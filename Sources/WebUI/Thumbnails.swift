@@ -230,8 +230,10 @@ public final class Thumbnailer: @unchecked Sendable {
             if Thumbnailer.readFile(made) != nil, rename(made, path) == 0, let bytes = Thumbnailer.readFile(path) {
                 results[o.index] = .success(bytes)
             } else {
-                Thumbnailer.rememberFailure(path)
-                results[o.index] = .failure(LibraryError.badInput("no thumbnail for \(asset.displayName) (\(asset.mediaKind))"))
+                // One file that kills the decoder (past its limits) must not cost the others of
+                // its batch their thumbnails: each missing one is tried alone, and only a file
+                // that fails alone is remembered as failed.
+                results[o.index] = Result { try make(asset, size) }
             }
         }
         return results
