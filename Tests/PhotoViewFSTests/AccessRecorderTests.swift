@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import PhotoViewFS
 import PhotoLibrary
 
@@ -37,7 +38,7 @@ import PhotoLibrary
         lib.failAccess = true
         for i in 0..<100 { r.note(Int64(i), .read) }
         // The full buffer woke the thread, whose write failed: the tallies stay, bounded.
-        #expect(eventuallyTrue { logged.lines.contains { $0.contains("could not record") } })
+        #expect(eventually(30) { logged.lines.contains { $0.contains("could not record") } })
         lib.failAccess = false
         r.stop()
         let written = lib.accessBatches.flatMap(\.tallies)
@@ -76,13 +77,4 @@ final class LogLines: @unchecked Sendable {
     private var list: [String] = []
     func add(_ s: String) { lock.lock(); list.append(s); lock.unlock() }
     var lines: [String] { lock.lock(); defer { lock.unlock() }; return list }
-}
-
-func eventuallyTrue(_ seconds: Double = 30, _ cond: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if cond() { return true }
-        usleep(5_000)
-    }
-    return cond()
 }
