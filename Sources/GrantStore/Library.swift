@@ -39,6 +39,11 @@ public struct LibraryPaths: Sendable {
     }
 }
 
+extension LibraryPaths: LibraryLocations {
+    public var storeRoot: String { store }
+    public var runDir: String { run }
+}
+
 /// One photo library: the store of originals plus the catalog and grant database.
 /// Intention-named methods (`grant`, `revoke`, `authorize`, ...) are the only way to change it;
 /// each runs in one transaction and appends to the change log.
@@ -145,6 +150,8 @@ public final class Library: Sendable {
 
     init(paths: LibraryPaths, creating: Bool) throws {
         self.paths = paths
+        // Never beside a running process that holds a log or index no longer at its name.
+        if !creating { try CatalogFiles.checkNotOrphaned(paths) }
         // Without a WAL file, or with an empty one (the last process to let go emptied it:
         // checkpointIfLast), opening the pool writes (GRDB fills the file with a transaction of
         // its own): a catalog without its schema is told first, by a connection that writes
@@ -420,6 +427,17 @@ public final class Library: Sendable {
         }) ?? true
     }
 
+    /// A running mount's look every few seconds (its change watcher calls it): when the log was
+    /// removed or replaced under this process, what it committed is checkpointed into the database
+    /// now (`rescueLog`), not at its next commit or at its end: a kill before then would lose it.
+    /// Commands are refused meanwhile (`CatalogFiles.checkNotOrphaned`). One lstat when all is well.
+    public func rescueIfLogGone() {
+        var st = stat()
+        let known = walIdentity.withLock { $0 }
+        let gone = lstat(paths.database + "-wal", &st) != 0 || (known != nil && known != Library.identity(st))
+        if gone && !logDamaged.load(ordering: .relaxed) { _ = rescueLog() }
+    }
+
     /// Set when the log was found truncated or overwritten in place: no checkpoint from it.
     private let logDamaged = Atomic<Bool>(false)
 
@@ -428,11 +446,15 @@ public final class Library: Sendable {
     /// file and syncs that (and resets the shared index, so that other processes stop reading a
     /// log that is not there). True when it all went in: durable after all.
     func rescueLog() -> Bool {
+        var frames = 0
         let done = (try? pool.writeWithoutTransaction { db -> Bool in
+            // What the log holds (a truncating checkpoint reports the emptied log: 0 frames).
+            frames = try db.checkpoint(.passive).walFrameCount
+            guard frames > 0 else { return true }
             let r = try db.checkpoint(.truncate)
             return r.walFrameCount == r.checkpointedFrameCount
         }) ?? false
-        if done {
+        if done && frames > 0 {
             FileHandle.standardError.write(Data("photogate: warning: the catalog's write-ahead log \(paths.database)-wal was removed or replaced while in use; what was committed was checkpointed into the database file\n".utf8))
         }
         return done

@@ -32,6 +32,11 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     case io(String)
     /// A change committed that cannot be made durable (the write-ahead log is gone or replaced).
     case notDurable(String)
+    /// The catalog's write-ahead log or shared index (`file`) is gone from its place while other
+    /// processes (`holders`: pid and what it is) hold the library open through the one they
+    /// opened: a process opening it now would make a new one beside theirs, and the two would
+    /// write over each other's commits (`CatalogFiles.checkNotOrphaned`).
+    case catalogFileGone(library: String, file: String, holders: [String])
 
     public var description: String {
         switch self {
@@ -84,6 +89,14 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .noSpace(let m): return "no space left on device: \(m)"
         case .io(let m): return m
         case .notDurable(let m): return m
+        case .catalogFileGone(let library, let file, let holders):
+            let what = file.hasSuffix("-wal") ? "write-ahead log" : "shared index"
+            let who = holders.prefix(5).joined(separator: "; ") + (holders.count > 5 ? "; and \(holders.count - 5) more" : "")
+            return "the catalog's \(what) \(file) was removed while photogate processes had the library at \(library) open "
+                + "(\(who)). What they committed is safe in the file they still hold, but a command now would make a new "
+                + "one beside it and the two would overwrite each other's changes, so nothing was done. End those "
+                + "processes first (`photogate unmount` their views: `photogate mounts` lists them); the last to end "
+                + "writes everything into the database. Then run the command again"
         }
     }
 }

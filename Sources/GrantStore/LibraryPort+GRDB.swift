@@ -33,6 +33,7 @@ public final class LibraryStorePort: LibraryPort {
     }
 
     public func lastChange() throws -> Int64 { try port { try library.lastChange() } }
+    public func keepCommitsSafe() { library.rescueIfLogGone() }
     public func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer { try port { try library.changes(app, since: since) } }
     public func latestChangeToken(_ app: AppID) throws -> Int64 { try port { try library.latestChangeToken(app) } }
     public func redaction(rowID: Int64, path: String) throws -> RedactionResult {

@@ -31,6 +31,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     func viewUpdate(for id: AppID, access: AccessLevel, since: Int64, app: AppRecord, forceFull: Bool) throws -> ViewUpdate
     /// The position of the newest change to the library, by anyone.
     func lastChange() throws -> Int64
+    /// Called every few seconds by a running mount: when a file the catalog's commits live in was
+    /// removed under this process, put what it committed where it is safe (GrantStore: checkpoint
+    /// the write-ahead log it still holds into the database).
+    func keepCommitsSafe()
     /// The app's own history after `since` (what `.photogate/changes` shows).
     func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer
     /// The newest entry of the app's history.

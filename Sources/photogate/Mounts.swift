@@ -29,7 +29,7 @@ struct Mounts: PhotogateCommand {
 
     func execute() throws {
         do {
-            let entries = MountRegistry.entries(try lib.open())
+            let entries = MountRegistry.entries(try lib.registryLocations())
             if output.json {
                 printJSON(entries.map { e -> [String: Any] in
                     let r = e.record

@@ -51,7 +51,7 @@ func exitCode(for e: LibraryError) -> Exit {
     case .libraryTooNew: return .libraryIncompatible
     case .libraryDamaged, .catalogDamaged: return .catalogDamaged
     case .notOwner, .openFolder: return .notOwner
-    case .libraryBusy: return .busy
+    case .libraryBusy, .catalogFileGone: return .busy
     case .invalidAppID, .invalid: return .usage
     case .unknownApp, .unknownAssets, .unknownAlbum, .unknownRequest: return .notFound
     case .badInput: return .badInput
@@ -170,6 +170,14 @@ struct LibraryOption: ParsableArguments {
 
     var paths: LibraryPaths { LibraryPaths.resolve(library) }
     func open() throws -> Library { try Library.open(at: paths) }
+
+    /// The library's folders, for what reads only its mount registry (`mounts`, `unmount`): the
+    /// library is opened (its ownership and catalog checked), and a catalog whose log or index
+    /// was removed under running mounts still lets them be listed and unmounted, which is what
+    /// the person is told to do then.
+    func registryLocations() throws -> LibraryPaths {
+        do { return try open().paths } catch LibraryError.catalogFileGone { return paths }
+    }
 }
 
 struct JSONFlag: ParsableArguments {

@@ -40,7 +40,7 @@ struct Unmount: PhotogateCommand {
         do {
             let root = geteuid() == 0
             let target = try trustedPath(mountpoint, "unmount", folders: !root)
-            let library = try lib.open()
+            let library = try lib.registryLocations()
             // The topmost mount there (mountinfo lists mounts in the order they were made).
             guard let entry = MountTable.entries().last(where: { $0.mountPointBytes.elementsEqual(target.utf8) }) else {
                 throw CommandFailure("nothing is mounted at \(target)", .notFound)
@@ -49,7 +49,7 @@ struct Unmount: PhotogateCommand {
                 throw CommandFailure("\(target) is a \(entry.type) mount, not a photogate view: photogate unmount unmounts only its library's views (use umount for anything else); nothing was unmounted", .notFound)
             }
             guard let found = MountRegistry.record(of: entry, library: library) else {
-                throw CommandFailure("the photogate view at \(target) is not a mount of the library at \(library.paths.root) (pass that view's --library, or use fusermount3 -u); nothing was unmounted", .notFound)
+                throw CommandFailure("the photogate view at \(target) is not a mount of the library at \(library.root) (pass that view's --library, or use fusermount3 -u); nothing was unmounted", .notFound)
             }
             let daemon = DaemonEnd(pid: found.alive ? found.record.pid : nil)
             defer { daemon.release() }

@@ -166,6 +166,7 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     }
 
     func lastChange() throws -> Int64 { locked { seq } }
+    func keepCommitsSafe() {}
     func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer { .changes([], latest: since) }
     func latestChangeToken(_ app: AppID) throws -> Int64 { 0 }
     func redaction(rowID: Int64, path: String) throws -> RedactionResult { .refuse(reason: "the fake library does not redact") }

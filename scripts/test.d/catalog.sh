@@ -69,6 +69,48 @@ wait_until 20 bash -c "! kill -0 $daemon 2>/dev/null" || fail "the daemon did no
 out=$("$pg" assets 2>&1) || fail "the library does not open after its log was truncated under a mount: $out"
 if [[ $saved == 1 ]]; then has after-trunc.jpg "$out" || fail "a close after the log was truncated returned 0, and the photo is gone: $out"; fi
 
+# 1d. The log or the shared index removed while a mount runs: a command then would make a new
+# one beside the daemon's, and the two would write over each other's commits (a grant made so
+# was reported done, then the catalog failed SQLite's checks). Every command says so (exit 69,
+# naming the mount's daemon) and changes nothing; `mounts` and `unmount` still work; after the
+# unmount nothing committed is lost and the catalog passes its checks.
+quick_check() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("PRAGMA quick_check").fetchone()[0])' "$1"; }
+problems() { "$pg" verify 2>&1 | grep -c -v -e '^KIND' -e '^checked' || true; }
+for gone in wal shm; do
+    before=$(problems)
+    "$pg" mount org.example.Cam "$tmp/m" >/dev/null
+    daemon=$(pgrep -f "photogate mount org.example.Cam $tmp/m" | head -1)
+    cp "$corpus/xmp.jpg" "$tmp/m/before-$gone.jpg"
+    rm "$PHOTOGATE_LIBRARY/photogate.sqlite-$gone"
+    set +e; out=$("$pg" authorize org.example.Other --access read-write --status authorized 2>&1); status=$?; set -e
+    [[ $status == 69 ]] || fail "a command after the $gone file was removed under a mount: exit $status ($out)"
+    has "pid $daemon" "$out" || fail "the refusal does not name the mount's daemon ($daemon): $out"
+    has "photogate.sqlite-$gone was removed" "$out" || fail "the refusal does not name the removed file: $out"
+    cp "$corpus/le-thumb.jpg" "$tmp/m/after-$gone.jpg"
+    has "$tmp/m" "$("$pg" mounts 2>&1)" || fail "mounts does not list the view after the $gone file was removed"
+    "$pg" unmount "$tmp/m" >/dev/null || fail "unmount after the $gone file was removed"
+    out=$("$pg" assets 2>&1) || fail "assets after the $gone file was removed and the view unmounted: $out"
+    has before-$gone.jpg "$out" && has after-$gone.jpg "$out" || fail "photos saved around the removal of the $gone file are gone: $out"
+    [[ $("$pg" apps) != *org.example.Other* ]] || fail "a refused command changed the catalog"
+    [[ $(quick_check "$PHOTOGATE_LIBRARY/photogate.sqlite") == ok ]] || fail "the catalog fails quick_check after the $gone file was removed"
+    [[ $(problems) == "$before" ]] || fail "verify after the $gone file was removed: $("$pg" verify 2>&1)"
+done
+
+# 1e. The log removed under an idle mount, which is then killed: what it had committed was only
+# in the log it held open; the daemon empties it into the database within seconds of the
+# removal (not at its next commit), so the kill loses nothing.
+"$pg" mount org.example.Cam "$tmp/m" >/dev/null
+daemon=$(pgrep -f "photogate mount org.example.Cam $tmp/m" | head -1)
+cp "$corpus/exif.jpg" "$tmp/m/idle-then-killed.jpg"
+rm "$PHOTOGATE_LIBRARY/photogate.sqlite-wal"
+in_file_alone() { cp "$PHOTOGATE_LIBRARY/photogate.sqlite" "$tmp/alone2.sqlite"; rm -f "$tmp/alone2.sqlite-wal"
+    python3 -c 'import sqlite3, sys; sys.exit(0 if sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True).execute("SELECT count(*) FROM assets WHERE display_name = ?", ("idle-then-killed.jpg",)).fetchone()[0] == 1 else 1)' "$tmp/alone2.sqlite" 2>/dev/null; }
+wait_until 30 in_file_alone || fail "the idle daemon did not put what it committed into the database after its log was removed"
+kill -KILL "$daemon"
+wait_until 20 bash -c "! kill -0 $daemon 2>/dev/null" || fail "the killed daemon did not end"
+fusermount3 -u -z "$tmp/m" 2>/dev/null || true
+has idle-then-killed.jpg "$("$pg" assets 2>&1)" || fail "a photo saved before the log was removed under a mount that was then killed is gone"
+
 # 4. A backup while a mount runs and an app writes.
 "$pg" mount org.example.Cam "$tmp/m" >/dev/null
 ( for i in $(seq 1 20); do cp "$corpus/xmp.jpg" "$tmp/m/w$i.jpg" || exit 1; done ) & writer=$!

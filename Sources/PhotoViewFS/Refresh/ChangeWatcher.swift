@@ -46,11 +46,18 @@ final class ChangeWatcher: @unchecked Sendable {
         defer { ack?.remove() }
         ack?.publish(lastSeq)
         var buf = [UInt8](repeating: 0, count: 4096)
+        var lastLook = ContinuousClock.now
         while true {
             var fds = [pollfd(fd: ifd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, 5000)
+            let n = poll(&fds, 2, 2000)
             if n < 0 && errno != EINTR { return }
             if fds[1].revents != 0 { return }
+            // Every 2 s, rung or not: the catalog's log removed under this daemon is emptied into
+            // the database within that, not at the next close (a kill then would lose it).
+            if lastLook.duration(to: .now) >= .seconds(2) {
+                lastLook = .now
+                fs.library.keepCommitsSafe()
+            }
             var rang = false
             if fds[0].revents != 0 {
                 while true {
