@@ -1,4 +1,5 @@
 import Foundation
+import PGSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,7 +26,11 @@ enum CatalogFiles {
     /// descriptor of it would drop the locks SQLite holds in this process).
     static func checkNotOrphaned(_ paths: LibraryPaths) throws {
         var st = stat()
-        let missing = ["-wal", "-shm"].filter { lstat(paths.database + $0, &st) != 0 && errno == ENOENT }
+        var missing = ["-wal", "-shm"].filter { lstat(paths.database + $0, &st) != 0 && errno == ENOENT }
+        // A log at its name that is not the one the processes in use write (the mark says which).
+        if missing.isEmpty, let log = markedLog(paths), lstat(paths.database + "-wal", &st) == 0, Library.identity(st) != log {
+            missing = ["-wal"]
+        }
         guard let gone = missing.first else { return }
         let holders = otherHolders(of: paths.database)
         guard !holders.isEmpty else { return }
@@ -65,5 +70,95 @@ enum CatalogFiles {
         var line = words.joined(separator: " ")
         if line.count > 120 { line = String(line.prefix(117)) + "..." }
         return "pid \(pid) (\(line.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7f ? "?" : String($0) }.joined()))"
+    }
+}
+
+/// The log's commits that are not yet in the database file (issue 34: "the catalog lives only in
+/// the WAL"). Once the last process lets go, the database file holds everything (its close
+/// checkpoints the log and empties it). Until then, a log removed or replaced with no process
+/// holding it (after a kill, a crash, a power cut: what it held was never checkpointed) leaves
+/// SQLite the older catalog in the database file, and every command would carry on over it as if
+/// nothing had happened: a revoke undone, photos in the store that no asset names.
+///
+/// So before its first commit a process marks the library in use (`run/catalog-in-use`, holding
+/// the log's device and inode, synced), and the last process to let go removes the mark once the
+/// log is empty. A process that opens the library and finds the mark while the log at its name is
+/// missing or another file, and nobody holds the library open, says that changes may have been
+/// lost (exit 75) until the person accepts it (`photogate verify --accept-lost-log`). A log
+/// truncated in place (same inode) after a kill is not told apart from one emptied by a
+/// checkpoint: the README says so.
+extension CatalogFiles {
+    static let markName = "catalog-in-use"
+
+    /// The log's identity (device, inode) recorded in the mark, or nil when there is no mark.
+    static func markedLog(_ paths: LibraryPaths) -> [UInt64]? {
+        let fd = pg_open_in_folder(paths.run, nil, markName, O_RDONLY, 0)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var buf = [UInt8](repeating: 0, count: 128)
+        let n = Glibc.read(fd, &buf, buf.count)
+        let words = String(decoding: buf.prefix(max(0, n)), as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+        let values = words.compactMap { UInt64($0) }
+        // A mark that cannot be read is still a mark: it names no log, so no log matches it.
+        return values.count == 2 ? values : [UInt64.max, UInt64.max]
+    }
+
+    /// Marks the library in use by a log of this identity: written and synced (file and folder)
+    /// before the commit it comes before.
+    static func mark(_ paths: LibraryPaths, log: [UInt64]) throws {
+        let fd = pg_open_in_folder(paths.run, nil, markName, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { throw LibraryError.io("cannot write \(paths.run)/\(markName): \(String(cString: strerror(errno)))") }
+        let text = Array("\(log[0]) \(log[1])\n".utf8)
+        let ok = Glibc.write(fd, text, text.count) == text.count && fsync(fd) == 0
+        let e = errno
+        Glibc.close(fd)
+        guard ok else { throw LibraryError.io("cannot write \(paths.run)/\(markName): \(String(cString: strerror(e)))") }
+        let dir = Glibc.open(paths.run, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 { _ = fsync(dir); Glibc.close(dir) }
+    }
+
+    /// At the end of the last process (its pool closed, the log emptied by the close's
+    /// checkpoint): the mark goes. Should another process have opened the library meanwhile (and
+    /// seen the mark, so not made its own), the mark is put back for it.
+    static func unmark(_ paths: LibraryPaths) { unlinkat(AT_FDCWD, paths.run + "/" + markName, 0) }
+
+    /// `logSaved`: the log this process held had been removed or replaced, and all it held went
+    /// into the database (`Library.rescueLog`): no log at the name is left to check.
+    static func unmarkIfLast(_ paths: LibraryPaths, logSaved: Bool = false) {
+        guard let log = markedLog(paths), otherHolders(of: paths.database).isEmpty else { return }
+        var st = stat()
+        let present = lstat(paths.database + "-wal", &st) == 0
+        if !logSaved {
+            guard present, st.st_size == 0, Library.identity(st) == log else { return }
+        }
+        unlinkat(AT_FDCWD, paths.run + "/" + markName, 0)
+        if !otherHolders(of: paths.database).isEmpty {
+            if present { try? mark(paths, log: Library.identity(st)) } else { try? mark(paths, log: log) }
+        }
+    }
+
+    /// Throws when the mark names a log that is no longer at its name while no process holds the
+    /// library (see above). `accept`: the person accepts the loss; the mark goes, with a warning.
+    static func checkLogNotLost(_ paths: LibraryPaths, accept: Bool) throws {
+        guard let log = markedLog(paths) else { return }
+        var st = stat()
+        let present = lstat(paths.database + "-wal", &st) == 0
+        if present && Library.identity(st) == log { return }
+        // Held open by running processes: their log, wherever it is (checkNotOrphaned).
+        guard otherHolders(of: paths.database).isEmpty else { return }
+        if accept {
+            unlinkat(AT_FDCWD, paths.run + "/" + markName, 0)
+            FileHandle.standardError.write(Data("photogate: warning: the catalog's write-ahead log was lost after photogate last ran without closing the library; accepted: the catalog is what the database file held at its last checkpoint\n".utf8))
+            return
+        }
+        throw LibraryError.catalogDamaged(library: paths.root, why: """
+            its write-ahead log, photogate.sqlite-wal, was \(present ? "replaced" : "removed") after a photogate \
+            process ended without closing the library (it was killed, or the machine stopped), so the changes \
+            made since the log was last written into photogate.sqlite may be lost (grants, revokes, photos saved \
+            through a view). If you restored photogate.sqlite from a backup, this is expected. To go on with the \
+            catalog as the database file holds it, run `photogate verify --accept-lost-log`: it checks the store \
+            against it and lists photos whose asset was lost as orphans; `photogate verify --rebuild` then makes \
+            them assets again
+            """)
     }
 }

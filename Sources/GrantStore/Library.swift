@@ -151,7 +151,10 @@ public final class Library: Sendable {
     init(paths: LibraryPaths, creating: Bool) throws {
         self.paths = paths
         // Never beside a running process that holds a log or index no longer at its name.
-        if !creating { try CatalogFiles.checkNotOrphaned(paths) }
+        if !creating {
+            try CatalogFiles.checkNotOrphaned(paths)
+            try CatalogFiles.checkLogNotLost(paths, accept: Library.acceptLostLog.load(ordering: .relaxed))
+        }
         // Without a WAL file, or with an empty one (the last process to let go emptied it:
         // checkpointIfLast), opening the pool writes (GRDB fills the file with a transaction of
         // its own): a catalog without its schema is told first, by a connection that writes
@@ -200,6 +203,7 @@ public final class Library: Sendable {
                     + "(its write-ahead log, photogate.sqlite-wal, was lost or damaged, or the file was replaced)")
             }
             if creating || applied.count != known.count {
+                try markInUse()
                 try migrator.migrate(pool)
                 wrote.store(true, ordering: .relaxed)
             }
@@ -253,14 +257,32 @@ public final class Library: Sendable {
     /// that it wakes no mount. It must not append to `changes` either (mounts follow that log).
     @discardableResult
     func quietWrite<T>(_ body: (Database) throws -> T) throws -> T {
+        try markInUse()
         do {
             let result = try pool.write(body)
             wrote.store(true, ordering: .relaxed)
+            if logGone.load(ordering: .relaxed) { _ = saveGoneLog() }
             return result
         } catch let e as DatabaseError {
             throw Library.map(e, paths: paths)
         }
     }
+
+    /// Set by `photogate verify --accept-lost-log` before it opens the library: a log lost after a
+    /// kill is accepted (`CatalogFiles.checkLogNotLost`).
+    public static let acceptLostLog = Atomic<Bool>(false)
+
+    /// Before this process's first commit: the library is marked in use by its log, so that the
+    /// log's loss before the last process lets go is seen (`CatalogFiles`). One lstat, once.
+    func markInUse() throws {
+        guard !marked.load(ordering: .relaxed) else { return }
+        var st = stat()
+        guard lstat(paths.database + "-wal", &st) == 0 else { return }
+        let log = Library.identity(st)
+        if CatalogFiles.markedLog(paths) != log { try CatalogFiles.mark(paths, log: log) }
+        marked.store(true, ordering: .relaxed)
+    }
+    private let marked = Atomic<Bool>(false)
 
     /// Set by a commit; the library syncs the WAL once when it is released (see `deinit`).
     private let wrote = Atomic<Bool>(false)
@@ -293,11 +315,18 @@ public final class Library: Sendable {
     func checkpointIfLast() {
         // A log damaged in place would put the zeros of its hole into the database.
         if logDamaged.load(ordering: .relaxed) { try? pool.close(); return }
+        // A log removed or replaced under this process: what it holds goes into the database now
+        // (the close below checkpoints only a log that is still at its name).
+        var st = stat()
+        let known = walIdentity.withLock { $0 }
+        let gone = lstat(paths.database + "-wal", &st) != 0 || (known != nil && known != Library.identity(st))
+        let goneButSaved = gone && saveGoneLog()
         pool.releaseMemory()
         try? pool.writeWithoutTransaction { db in
             if let c = db.sqliteConnection { _ = pg_sqlite_checkpoint_on_close(UnsafeMutableRawPointer(c)) }
         }
         try? pool.close()
+        CatalogFiles.unmarkIfLast(paths, logSaved: goneButSaved)
     }
 
     /// A WAL past this size after a process's writes is checkpointed and truncated when the
@@ -365,7 +394,7 @@ public final class Library: Sendable {
         let path = paths.database + "-wal"
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
-            if rescue && rescueLog() { return }
+            if rescue && saveGoneLog() { return }
             throw LibraryError.notDurable("the catalog's write-ahead log \(path) cannot be opened (\(String(cString: strerror(errno)))): "
                 + "it was removed while photogate had it open, so this change cannot be made durable; stop the library's "
                 + "processes (unmount its views) and check it with photogate verify")
@@ -373,7 +402,7 @@ public final class Library: Sendable {
         defer { Glibc.close(fd) }
         var st = stat()
         if fstat(fd, &st) == 0, let known = walIdentity.withLock({ $0 }), known != Library.identity(st) {
-            if rescue && rescueLog() { return }
+            if rescue && saveGoneLog() { return }
             throw LibraryError.notDurable("the catalog's write-ahead log \(path) was replaced while photogate had it open, "
                 + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
         }
@@ -435,7 +464,7 @@ public final class Library: Sendable {
         var st = stat()
         let known = walIdentity.withLock { $0 }
         let gone = lstat(paths.database + "-wal", &st) != 0 || (known != nil && known != Library.identity(st))
-        if gone && !logDamaged.load(ordering: .relaxed) { _ = rescueLog() }
+        if gone && !logDamaged.load(ordering: .relaxed) { _ = saveGoneLog() }
     }
 
     /// Set when the log was found truncated or overwritten in place: no checkpoint from it.
@@ -445,6 +474,19 @@ public final class Library: Sendable {
     /// file SQLite still has open: a checkpoint through the writer copies it all into the database
     /// file and syncs that (and resets the shared index, so that other processes stop reading a
     /// log that is not there). True when it all went in: durable after all.
+    /// The log this process writes is no longer at its name: from now on every commit is
+    /// checkpointed into the database as it is made (`quietWrite`), since a kill would lose what
+    /// the removed file holds; this empties it now. Once it is empty and no other process holds
+    /// the library, the in-use mark goes (`CatalogFiles`): what this process committed is all in
+    /// the database. True when it all went in.
+    func saveGoneLog() -> Bool {
+        logGone.store(true, ordering: .relaxed)
+        let saved = rescueLog()
+        if saved && CatalogFiles.otherHolders(of: paths.database).isEmpty { CatalogFiles.unmark(paths) }
+        return saved
+    }
+    private let logGone = Atomic<Bool>(false)
+
     func rescueLog() -> Bool {
         var frames = 0
         let done = (try? pool.writeWithoutTransaction { db -> Bool in

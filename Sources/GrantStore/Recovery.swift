@@ -148,6 +148,10 @@ extension Library {
     public static func rebuild(at paths: LibraryPaths, event: (String) -> Void = { _ in }) throws -> RebuildReport {
         try LibraryOwnership.check(paths)
         var report = RebuildReport()
+        // A catalog whose log was lost after a kill is the best there is: kept (with a warning),
+        // and the photos whose rows were in the log come back below.
+        Library.acceptLostLog.store(true, ordering: .relaxed)
+        defer { Library.acceptLostLog.store(false, ordering: .relaxed) }
         var opened: Library?
         do {
             opened = try Library.open(at: paths)

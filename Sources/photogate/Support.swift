@@ -33,7 +33,7 @@ enum Exit: Int32, CaseIterable {
         case .notFound: return "not found: unknown app, asset, album or request; for unmount, nothing mounted there, or not a photogate view of this library"
         case .libraryMissing: return "no library at the given place (run `photogate init`)"
         case .conflict: return "conflict: already exists, not empty, or refused by a rule (e.g. shared asset to a limited app)"
-        case .busy: return "the library is locked by another process for too long; try again. unmount: the view is unmounted, but its daemon has not ended in time (stopped or stuck; it is named)"
+        case .busy: return "the library is locked by another process for too long; try again. Or its catalog's log or shared index was removed while processes (named) hold it open: end them first (photogate unmount). unmount: the view is unmounted, but its daemon has not ended in time (stopped or stuck; it is named)"
         case .libraryIncompatible: return "the library was written by a newer photogate; nothing was changed. verify: it found a problem"
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
         case .mountFailed: return "mount failed: mount point missing, busy, or inside (or holding) the library, /dev/fuse missing, or the daemon did not start"

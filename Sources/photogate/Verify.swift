@@ -43,6 +43,8 @@ struct Verify: PhotogateCommand {
     var force = false
     @Flag(help: "Make every store file no asset names an asset again (after a lost catalog); grants, albums and history are not rebuilt.")
     var rebuild = false
+    @Flag(help: "Go on with the catalog the database file holds when its write-ahead log was lost after a kill (the changes it held are lost; photos among them are listed as orphans: --rebuild makes them assets again).")
+    var acceptLostLog = false
 
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
@@ -54,6 +56,7 @@ struct Verify: PhotogateCommand {
     }
 
     func execute() throws {
+        if acceptLostLog { Library.acceptLostLog.store(true, ordering: .relaxed) }
         if rebuild { return try rebuildCatalog() }
         var failed = false
         do {
@@ -128,7 +131,9 @@ struct Verify: PhotogateCommand {
         for s in r.skipped { printWarning("\(s.path) not rebuilt: \(s.why)") }
         if let d = r.damagedCatalog { say("the damaged catalog is kept as \(d)") }
         say("rebuilt \(r.assets.count) asset\(r.assets.count == 1 ? "" : "s") from the store (\(r.alreadyNamed) store file\(r.alreadyNamed == 1 ? " was" : "s were") an asset's already). "
-            + "They are the person's, named after their store files; grants, albums, apps, names and history were in the catalog and are gone: grant again what apps should see")
+            + (r.damagedCatalog == nil
+                ? "The rest of the catalog was kept. They are the person's, named after their store files; their own names, grants and albums were in the part of the catalog that was lost: grant again what apps should see"
+                : "They are the person's, named after their store files; grants, albums, apps, names and history were in the catalog and are gone: grant again what apps should see"))
     }
 
     /// The stable JSON object (README "JSON"; fields are only ever added).
