@@ -93,10 +93,10 @@ public final class LibraryStorePort: LibraryPort {
 
 
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?, alwaysNew: Bool) throws -> (asset: Asset, changed: Bool) {
+                              contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool) {
         // A mount's save: the app must still be allowed to edit the photo when the version commits.
         try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash, alwaysNew: alwaysNew,
-                                             requireConsent: true) }
+                                             requireConsent: true, basedOn: basedOn) }
     }
 
     public func appFileWriter(purpose: String) throws -> any AppFileWriter {

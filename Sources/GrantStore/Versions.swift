@@ -174,10 +174,11 @@ extension Library {
     /// (hashed here). `alwaysNew`: a new version even when the content is the current one's.
     /// `requireConsent`: the app must still be allowed to edit the photo (`editDecision`), asked in
     /// the transaction that commits the version (a mount's save; not recovery, which commits what a
-    /// close already saved).
+    /// close already saved). `basedOn`: the original's path of the version the edit was made
+    /// from; another version current by the commit's transaction is a conflict (nothing saved).
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
                               knownHash: (() -> String?)? = nil, alwaysNew: Bool = false,
-                              requireConsent: Bool = false) throws -> (asset: Asset, changed: Bool) {
+                              requireConsent: Bool = false, basedOn: String? = nil) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
         var temp = tempPath
@@ -200,7 +201,8 @@ extension Library {
         let committed: (Asset, Bool)
         do {
             committed = try commitVersionRow(rowID: rowID, app: app, fileID: fileID, rel: rel, scan: scan, size: size, hash: hash,
-                                             redaction: blob, refusal: refusal, alwaysNew: alwaysNew, requireConsent: requireConsent)
+                                             redaction: blob, refusal: refusal, alwaysNew: alwaysNew, requireConsent: requireConsent,
+                                             basedOn: basedOn)
         } catch {
             if temp != tempPath { rename(temp, tempPath) }   // the temp stays the caller's, where it was
             throw error
@@ -232,15 +234,24 @@ extension Library {
     /// and the asset's new facts, or nothing when the content is the current version's.
     private func commitVersionRow(rowID: Int64, app: AppID, fileID: String, rel: String, scan: MediaScan, size: UInt64,
                                   hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool,
-                                  requireConsent: Bool) throws -> (Asset, Bool) {
+                                  requireConsent: Bool, basedOn: String?) throws -> (Asset, Bool) {
         try write { db -> (Asset, Bool) in
             // Asked again here, in the commit's own transaction: consent withdrawn (or the photo
             // revoked, the app denied) after the mount's check still saved the version.
             if requireConsent, !(try Library.editDecision(db, app: app, rowID: rowID, access: .readWrite)).isAllowed {
                 throw LibraryError.conflict("the app may no longer edit this photo (its consent was withdrawn, or the photo revoked, meanwhile)")
             }
-            guard let current = try Row.fetchOne(db, sql: "SELECT content_hash, byte_size FROM assets WHERE rowid = ?", arguments: [rowID]) else {
+            guard let current = try Row.fetchOne(db, sql: "SELECT content_hash, byte_size, store_path, reference_path, id FROM assets WHERE rowid = ?",
+                                                 arguments: [rowID]) else {
                 throw LibraryError.unknownAssets([String(rowID)])
+            }
+            // Made from the version that is still current, asked in this transaction: the view
+            // may not have seen another app's save yet, and these bytes would undo it.
+            if let basedOn {
+                let path = try (current[3] as String?) ?? storeFile((current[2] as String?) ?? "", of: current[4])
+                if path != basedOn {
+                    throw LibraryError.conflict("another version of this photo was saved meanwhile (by another app or the person); this edit was made from the one before")
+                }
             }
             if !alwaysNew && (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
                 return (try Library.assetRow(db, rowID), false)

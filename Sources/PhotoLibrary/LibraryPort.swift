@@ -85,8 +85,11 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// or nil, and then (as without it) the library hashes the file. `alwaysNew`: a version even
     /// when the content is the current version's (an app that does not read the stored bytes
     /// must not learn whether its file equals them).
+    /// `basedOn`: the original's path of the version the edit was made from (the one the view
+    /// showed); when another version became current meanwhile (another app's save the view has
+    /// not seen yet), the commit is refused (`PortError.denied`): its bytes would undo that save.
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                       contentHash: (() -> String?)?, alwaysNew: Bool) throws -> (asset: Asset, changed: Bool)
+                       contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool)
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
 }

@@ -223,6 +223,37 @@ let viewer = AppID("org.example.Viewer")!
         #expect(try lib.currentOriginal(rowID: a.rowID).path == lib.originalPath(a))
     }
 
+    /// Two apps edit one photo. The second's view has not seen the first's save yet (its model
+    /// is refreshed after the bell), so only the commit's own transaction can tell that its bytes
+    /// were made from the version before: they would undo the first app's edit. Refused, nothing
+    /// saved; a save made from the current version commits (issue 34).
+    @Test func anEditMadeFromAVersionAnotherAppReplacedMeanwhileIsRefused() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        let a = try t.importJPEGs(["a.jpg"])[0]
+        let other = try #require(AppID("org.example.OtherEditor"))
+        for app in [editor, other] {
+            try lib.authorize(app, access: .readWrite, status: .authorized)
+            try lib.grantEdit(app, [a.id])
+        }
+        let base = try lib.originalPath(a)                      // what both views show
+        let first = try EditHelp.save(t, a.rowID, app: other, try TestMedia.jpeg(tag: "first")).asset
+        let writer = try StoreWriter(library: t.library, purpose: "edit-test")
+        let (_, path, fd) = try writer.makeTemp()
+        defer { close(fd) }
+        try EditHelp.put(fd, try TestMedia.jpeg(tag: "second"))
+        #expect(throws: LibraryError.self) {
+            try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd, requireConsent: true, basedOn: base)
+        }
+        #expect(try lib.versions(a.id).versions.count == 2, "the stale edit was saved over the other app's")
+        #expect(try lib.currentOriginal(rowID: a.rowID).path == lib.originalPath(first))
+        // Made from the current version: saved.
+        let saved = try lib.commitVersion(rowID: a.rowID, app: editor, tempPath: path, fd: fd, requireConsent: true,
+                                          basedOn: try lib.originalPath(first))
+        #expect(saved.changed)
+        #expect(try lib.versions(a.id).versions.count == 3)
+    }
+
     @Test func commitVersionChangesContentAndKeepsIdentity() throws {
         let t = try TempLibrary()
         let lib = t.library

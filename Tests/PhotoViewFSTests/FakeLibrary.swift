@@ -269,12 +269,15 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     var dissolveFails = false
     /// The temp file of each committed version.
     private(set) var versionFiles: [String] = []
+    /// The `basedOn` of each commitVersion: the path of the version the edit was made from.
+    private(set) var versionBases: [String?] = []
 
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: (() -> String?)?,
-                       alwaysNew: Bool) throws -> (asset: Asset, changed: Bool) {
+                       alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool) {
         guard versionsCommit else { throw PortError.denied("the fake library keeps no versions") }
         return locked {
             versionFiles.append(tempPath)
+            versionBases.append(basedOn)
             return (assets[rowID]!, true)
         }
     }

@@ -303,6 +303,9 @@ import Glibc
         } != nil)
         let files = lib.locked { lib.versionFiles }
         #expect(files.count == 1)
+        // The version the view showed is the one it was made from: the commit checks it again.
+        let shown = try #require(lib.asset(named: "photo.jpg")?.storePath)
+        #expect(lib.locked { lib.versionBases } == [lib.storeRoot + "/" + shown])
         for f in files { #expect(FileManager.default.fileExists(atPath: f), "the committed version's file was deleted") }
     }
 

@@ -73,7 +73,7 @@ extension PhotoFS {
         }
         let temp = try makeSessionTemp()
         let f = SessionFile(id: temp.id, ino: node.ino, tempPath: temp.path, name: node.name, album: nil,
-                            folder: nil, editing: node.rowID)
+                            folder: nil, editing: node.rowID, basedOn: node.path)
         // The copy is the app's bytes being written, as if it had written them: admitted against
         // the mount's limit and the disk reserve before a byte is copied (EDQUOT, ENOSPC: the
         // open fails and leaves nothing), counted until the edit ends (`uncount`, at its commit
@@ -238,7 +238,7 @@ extension PhotoFS {
             // Bytes other than those it was shown make a version even when they are the stored
             // ones: else the outcome would tell the app that a location it guessed is right.
             result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
-                                               alwaysNew: f.shownHash != nil)
+                                               alwaysNew: f.shownHash != nil, basedOn: f.basedOn)
         } catch {
             switch error as? PortError {
             case .refused(let why)?:
@@ -317,7 +317,7 @@ extension PhotoFS {
                 changed = false
             } else {
                 changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil,
-                                                    alwaysNew: plan != nil).changed
+                                                    alwaysNew: plan != nil, basedOn: target.path).changed
                 if changed { recorder.note(target.rowID, .edited) }
             }
         } catch {

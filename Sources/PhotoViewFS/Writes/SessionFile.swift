@@ -32,6 +32,9 @@ final class SessionFile: @unchecked Sendable {
     let folder: Inode?
     /// An edit: the asset (row id) whose new version this file becomes (EditSession.swift).
     let editing: Int64?
+    /// For an edit: the original's path of the version it was made from (the view's `node.path`),
+    /// checked again where the new version commits (`LibraryPort.commitVersion`).
+    let basedOn: String?
     private let lock = NSLock()
 
     var id: String
@@ -81,8 +84,10 @@ final class SessionFile: @unchecked Sendable {
     private(set) var hash: RunningHash?
 
     /// A session with no temp file yet: `useTemp` gives it one.
-    init(id: String, ino: Inode, tempPath: String, name: String, album: String?, folder: Inode?, editing: Int64? = nil) {
+    init(id: String, ino: Inode, tempPath: String, name: String, album: String?, folder: Inode?, editing: Int64? = nil,
+         basedOn: String? = nil) {
         self.id = id
+        self.basedOn = basedOn
         self.folder = folder
         self.editing = editing
         self.ino = ino
