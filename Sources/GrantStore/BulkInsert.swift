@@ -118,6 +118,7 @@ extension Library {
                 let album = try Library.createAlbum(db, sharedAlbum, shared: true, mustBeNew: false)
                 _ = try Library.addToAlbum(db, album, shared)
             }
+            try Library.refreshSetSelections(db, rowIDs)
             try ViewDelta.record(db, before: [:], after: ViewDelta.visibility(db, rowIDs))
             return count
         }

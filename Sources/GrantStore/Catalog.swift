@@ -10,6 +10,8 @@ public struct GrantRecord: Equatable, Sendable {
     public var kind: GrantKind
     public var stripLocation: Bool
     public var grantedAt: Date
+    /// For a selection made by set grants alone: the sets that cover it (ids), else empty.
+    public var throughSets: [Int64] = []
 }
 
 public struct AlbumInfo: Equatable, Sendable {
@@ -23,6 +25,9 @@ public struct AlbumInfo: Equatable, Sendable {
 public struct GrantOutcome: Equatable, Sendable {
     public var changed: Int
     public var unchanged: Int
+    /// For a revoke: assets no longer granted directly that a set grant still covers (they stay
+    /// selected through it).
+    public var stillInSets: Int = 0
 }
 
 extension Library {
@@ -273,9 +278,11 @@ extension Library {
             let dateColumn = picked ? "picked_at" : "granted_at"
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO \(table) (app_id, asset_rowid, strip_location, \(dateColumn)) VALUES (?, ?, ?, ?)
-                ON CONFLICT (app_id, asset_rowid) DO UPDATE SET strip_location = MAX(strip_location, excluded.strip_location)
+                ON CONFLICT (app_id, asset_rowid) DO UPDATE SET strip_location = MAX(strip_location, excluded.strip_location)\(picked ? "" : ", direct = 1")
                 """)
             let exists = try db.cachedStatement(sql: "SELECT strip_location FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
+            // A photo selected only through a set grant becomes a direct grant (it stays when the set goes).
+            let makeDirect = picked ? nil : try db.cachedStatement(sql: "UPDATE selections SET direct = 1 WHERE app_id = ? AND asset_rowid = ? AND direct = 0")
             var changed = 0
             let now = Library.now()
             try ViewDelta.tracking(db, assets.map(\.rowID)) {
@@ -285,6 +292,8 @@ extension Library {
                         try insert.execute(arguments: [app.rawValue, a.rowID, stripLocation, now])
                         try Library.record(db, picked ? .pick : .grant, app: app.rawValue, asset: a.rowID)
                         changed += 1
+                    } else if let makeDirect {
+                        try makeDirect.execute(arguments: [app.rawValue, a.rowID])
                     }
                 }
             }
@@ -299,17 +308,23 @@ extension Library {
             let assets = try Library.resolve(db, refs, as: record)
             let table = picked ? "picks" : "selections"
             let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
-            var changed = 0
+            let selected = try db.cachedStatement(sql: "SELECT 1 FROM selections WHERE app_id = ? AND asset_rowid = ?")
+            var changed = 0, stillInSets = 0
             try ViewDelta.tracking(db, assets.map(\.rowID)) {
                 for a in assets {
                     try delete.execute(arguments: [app.rawValue, a.rowID])
                     if db.changesCount > 0 {
                         changed += 1
                         try Library.record(db, picked ? .unpick : .revoke, app: app.rawValue, asset: a.rowID)
+                        // A set grant that covers it keeps it selected (through the set).
+                        if !picked {
+                            try Library.refreshSetSelections(db, [a.rowID], apps: [app.rawValue])
+                            if try Bool.fetchOne(selected, arguments: [app.rawValue, a.rowID]) != nil { stillInSets += 1 }
+                        }
                     }
                 }
             }
-            return GrantOutcome(changed: changed, unchanged: assets.count - changed)
+            return GrantOutcome(changed: changed, unchanged: assets.count - changed, stillInSets: stillInSets)
         }
     }
 
@@ -320,6 +335,8 @@ extension Library {
             _ = try Library.requireApp(db, app)
             var n = 0
             var touched = try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM selections WHERE app_id = ?", arguments: [app.rawValue])
+            // The whole selection: its set grants too (else the next album change brought members back).
+            try db.execute(sql: "DELETE FROM set_grants WHERE app_id = ?", arguments: [app.rawValue])
             if includePicked { touched += try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM picks WHERE app_id = ?", arguments: [app.rawValue]) }
             try ViewDelta.tracking(db, touched) {
                 for (table, kind) in [("selections", ChangeKind.revoke), ("picks", ChangeKind.unpick)] where table == "selections" || includePicked {
@@ -337,16 +354,27 @@ extension Library {
         try read { db in
             _ = try Library.requireApp(db, app)
             var out: [GrantRecord] = []
+            let covering = try db.cachedStatement(sql: """
+                SELECT g.id FROM set_grants g, assets a
+                WHERE g.app_id = ?1 AND a.rowid = ?2
+                  AND (g.album_id IS NULL OR EXISTS (SELECT 1 FROM album_assets m WHERE m.album_id = g.album_id AND m.asset_rowid = a.rowid))
+                  AND (g.taken_after IS NULL OR a.capture_date >= g.taken_after)
+                  AND (g.taken_before IS NULL OR a.capture_date < g.taken_before)
+                  AND (g.media_class IS NULL OR a.media_class = g.media_class)
+                ORDER BY g.id
+                """)
             for (table, kind, col) in [("selections", GrantKind.selected, "granted_at"), ("picks", .picked, "picked_at")] {
                 let rows = try Row.fetchAll(db, sql: """
                     SELECT \(Library.assetColumns.split(separator: ",").map { "a." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", ")),
-                           g.strip_location, g.\(col)
+                           g.strip_location, g.\(col), \(table == "selections" ? "g.direct" : "1")
                     FROM \(table) g JOIN assets a ON a.rowid = g.asset_rowid
                     WHERE g.app_id = ? ORDER BY a.capture_date, a.rowid
                     """, arguments: [app.rawValue])
                 for r in rows {
-                    out.append(GrantRecord(asset: Library.asset(r), kind: kind, stripLocation: r[16],
-                                           grantedAt: Date(timeIntervalSince1970: r[17])))
+                    var g = GrantRecord(asset: Library.asset(r), kind: kind, stripLocation: r[16],
+                                        grantedAt: Date(timeIntervalSince1970: r[17]))
+                    if (r[18] as Int64) == 0 { g.throughSets = try Int64.fetchAll(covering, arguments: [app.rawValue, g.asset.rowID]) }
+                    out.append(g)
                 }
             }
             return out
@@ -407,17 +435,20 @@ extension Library {
         try write { db in
             let albumID = try Library.userAlbumID(db, name)
             let assets = try Library.resolve(db, refs)
-            return try Library.addToAlbum(db, albumID, assets.map(\.rowID))
+            // Tracked: an app granted this album sees the new members (history and views).
+            return try ViewDelta.tracking(db, assets.map(\.rowID)) { try Library.addToAlbum(db, albumID, assets.map(\.rowID)) }
         }
     }
 
     static func addToAlbum(_ db: Database, _ albumID: Int64, _ rowIDs: [Int64]) throws -> Int {
         let stmt = try db.cachedStatement(sql: "INSERT OR IGNORE INTO album_assets (album_id, asset_rowid, added_at) VALUES (?, ?, ?)")
         var n = 0
+        var added: [Int64] = []
         for r in rowIDs {
             try stmt.execute(arguments: [albumID, r, now()])
-            if db.changesCount > 0 { n += 1; try record(db, .albumAdd, asset: r, detail: String(albumID)) }
+            if db.changesCount > 0 { n += 1; added.append(r); try record(db, .albumAdd, asset: r, detail: String(albumID)) }
         }
+        try refreshSetSelections(db, added, apps: try String.fetchAll(db, sql: "SELECT DISTINCT app_id FROM set_grants WHERE album_id = ?", arguments: [albumID]))
         return n
     }
 
@@ -427,9 +458,14 @@ extension Library {
             let albumID = try Library.userAlbumID(db, name)
             let assets = try Library.resolve(db, refs)
             var n = 0
-            for a in assets {
-                try db.execute(sql: "DELETE FROM album_assets WHERE album_id = ? AND asset_rowid = ?", arguments: [albumID, a.rowID])
-                if db.changesCount > 0 { n += 1; try Library.record(db, .albumRemove, asset: a.rowID, detail: String(albumID)) }
+            try ViewDelta.tracking(db, assets.map(\.rowID)) {
+                for a in assets {
+                    try db.execute(sql: "DELETE FROM album_assets WHERE album_id = ? AND asset_rowid = ?", arguments: [albumID, a.rowID])
+                    if db.changesCount > 0 { n += 1; try Library.record(db, .albumRemove, asset: a.rowID, detail: String(albumID)) }
+                }
+                // An app granted the album loses what left it (unless granted otherwise).
+                try Library.refreshSetSelections(db, assets.map(\.rowID),
+                                                 apps: try String.fetchAll(db, sql: "SELECT DISTINCT app_id FROM set_grants WHERE album_id = ?", arguments: [albumID]))
             }
             return n
         }
@@ -446,7 +482,13 @@ extension Library {
                     """, arguments: [albumID]) ?? 0
                 if n > 0 { throw LibraryError.conflict("album '\(name)' is not empty") }
             }
-            try db.execute(sql: "DELETE FROM albums WHERE id = ?", arguments: [albumID])
+            // Its set grants go with it (ON DELETE CASCADE), and what they alone selected.
+            let apps = try String.fetchAll(db, sql: "SELECT DISTINCT app_id FROM set_grants WHERE album_id = ?", arguments: [albumID])
+            let members = apps.isEmpty ? [] : try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM album_assets WHERE album_id = ?", arguments: [albumID])
+            try ViewDelta.tracking(db, members) {
+                try db.execute(sql: "DELETE FROM albums WHERE id = ?", arguments: [albumID])
+                try Library.refreshSetSelections(db, members, apps: apps)
+            }
             try Library.record(db, .album, detail: name)
         }
     }

@@ -27,9 +27,16 @@ public struct Explanation: Sendable {
     /// when it is visible; nil when hidden, or when the original cannot be opened (`openError`).
     public var original: OriginalCheck.Outcome?
     public var openError: String?
+    /// The set grants the asset is selected through, when it is not granted directly
+    /// ("set 1 (album 'Summer')"): named in the reason.
+    public var grantedThrough: [String] = []
 
     public var visible: Bool { decision.visible }
-    public var reason: String { decision.reason }
+    public var reason: String {
+        guard facts.isSelected, !grantedThrough.isEmpty else { return decision.reason }
+        return decision.reason.replacingOccurrences(of: "it is in the app's selection",
+                                                    with: "it is in the app's selection through its grant of \(grantedThrough.joined(separator: " and "))")
+    }
     public var stripLocation: Bool { decision.stripLocation }
     public var stripReason: String? { decision.stripReason }
     /// Whether the app may change the asset's content, and why (`ViewPolicy.editDecision`).
@@ -67,8 +74,13 @@ extension Library {
             if decision.visible, let renamed = try Library.renamedInView(db, app: app, access: access)?[asset.rowID] { name = renamed }
             let current = try Int.fetchOne(db, sql: "SELECT current_version FROM assets WHERE rowid = ?", arguments: [asset.rowID]) ?? 0
             let edits = try Int.fetchOne(db, sql: "SELECT count(*) FROM versions WHERE asset_rowid = ? AND version > 0", arguments: [asset.rowID]) ?? 0
-            return Explanation(asset: asset, app: app, access: access, facts: facts, decision: decision, name: name,
-                               redaction: nil, currentVersion: current, edits: edits, original: nil, openError: nil)
+            var e = Explanation(asset: asset, app: app, access: access, facts: facts, decision: decision, name: name,
+                                redaction: nil, currentVersion: current, edits: edits, original: nil, openError: nil)
+            if facts.isSelected, try Int64.fetchOne(db, sql: "SELECT direct FROM selections WHERE app_id = ? AND asset_rowid = ?",
+                                                    arguments: [id.rawValue, asset.rowID]) == 0 {
+                e.grantedThrough = try Library.setsCovering(db, app: id.rawValue, rowID: asset.rowID)
+            }
+            return e
         }
     }
 }

@@ -97,6 +97,7 @@ enum Schema {
         registerV6(&m)
         registerV7(&m)
         registerV8(&m)
+        registerV9(&m)
         return m
     }
 }

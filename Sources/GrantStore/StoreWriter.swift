@@ -252,6 +252,8 @@ public final class StoreWriter: @unchecked Sendable {
                              redaction.map { Data($0) }, refusal, MediaScanner.version])
         let rowID = db.lastInsertedRowID
         try Library.record(db, .insert, app: owner?.rawValue, asset: rowID)
+        // A set grant (a date range, a kind) that covers the new asset selects it (issue 38).
+        try Library.refreshSetSelections(db, [rowID])
         return Library.asset(try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID])!)
     }
 

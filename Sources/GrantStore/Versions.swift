@@ -360,6 +360,8 @@ extension Library {
                      FROM versions WHERE asset_rowid = ? AND version = ?)
                 WHERE rowid = ?
                 """, arguments: [rowID, version, rowID])
+            // A version with another capture date or kind may join or leave a set grant.
+            try refreshSetSelections(db, [rowID])
         }
         try record(db, .version, app: app, asset: rowID, detail: String(version))
     }

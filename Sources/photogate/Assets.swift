@@ -13,7 +13,13 @@ struct Assets: PhotogateCommand {
             With --app the list is computed by the same policy code the mount uses, and names are the \
             names that app sees.
 
-            Example: photogate assets --app org.example.Editor --json | jq -r '.[].id'
+            --taken-after/--taken-before take a day (YYYY-MM-DD, midnight local time) or an ISO 8601 \
+            time; --taken-after includes its moment, --taken-before excludes its own.
+
+            Examples:
+              photogate assets --app org.example.Editor --json | jq -r '.[].id'
+              photogate assets --taken-after 2024-06-01 --taken-before 2024-07-01 --kind photo
+              photogate assets --owner org.example.Camera
             """)
 
     @Option(help: "Only the assets of this album.")
@@ -24,6 +30,11 @@ struct Assets: PhotogateCommand {
 
     @Option(help: "With --app: the access level of the view (read-write or add-only).")
     var access: AccessLevel = .readWrite
+
+    @Option(help: "Only the assets this app created (its own files).")
+    var owner: String?
+
+    @OptionGroup var filter: SetFilterOptions
 
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
@@ -45,6 +56,11 @@ struct Assets: PhotogateCommand {
             } else {
                 rows = try library.assets(album: album).map { ($0, $0.displayName) }
             }
+            if let owner {
+                let ownerID = try parseApp(owner)
+                rows = rows.filter { $0.0.owner == ownerID }
+            }
+            if !filter.isEmpty { rows = try rows.filter { try filter.admits($0.0) } }
             if output.json {
                 printJSON(rows.map { assetJSON($0.0, name: $0.1) })
             } else {

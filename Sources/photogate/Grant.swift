@@ -18,6 +18,14 @@ struct Grant: PhotogateCommand {
             The app must be known (authorized, mounted or granted before): an unknown app id is \
             refused (exit 66), so that a typo grants nothing; --new-app registers it.
 
+            --album NAME, --taken-after, --taken-before and --kind grant a set that stays live: the \
+            app sees the set's members as they change (a photo added to the album later, or imported \
+            later with a date in the range), in running mounts too; every condition given must hold. \
+            `photogate grants APP` lists the sets with their numbers, `photogate revoke APP --set N` \
+            (or --album NAME) takes one back, and `photogate explain` names the set a photo is \
+            granted through. A photo also granted by name stays granted when its set goes. Days are \
+            midnight local time; --taken-before excludes its own moment.
+
             --edit gives the person's consent to edits instead: the app may save new versions of these \
             assets whenever it can see them (it may always edit what it created). It answers the app's \
             pending edit requests for them. Shared-album assets cannot be edited (exit 68).
@@ -27,6 +35,8 @@ struct Grant: PhotogateCommand {
               photogate assets --json | jq -r '.[] | select(.type == "heif") | .id' \\
                 | photogate grant org.example.Editor -
               photogate grant org.example.Editor --edit IMG_0001.jpg
+              photogate grant org.example.Frame --album "Summer 2024"
+              photogate grant org.example.Frame --taken-after 2024-06-01 --taken-before 2024-07-01 --kind photo
               photogate grant org.example.NewApp --new-app 3f2a9c0d1e4b5a6c
             """)
 
@@ -36,16 +46,30 @@ struct Grant: PhotogateCommand {
     @Flag(help: "Strip location from these assets when this app reads them.") var stripLocation = false
     @Flag(help: "Consent to the app editing these assets (saving new versions); answers its edit requests.") var edit = false
     @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
+    @Option(help: "Grant the members of this album, as they change (a set grant that stays live).") var album: String?
+    @OptionGroup var filter: SetFilterOptions
     @OptionGroup var lib: LibraryOption
 
+    var isSet: Bool { album != nil || !filter.isEmpty }
+
     func validate() throws {
-        if assets.isEmpty { throw ValidationError("name at least one asset (or - to read them from standard input)") }
+        if isSet {
+            if !assets.isEmpty { throw ValidationError("grant either assets by name or a set (--album, --taken-after, --taken-before, --kind), not both") }
+            if edit || picked { throw ValidationError("a set grant is a selection: not with --edit or --picked") }
+            return
+        }
+        if assets.isEmpty { throw ValidationError("name at least one asset (or - to read them from standard input), or a set (--album, --taken-after, --taken-before, --kind)") }
         if edit && (picked || stripLocation) { throw ValidationError("--edit gives edit consent only: grant --picked or --strip-location separately") }
     }
 
     func execute() throws {
         do {
             let id = try parseApp(app)
+            if isSet {
+                let r = try lib.open().grantSet(id, filter.set(album: album, stripLocation: stripLocation), registering: newApp)
+                say("granted set \(r.id) to \(id): \(r.members) asset\(r.members == 1 ? "" : "s") in it now (\(r.added) newly selected); it stays live")
+                return
+            }
             let refs = expandRefs(assets)
             if refs.isEmpty { throw CommandFailure("no assets given", .usage) }
             if edit {

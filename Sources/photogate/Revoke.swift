@@ -16,6 +16,8 @@ struct Revoke: PhotogateCommand {
               photogate revoke org.example.Editor IMG_0001.jpg
               photogate revoke org.example.Editor --all
               photogate revoke org.example.Editor --edit IMG_0001.jpg   # takes edit consent back
+              photogate revoke org.example.Frame --album "Summer 2024"    # a set grant of the album
+              photogate revoke org.example.Frame --set 2                  # numbers: photogate grants APP
             """)
 
     @Argument(help: "The app id.") var app: String
@@ -23,9 +25,16 @@ struct Revoke: PhotogateCommand {
     @Flag(help: "Revoke the whole selection (with --picked, the picked assets too).") var all = false
     @Flag(help: "Revoke picked assets instead of the selection.") var picked = false
     @Flag(help: "Take back edit consent for these assets (the versions already saved stay).") var edit = false
+    @Option(help: "Take back the app's set grants of this album.") var album: String?
+    @Option(help: "Take back the set grant with this number (photogate grants APP lists them).") var set: Int64?
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
+        if album != nil || set != nil {
+            if album != nil && set != nil { throw ValidationError("use either --album or --set") }
+            if all || picked || edit || !assets.isEmpty { throw ValidationError("--album and --set take back a set grant: not with assets, --all, --picked or --edit") }
+            return
+        }
         if all && !assets.isEmpty { throw ValidationError("use either --all or a list of assets") }
         if !all && assets.isEmpty { throw ValidationError("name assets to revoke, or --all") }
         if edit && (all || picked) { throw ValidationError("--edit takes back edit consent for named assets: not with --all or --picked") }
@@ -35,7 +44,10 @@ struct Revoke: PhotogateCommand {
         do {
             let id = try parseApp(app)
             let library = try lib.open()
-            if edit {
+            if album != nil || set != nil {
+                let r = try library.revokeSet(id, id: set, album: album)
+                say("revoked \(r.sets) set grant\(r.sets == 1 ? "" : "s") from \(id): \(r.removed) asset\(r.removed == 1 ? "" : "s") left its selection")
+            } else if edit {
                 let r = try library.revokeEdit(id, expandRefs(assets))
                 say("may no longer edit \(r.changed) (\(r.unchanged) had no edit consent) for \(id)")
             } else if all {
@@ -44,6 +56,9 @@ struct Revoke: PhotogateCommand {
             } else {
                 let r = try library.revoke(id, expandRefs(assets), picked: picked)
                 say("revoked \(r.changed) (\(r.unchanged) were not granted) from \(id)")
+                if r.stillInSets > 0 {
+                    printWarning("\(r.stillInSets) of them stay\(r.stillInSets == 1 ? "s" : "") visible through a set grant (photogate grants \(id) lists the sets; photogate revoke \(id) --set N)")
+                }
             }
         }
     }

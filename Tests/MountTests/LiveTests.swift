@@ -40,6 +40,28 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// A set grant (issue 38) is live in a running mount: a photo added to the granted album, or
+    /// imported into it, appears before the command returns; one removed from it goes.
+    @Test func anAlbumGrantFollowsTheAlbumInARunningMount() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg", "b.jpg"], extra: ["--album", "Summer"])
+        try f.importPhotos(["c.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "--album", "Summer")
+        let mp = try f.mount(app)
+        #expect(listing(mp) == ["a.jpg", "b.jpg"])
+        try f.pg("album", "add", "Summer", "c.jpg")
+        #expect(listing(mp) == ["a.jpg", "b.jpg", "c.jpg"])
+        try f.pg("album", "remove", "Summer", "a.jpg")
+        #expect(eventually { statErrno(mp + "/a.jpg") == ENOENT })
+        try f.importPhotos(["d.jpg"], extra: ["--album", "Summer"])
+        #expect(eventually { statErrno(mp + "/d.jpg") == 0 })
+        #expect(try f.pg("explain", app, "d.jpg").stdout.contains("album 'Summer'"))
+        try f.pg("revoke", app, "--album", "Summer")
+        #expect(eventually { listing(mp).isEmpty })
+        try f.unmount(mp)
+    }
+
     /// `photogate revoke` returns once every running mount shows the change, not merely once it
     /// is committed: a script that revokes a photo and then starts the app finds it gone. Here the
     /// mount's daemon is stopped (SIGSTOP) so that it cannot apply the change: the revoke is in
