@@ -30,11 +30,17 @@ public struct ImportSummary: Sendable {
     public var imported: [Asset] = []
     public var duplicates: [Asset] = []
     public var skipped: [(source: String, reason: String)] = []
+    /// Known assets this import mended (issue 38): a `--reference` original that changed, taken
+    /// as a new version; one that moved, referenced where it is now; a store original that was
+    /// missing, restored from these bytes. `what` says which.
+    public var repaired: [(asset: Asset, what: String)] = []
 }
 
 /// `photogate import`: walks files and folders, copies originals into the store (or references
 /// them), and catalogs them in batches.
 public final class Importer {
+    /// What the last `commitRows` mended (see `ImportSummary.repaired`).
+    private var repairedNow: [(asset: Asset, what: String)] = []
     let library: Library
     let options: ImportOptions
     let writer: StoreWriter?
@@ -344,10 +350,15 @@ public final class Importer {
             throw error
         }
         try install(results, into: &summary, event)
+        summary.repaired += repairedNow
+        let mended = Set(repairedNow.map(\.asset.rowID))
+        summary.duplicates.removeAll { mended.contains($0.rowID) }
     }
 
     private func commitRows(_ items: [Pending], shared: Bool) throws -> [(Pending, Asset, Bool, String?)] {
-        try library.write { db in
+        var repaired: [(asset: Asset, what: String)] = []
+        defer { repairedNow = repaired }
+        return try library.write { db in
             var albumID: Int64? = nil
             if let a = options.album { albumID = try Library.createAlbum(db, a, shared: false, mustBeNew: false) }
             var sharedID: Int64? = nil
@@ -361,16 +372,53 @@ public final class Importer {
             let byHash = try db.cachedStatement(sql: """
                 SELECT \(Library.assetColumns) FROM assets WHERE content_hash = ? AND owner_app IS NULL ORDER BY rowid LIMIT 1
                 """)
+            // The person's asset that references this very file (import --reference of a known path).
+            let byReference = try db.cachedStatement(sql: """
+                SELECT \(Library.assetColumns) FROM assets WHERE reference_path = ? AND owner_app IS NULL ORDER BY rowid LIMIT 1
+                """)
             var out: [(Pending, Asset, Bool, String?)] = []
             var restored = Set<Int64>()
+            var madeHere = Set<Int64>()
             for p in items {
                 var asset: Asset
                 var isNew = false
                 // A copy that becomes the stored original of an asset that had only a
                 // referenced one: its store path.
                 var stores: String? = nil
+                if p.temp == nil, let row = try Row.fetchOne(byReference, arguments: [p.source]),
+                   Library.asset(row).contentHash != p.facts.contentHash {
+                    // A referenced original edited by another program (tagged in a photo
+                    // manager): accepted as a new version of the same asset (id, name, albums,
+                    // grants kept), read from where it is. Before, every app was refused it for
+                    // good and importing it again made a second asset without them.
+                    asset = try Library.acceptChangedReference(db, Library.asset(row), facts: p.facts, path: p.source)
+                    repaired.append((asset, "the referenced original changed: its new content is a new version (photogate versions \(asset.id))"))
+                    out.append((p, asset, false, nil))
+                    continue
+                }
                 if let row = try Row.fetchOne(byHash, arguments: [p.facts.contentHash]) {
                     asset = Library.asset(row)
+                    if let old = asset.referencePath, p.temp == nil, old != p.source, access(old, F_OK) != 0 {
+                        // Its referenced original moved: referenced where it is now.
+                        // Checked from now (its move changed its inode change time: `OriginalCheck`):
+                        // its bytes were just hashed and are the asset's.
+                        try db.execute(sql: "UPDATE assets SET reference_path = ?, added_at = max(added_at, ?) WHERE rowid = ?",
+                                       arguments: [p.source, Library.now(), asset.rowID])
+                        try db.execute(sql: """
+                            UPDATE versions SET reference_path = ? WHERE asset_rowid = ? AND version = (SELECT current_version FROM assets WHERE rowid = ?)
+                            """, arguments: [p.source, asset.rowID, asset.rowID])
+                        try Library.record(db, .version, asset: asset.rowID)
+                        asset.referencePath = p.source
+                        repaired.append((asset, "its referenced original, missing at \(old), is referenced at \(p.source) now"))
+                    }
+                    // (Not one this batch made: its file moves into the store after the commit.)
+                    if let rel = asset.storePath, p.temp != nil, !madeHere.contains(asset.rowID),
+                       !library.storeFileIsWhole(rel, size: asset.byteSize) {
+                        // Its store original is missing (or not its size): these bytes, the
+                        // asset's by their hash, become it again.
+                        stores = rel
+                        repaired.append((asset, "its missing original was restored from \(p.source)"))
+                    }
                     // Those bytes are in the library only as a file elsewhere (import
                     // --reference): a copying import is the person keeping them, and the file
                     // they referenced may go (another user cleans a download folder) once the
@@ -401,6 +449,7 @@ public final class Importer {
                     asset = try StoreWriter.insertRow(db, id: p.id, name: p.name, owner: nil, ownerName: nil, facts: p.facts,
                                                       storePath: rel, referencePath: p.temp == nil ? p.source : nil, shared: shared)
                     isNew = true
+                    madeHere.insert(asset.rowID)
                 }
                 if let albumID { _ = try Library.addToAlbum(db, albumID, [asset.rowID]) }
                 if let sharedID { _ = try Library.addToAlbum(db, sharedID, [asset.rowID]) }

@@ -287,13 +287,15 @@ public final class Verifier {
                 if r.hash == a.hash { continue }
                 if r.error == ENOENT || r.error == ENOTDIR {
                     problems.append(VerifyProblem(kind: .referenceMissing, path: ref, asset: a.id, name: a.name,
-                                                  detail: "the referenced original is gone"))
+                                                  detail: "the referenced original is gone",
+                                                  action: "if it moved: photogate import --reference NEWPATH (the same bytes find this asset); else photogate delete \(a.id)"))
                 } else if r.error != 0 {
                     problems.append(VerifyProblem(kind: .referenceMissing, path: ref, asset: a.id, name: a.name,
                                                   detail: "the referenced original cannot be read: \(String(cString: strerror(r.error)))"))
                 } else {
                     problems.append(VerifyProblem(kind: .referenceChanged, path: ref, asset: a.id, name: a.name,
-                                                  detail: "the referenced original changed since it was imported (" + r.mismatch(a) + ")"))
+                                                  detail: "the referenced original changed since it was imported (" + r.mismatch(a) + ")",
+                                                  action: "to accept the file as it is now (a new version; grants kept): photogate import --reference '\(ref)'"))
                 }
             } else if let bad = a.badStorePath {
                 // Not for repair either: it would write where that path leads.
@@ -432,7 +434,7 @@ public final class Verifier {
                 } else if let g = good[a.hash] {
                     problems[p].action = "--repair restores it from a copy of \(rel(g))"
                 } else {
-                    problems[p].action = "no file with its bytes was found: --repair cannot restore it"
+                    problems[p].action = "no file with its bytes was found: --repair cannot restore it; importing the original again (photogate import FILE) restores it"
                 }
             }
         } else {

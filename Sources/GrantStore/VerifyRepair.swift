@@ -219,7 +219,7 @@ struct Repair {
             problems[p].action = "restored from a copy of \(verifier.rel(g))" + (damagedCopy.map { "; the damaged copy is in \(verifier.rel($0))" } ?? "")
             return
         }
-        problems[p].action = "no file with its bytes was found: it stays \(problems[p].kind == .missing ? "missing" : "damaged") (trash it, or import the original again)"
+        problems[p].action = "no file with its bytes was found: it stays \(problems[p].kind == .missing ? "missing" : "damaged") (import the original again: photogate import FILE restores it; or photogate delete \(problems[p].asset ?? "ID"))"
     }
 
     /// Whether an asset names this store path now (asked again just before moving the file);

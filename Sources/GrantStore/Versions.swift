@@ -366,3 +366,42 @@ extension Library {
         try record(db, .version, app: app, asset: rowID, detail: String(version))
     }
 }
+
+extension Library {
+    /// A `--reference` original edited in place by another program, accepted by the person
+    /// (`import --reference` of its path again): its content now is a new version of the same
+    /// asset (id, name, albums, grants kept), read from the same file. The earlier versions' bytes
+    /// were that file's and are gone: a revert to one is refused as a changed original is. The
+    /// asset's added date moves to now, the moment the reference is checked against from then on
+    /// (`OriginalCheck`: a referenced original changed after it is refused).
+    static func acceptChangedReference(_ db: Database, _ a: Asset, facts: NewAssetFacts, path: String) throws -> Asset {
+        try ensureOriginalVersion(db, a.rowID)
+        let next = (try Int.fetchOne(db, sql: "SELECT max(version) FROM versions WHERE asset_rowid = ?", arguments: [a.rowID]) ?? 0) + 1
+        let originalCapture = try Double.fetchOne(db, sql: "SELECT capture_date FROM versions WHERE asset_rowid = ? AND version = 0",
+                                                  arguments: [a.rowID]) ?? 0
+        let scan = facts.scan
+        var blob: Data? = nil, refusal: String? = nil
+        switch scan.redaction {
+        case .plan(let p): blob = Data(p.serialized())
+        case .refuse(let why): refusal = why
+        }
+        try db.execute(sql: """
+            INSERT INTO versions (asset_rowid, version, app_id, created_at, file_id, media_kind, media_class, byte_size,
+                content_hash, capture_date, has_location, store_path, reference_path, redaction, redaction_refusal, redaction_version)
+            VALUES (?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
+            """, arguments: [a.rowID, next, now(), StoreWriter.randomID(), scan.kind.rawValue, scan.kind.isVideo ? "video" : "photo", Int64(facts.byteSize),
+                             facts.contentHash, scan.captureDate?.timeIntervalSince1970 ?? originalCapture, scan.hasLocation, path,
+                             blob, refusal, MediaScanner.version])
+        try db.execute(sql: "UPDATE assets SET added_at = max(added_at, ?) WHERE rowid = ?", arguments: [now(), a.rowID])
+        try makeCurrent(db, a.rowID, version: next, by: nil)
+        return try assetRow(db, a.rowID)
+    }
+}
+
+extension Library {
+    /// Whether the store file at `rel` is there with this size (a cheap look: no hash).
+    func storeFileIsWhole(_ rel: String, size: UInt64) -> Bool {
+        var st = stat()
+        return lstat(paths.store + "/" + rel, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && UInt64(st.st_size) == size
+    }
+}

@@ -5,6 +5,7 @@ import PhotoLibrary
 struct Grants: PhotogateCommand {
     static let configuration = CommandConfiguration(commandName: "grants",
                                                     abstract: "List an app's selection and picked assets, or its set grants.",
+                                                    usage: "photogate grants <app> [--sets] [<options>]",
                                                     discussion: """
                                                         Names are those the app sees (as in `photogate assets --app APP`); --json adds displayName. \
                                                         GRANT is selected, picked, or "set N" for a photo selected only through \

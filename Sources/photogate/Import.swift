@@ -68,10 +68,12 @@ struct Import: PhotogateCommand {
                 printJSON([
                     "imported": summary.imported.map { assetJSON($0) },
                     "duplicates": summary.duplicates.map { assetJSON($0) },
+                    "repaired": summary.repaired.map { r -> [String: Any] in var d = assetJSON(r.asset); d["repair"] = r.what; return d },
                     "skipped": summary.skipped.map { ["path": $0.source, "reason": $0.reason] },
                 ])
             } else {
                 for a in summary.imported { say("imported \(a.id)  \(a.displayName)") }
+                for r in summary.repaired { say("repaired \(r.asset.id)  \(r.asset.displayName): \(r.what)") }
                 say("\(summary.imported.count) imported, \(summary.duplicates.count) already in the library, \(summary.skipped.count) skipped")
             }
         }
