@@ -1,5 +1,9 @@
 import ArgumentParser
+import Foundation
 import GrantStore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The release this binary was built from (`photogate --version`). scripts/install checks it.
 let photogateVersion = "0.16.0"
@@ -36,9 +40,52 @@ struct Photogate: ParsableCommand {
         let args = Array(CommandLine.arguments.dropFirst())
         // Only a line that can be mount.fuse3's needs the subcommands' names (cheap now: every
         // command names itself, so none is derived from its type's name).
+        let names = configuration.subcommands.map { $0._commandName }
         let helper = args.count >= 2 && args[1].hasPrefix("/")
-            ? MountHelperArguments.rewrite(args, subcommands: configuration.subcommands.map { $0._commandName }) : nil
+            ? MountHelperArguments.rewrite(args, subcommands: names) : nil
+        if helper == nil, let unknown = UnknownCommand.find(args, subcommands: names) {
+            // argument-parser says "2 unexpected arguments" for `photogate delet a b` (it reads
+            // the words as arguments of the root command, which takes none).
+            printError("no such command: \(unknown)" + (UnknownCommand.nearest(unknown, in: names).map { " (did you mean '\($0)'?)" } ?? ""))
+            FileHandle.standardError.write(Data("Usage: photogate <subcommand>\n  See 'photogate --help' for the commands.\n".utf8))
+            Glibc.exit(Exit.usage.rawValue)
+        }
         main(helper ?? args)
+    }
+}
+
+/// A first word that names no subcommand (`photogate delet`, `photogate help delet`).
+enum UnknownCommand {
+    /// The unknown command word, or nil when the line starts with a subcommand, a flag, or nothing.
+    static func find(_ args: [String], subcommands: [String]) -> String? {
+        guard var word = args.first, !word.hasPrefix("-") else { return nil }
+        if word == "help" {
+            guard args.count >= 2, !args[1].hasPrefix("-") else { return nil }
+            word = args[1]
+        }
+        return subcommands.contains(word) || word == "help" ? nil : word
+    }
+
+    /// The subcommand a typo most likely meant: at most 2 edits away, or one it starts.
+    static func nearest(_ word: String, in names: [String]) -> String? {
+        let w = Array(word.lowercased())
+        func distance(_ b: [Character]) -> Int {
+            var row = Array(0...b.count)
+            for (i, x) in w.enumerated() {
+                var prev = row[0]
+                row[0] = i + 1
+                for (j, y) in b.enumerated() {
+                    let cur = row[j + 1]
+                    row[j + 1] = min(row[j + 1] + 1, row[j] + 1, prev + (x == y ? 0 : 1))
+                    prev = cur
+                }
+            }
+            return row[b.count]
+        }
+        let visible = names.filter { !$0.hasPrefix("debug-") }
+        let scored = visible.map { ($0, distance(Array($0))) }.filter { $0.1 <= 2 }.sorted { ($0.1, $0.0) < ($1.1, $1.0) }
+        if let best = scored.first { return best.0 }
+        return w.count >= 3 ? visible.first { $0.hasPrefix(word.lowercased()) } : nil
     }
 }
 

@@ -88,6 +88,27 @@ enum Code {
         for code in ["64", "65", "66", "67", "68", "69", "70", "71", "72", "73", "74"] { #expect(o.stdout.contains(code), "\(code)") }
     }
 
+    /// Issue 38: a word that names no command is "no such command", not argument-parser's
+    /// "2 unexpected arguments" (it read the words as arguments of the root command).
+    @Test func anUnknownCommandIsNamed() throws {
+        let c = try CLI()
+        for (args, word) in [(["delet", "a.jpg", "b.jpg"], "delet"), (["frobnicate"], "frobnicate"), (["help", "frobnicate"], "frobnicate"),
+                             (["frobnicate", "--json"], "frobnicate")] {
+            let o = try c.run(args)
+            #expect(o.status == Code.usage, "\(args)")
+            #expect(o.stderr.hasPrefix("photogate: error: no such command: \(word)"), "\(args): \(o.stderr)")
+            #expect(o.stderr.contains("photogate --help"), "\(args): \(o.stderr)")
+            #expect(!o.stderr.contains("unexpected") && !o.stderr.contains("Unknown option"), "\(args): \(o.stderr)")
+            #expect(o.stdout.isEmpty)
+        }
+        #expect(try c.run("grnat", "org.example.A", "x").stderr.contains("did you mean 'grant'?"))
+        // Commands, help of a command, flags and the mount helper's form still parse as before.
+        #expect(try c.run("help", "grant").status == 0)
+        #expect(try c.run("--version").status == 0)
+        #expect(try c.run("assets").status == 0)
+        #expect(try c.run("--bogus").status == Code.usage)
+    }
+
     @Test func everySubcommandHasHelpWithAnExample() throws {
         let c = try CLI(initialize: false)
         for cmd in ["init", "import", "assets", "albums", "apps", "authorize", "status", "grant", "revoke", "grants",
