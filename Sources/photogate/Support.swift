@@ -23,6 +23,7 @@ enum Exit: Int32, CaseIterable {
     case expired = 73
     case notOwner = 74
     case catalogDamaged = 75
+    case verifyProblems = 76
 
     var meaning: String {
         switch self {
@@ -34,12 +35,13 @@ enum Exit: Int32, CaseIterable {
         case .libraryMissing: return "no library at the given place (run `photogate init`)"
         case .conflict: return "conflict: already exists, not empty, or refused by a rule (e.g. shared asset to a limited app)"
         case .busy: return "the library is locked by another process for too long; try again. Or its catalog's log or shared index was removed while processes (named) hold it open: end them first (photogate unmount). unmount: the view is unmounted, but its daemon has not ended in time (stopped or stuck; it is named)"
-        case .libraryIncompatible: return "the library was written by a newer photogate; nothing was changed. verify: it found a problem"
+        case .libraryIncompatible: return "the library was written by a newer photogate; nothing was changed"
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
         case .mountFailed: return "mount failed: mount point missing, busy, or inside (or holding) the library, /dev/fuse missing, or the daemon did not start"
         case .expired: return "change token expired: the history before it was discarded; refetch everything"
         case .notOwner: return "the library, or a folder above it, belongs to another user (neither you nor root), or a folder above it is writable by others: run the command as its owner (e.g. runuser -u OWNER -- photogate ...), or make the folder writable by its owner only; nothing was changed. Also: a mount point, unmount path or --bind folder reached through a symbolic link or folder another user owns or may change"
         case .catalogDamaged: return "the library's catalog (photogate.sqlite) is damaged or missing while its photos are there; nothing was changed or created: restore it from a backup, or rebuild it from the store (photogate verify --rebuild)"
+        case .verifyProblems: return "verify found a problem in the library (after --repair: one it could not repair); each is printed"
         }
     }
 }

@@ -18,7 +18,7 @@ struct Verify: PhotogateCommand {
             several threads and compares it with the catalog; reports store files no asset names, temp \
             folders left by processes that died, and anything in the library other users could read. \
             Changes nothing unless --repair. Exit 0 when nothing is wrong (after --repair: when \
-            everything was repaired), 70 when something is (each problem is printed), the usual codes \
+            everything was repaired), 76 when something is (each problem is printed), the usual codes \
             when the library cannot be opened.
 
             --repair: makes owner-only what others could read; recovers dead temp folders as an import \
@@ -76,7 +76,7 @@ struct Verify: PhotogateCommand {
             failed = !report.ok
             if output.json {
                 printJSON(Verify.json(report))
-                if failed { throw ExitCode(Exit.libraryIncompatible.rawValue) }
+                if failed { throw ExitCode(Exit.verifyProblems.rawValue) }
                 return
             }
             if outputIsPiped || columns.columns != nil {
@@ -110,7 +110,7 @@ struct Verify: PhotogateCommand {
             if report.lostAndFound > 0 { summary += "; \(report.lostAndFound) file\(report.lostAndFound == 1 ? "" : "s") in \(LostAndFound.folder)/" }
             say(summary)
         }
-        if failed { throw ExitCode(Exit.libraryIncompatible.rawValue) }
+        if failed { throw ExitCode(Exit.verifyProblems.rawValue) }
     }
 
     /// `--rebuild`: the store's files no asset names become assets again (Library.rebuild).

@@ -85,7 +85,11 @@ enum Code {
         let c = try CLI(initialize: false)
         let o = try c.run("help", "exit-codes")
         #expect(o.status == 0)
-        for code in ["64", "65", "66", "67", "68", "69", "70", "71", "72", "73", "74"] { #expect(o.stdout.contains(code), "\(code)") }
+        for code in ["64", "65", "66", "67", "68", "69", "70", "71", "72", "73", "74", "75", "76"] { #expect(o.stdout.contains(code), "\(code)") }
+        // Issue 38: problems verify finds have a code of their own, not "written by a newer photogate".
+        let lines = try c.run("exit-codes").stdout.split(separator: "\n")
+        #expect(lines.first { $0.hasPrefix("70 ") }.map { !$0.contains("verify") } == true, "\(o.stdout)")
+        #expect(lines.first { $0.hasPrefix("76 ") }?.contains("verify found a problem") == true, "\(o.stdout)")
     }
 
     /// Issue 38: a word that names no command is "no such command", not argument-parser's

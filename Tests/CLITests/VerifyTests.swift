@@ -9,7 +9,7 @@ import Glibc
 
 /// Issue 13: `photogate verify [--json] [--repair]`.
 @Suite(.serialized) struct CLIVerify {
-    static let damaged: Int32 = 70
+    static let damaged: Int32 = 76
 
     /// A library with three imported photos; returns the CLI and the assets' JSON.
     func library() throws -> (CLI, [[String: Any]]) {
@@ -259,7 +259,7 @@ import Glibc
         let o = try c.run("help", "verify")
         #expect(o.status == 0)
         #expect(o.stdout.contains("Example"))
-        #expect(o.stdout.contains("70"))
+        #expect(o.stdout.contains("76"))
         #expect(try c.run("verify").status == Code.missing)
     }
 

@@ -226,7 +226,7 @@ rm -rf "$tmp/old"; mkdir "$tmp/old"
 cp -a "$PHOTOGATE_LIBRARY/." "$tmp/old/"
 python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA foreign_keys=OFF"); c.execute("DELETE FROM versions"); c.execute("DELETE FROM assets WHERE rowid > 1"); c.commit(); c.close()' "$tmp/old/photogate.sqlite"
 set +e; out=$(PHOTOGATE_LIBRARY="$tmp/old" "$pg" verify --repair 2>&1); status=$?; set -e
-[[ $status == 70 ]] || fail "repair of a catalog that lost most rows: exit $status ($out)"
+[[ $status == 76 ]] || fail "repair of a catalog that lost most rows: exit $status ($out)"
 has "not moved" "$out" || fail "repair does not say it held back: $out"
 [[ $(find "$tmp/old/store" -type f | wc -l) == "$stored" ]] || fail "repair moved store files away without --force"
 out=$(PHOTOGATE_LIBRARY="$tmp/old" "$pg" verify --rebuild 2>&1) || fail "rebuild: exit $? ($out)"
