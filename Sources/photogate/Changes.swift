@@ -13,7 +13,9 @@ struct Changes: PhotogateCommand {
             the name the app sees (the app's own files under the names it gave them: use the id to \
             act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens \
             survive daemon restarts. A token older than the retained history is expired (exit 73): \
-            refetch everything with `photogate assets --app APP`, as PhotoKit asks. \
+            refetch everything with `photogate assets --app APP`, as PhotoKit asks. A \
+            token beyond the app's latest was never issued (a typo, another app's or another \
+            library's token): it is refused (exit 64) rather than taken as the latest. \
             A "status" entry means the app's status or options changed: its whole view may differ.
 
             Example: photogate changes org.example.Editor --since 41 --json
@@ -28,13 +30,22 @@ struct Changes: PhotogateCommand {
     func execute() throws {
         do {
             let id = try parseApp(app)
-            switch try lib.open().changes(id, since: since) {
+            if since < 0 { throw CommandFailure("--since \(since): tokens are 1 and up (0, the default: the whole retained history)", .usage) }
+            let library = try lib.open()
+            switch try library.changes(id, since: since) {
             case .expired(let oldest):
                 if output.json {
                     printJSON(["expired": true, "oldestValidToken": oldest] as [String: Any])
                 }
                 throw CommandFailure("token \(since) has expired (history before \(oldest) was discarded): refetch everything with `photogate assets --app \(id)`", .expired)
             case .changes(let list, let latest):
+                // The library answers a token beyond the latest with that token as the latest:
+                // a script would then wait for ever for changes after a token that does not exist.
+                // (Read after the changes: tokens only grow, so one beyond it was never issued.)
+                if since > 0, list.isEmpty, case let issued = try library.latestChangeToken(id), issued < since {
+                    throw CommandFailure("token \(since) was never issued for \(id) (its latest is \(issued)): pass a token "
+                        + "`photogate changes \(id)` printed, or none for the whole retained history", .usage)
+                }
                 if output.json {
                     printJSON([
                         "token": latest,
