@@ -28,7 +28,7 @@ struct Refused: PhotogateCommand {
                     ["id": r.id, "app": r.app.rawValue, "date": iso(r.date), "name": r.name, "reason": r.reason]
                 })
             } else {
-                try printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [Cell(iso(r.date)), Cell(r.app.rawValue), Cell(r.name), Cell(r.reason)] }, columns: columns)
+                try printTable(["DATE", "APP", "NAME", "REASON"], list.map { r in [.date(r.date), Cell(r.app.rawValue), Cell(r.name), Cell(r.reason)] }, columns: columns)
             }
         }
     }

@@ -223,6 +223,21 @@ func formatUTC(_ d: Date, _ format: String) -> String {
 func iso(_ d: Date) -> String { formatUTC(d, "%Y-%m-%dT%H:%M:%SZ") }
 func shortDate(_ d: Date) -> String { formatUTC(d, "%Y-%m-%d %H:%M") }
 
+/// A time for a person (issue 38): local (TZ, else /etc/localtime) with the zone's offset at that
+/// moment, "2024-07-14 12:31 +02:00", so that no one reads UTC as their own time.
+func localDate(_ d: Date) -> String {
+    var t = time_t(d.timeIntervalSince1970.rounded(.down))
+    var tmv = tm()
+    tzset()
+    localtime_r(&t, &tmv)
+    var buf = [CChar](repeating: 0, count: 64)
+    let n = strftime(&buf, buf.count, "%Y-%m-%d %H:%M", &tmv)
+    let offset = Int(tmv.tm_gmtoff)
+    let minutes = abs(offset) / 60
+    let zone = (offset < 0 ? "-" : "+") + String(format: "%02d:%02d", minutes / 60, minutes % 60)
+    return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) + " " + zone
+}
+
 func printJSON(_ value: Any) {
     let data = try! JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
     FileHandle.standardOutput.write(data)
@@ -249,7 +264,8 @@ func humanSize(_ n: UInt64) -> String {
 }
 
 /// One table cell: what a person reads on a terminal, and what a script reads from a pipe
-/// (issue 16: sizes in bytes, dates in ISO 8601 UTC). Most cells are the same text for both.
+/// (issue 16: sizes in bytes, dates in ISO 8601 UTC, as in --json, whatever the machine's zone).
+/// Most cells are the same text for both. Dates on a terminal are local, with their offset.
 struct Cell: ExpressibleByStringLiteral {
     var human: String
     var raw: String
@@ -257,7 +273,7 @@ struct Cell: ExpressibleByStringLiteral {
     init(human: String, raw: String) { self.human = human; self.raw = raw }
     init(stringLiteral s: String) { self.init(s) }
     static func size(_ n: UInt64) -> Cell { Cell(human: humanSize(n), raw: String(n)) }
-    static func date(_ d: Date) -> Cell { Cell(human: shortDate(d), raw: iso(d)) }
+    static func date(_ d: Date) -> Cell { Cell(human: localDate(d), raw: iso(d)) }
 }
 
 /// Whether text listings are for a script: stdout is not a terminal (issue 16).
@@ -286,7 +302,8 @@ struct ColumnsOption: ParsableArguments {
 
 /// Prints a listing: a header, then one line per row, every cell escaped (`escaped`) so one row
 /// is one line whatever the names hold. On a terminal: aligned columns, sizes and dates for
-/// people. Piped (issue 16): tab-separated, no padding, sizes in bytes, ISO 8601 UTC dates.
+/// people (local times with their offset). Piped (issue 16): tab-separated, no padding, sizes in
+/// bytes, ISO 8601 UTC dates.
 func printTable(_ header: [String], _ rawRows: [[Cell]], columns: ColumnsOption = ColumnsOption()) throws {
     let pick = try columns.select(header)
     let piped = outputIsPiped

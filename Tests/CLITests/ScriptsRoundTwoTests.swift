@@ -32,4 +32,30 @@ import TestSupport
         try c.ok("revoke", Self.app, "a.jpg")
         #expect(try c.run("changes", Self.app, "--since", String(latest + 1)).status == 0)
     }
+
+    /// Capture times on a terminal are local, with the zone's offset; piped and JSON keep UTC.
+    /// (The test photo was taken 2024-07-14 10:31:00 UTC.)
+    @Test func aTerminalShowsLocalTimesWithTheirOffset() throws {
+        guard TestSupport.which("script") else { print("aTerminalShowsLocalTimesWithTheirOffset: SKIPPED — no script(1)"); return }
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg"]))
+        func terminal(_ tz: String) throws -> String {
+            let o = try TestSupport.run("script", ["-qec", "'\(TestSupport.photogateBinary)' assets --library '\(c.library)'", "/dev/null"],
+                                        environment: ["TZ": tz])
+            #expect(o.status == 0, "\(o.stdout)")
+            return o.stdout
+        }
+        // POSIX zones (no tzdata needed): 5 h 30 east of UTC, 3 h west, and UTC.
+        let east = try terminal("IST-5:30"), west = try terminal("BRT3"), utc = try terminal("UTC0")
+        #expect(east.contains("2024-07-14 16:01 +05:30"), "\(east)")
+        #expect(west.contains("2024-07-14 07:31 -03:00"), "\(west)")
+        #expect(utc.contains("2024-07-14 10:31 +00:00"), "\(utc)")
+        // For scripts, the same instant whatever the zone: ISO 8601 UTC, as in --json.
+        for tz in ["IST-5:30", "BRT3"] {
+            let piped = try c.run(["assets", "--columns", "captured"], env: ["TZ": tz])
+            #expect(piped.stdout == "CAPTURED\n2024-07-14T10:31:00Z\n", "\(piped.stdout)")
+            let json = try c.run(["assets", "--json"], env: ["TZ": tz])
+            #expect(json.stdout.contains("\"captureDate\" : \"2024-07-14T10:31:00Z\""), "\(json.stdout)")
+        }
+    }
 }
