@@ -16,7 +16,9 @@ struct Grant: PhotogateCommand {
             66). Granting is idempotent. Shared-album assets cannot be put in a limited selection, \
             nor picked for a limited app, which never sees them (exit 68). \
             The app must be known (authorized, mounted or granted before): an unknown app id is \
-            refused (exit 66), so that a typo grants nothing; --new-app registers it.
+            refused (exit 66), so that a typo grants nothing; --new-app registers it. The selection \
+            shows only to an app whose read-write status is limited: granting to any other says \
+            so (on stderr) and what to run; the grant is kept for when it is.
 
             --album NAME, --taken-after, --taken-before and --kind grant a set that stays live: the \
             app sees the set's members as they change (a photo added to the album later, or imported \
@@ -77,8 +79,16 @@ struct Grant: PhotogateCommand {
                 say("may edit \(r.changed) more (\(r.unchanged) already) for \(id)")
                 return
             }
-            let r = try lib.open().grant(id, refs, picked: picked, stripLocation: stripLocation, registering: newApp)
+            let library = try lib.open()
+            let r = try library.grant(id, refs, picked: picked, stripLocation: stripLocation, registering: newApp)
             say("granted \(r.changed) (\(r.unchanged) already granted) to \(id)")
+            // A selection shows only to a limited app: say so, or "granted 1" reads as if the app
+            // now sees the photo (issue 38). Picked assets show whatever the status.
+            if !picked, let status = try library.app(id)?.status(for: .readWrite), status != .limited {
+                printNote(status == .authorized
+                    ? "\(id) is authorized for the whole library and sees every photo already; its selection takes effect if it is limited (photogate authorize \(id) --status limited)"
+                    : "\(id) is \(status.rawValue) for read-write, so it sees none of its selection; the selection takes effect once it is limited: photogate authorize \(id) --status limited")
+            }
         }
     }
 }

@@ -99,6 +99,12 @@ func printWarning(_ message: String) {
     _ = line.withCString { write(2, $0, strlen($0)) }
 }
 
+/// Something the person should know about what a command did (stderr: stdout stays the result).
+func printNote(_ message: String) {
+    let line = "photogate: note: \(escaped(message))\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
 /// A photogate subcommand: it writes `execute`, and errors become a message and an exit code in
 /// one place (`photogate.run`), the same for every command.
 protocol PhotogateCommand: ParsableCommand {
@@ -116,8 +122,24 @@ extension PhotogateCommand {
         if waits { Library.notesCommits.store(true, ordering: .relaxed) }
         // Also when it fails after committing (pick interrupted by a signal reverts, then exits 130).
         defer { if waits { awaitRunningMounts() } }
-        try photogate.run { try execute() }
+        try photogate.run {
+            do {
+                try execute()
+            } catch LibraryError.unknownApp(let id) {
+                // What to do about it, which the library's own message cannot say (issue 38).
+                let offersNewApp = self is Grant || self is Options || self is Pick
+                throw CommandFailure(unknownAppMessage(id, offersNewApp: offersNewApp), .notFound)
+            }
+        }
     }
+}
+
+/// "unknown app", and how an app becomes known: a typo is the usual cause, so nothing registers
+/// one by accident; `authorize` (or, where the command has it, --new-app) does it on purpose.
+func unknownAppMessage(_ id: String, offersNewApp: Bool) -> String {
+    "unknown app '\(id)': no authorization, mount or grant has named it (a typo?); `photogate apps` lists the known apps. "
+        + "Register it with `photogate authorize \(id) --status limited` (or another status)"
+        + (offersNewApp ? ", or pass --new-app" : "")
 }
 
 /// Waits until every running mount of each library this command changed has applied the change

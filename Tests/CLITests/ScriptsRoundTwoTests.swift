@@ -33,6 +33,42 @@ import TestSupport
         #expect(try c.run("changes", Self.app, "--since", String(latest + 1)).status == 0)
     }
 
+    /// A grant to an app that is not limited said "granted 1", and the app saw nothing: it says
+    /// why, and what to run. An unknown app says how an app becomes known.
+    @Test func grantSaysWhenTheSelectionDoesNotShowYet() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg", "b.jpg"]))
+        let fresh = try c.run("grant", "org.example.New", "a.jpg", "--new-app")
+        #expect(fresh.status == 0)
+        #expect(fresh.stdout == "granted 1 (0 already granted) to org.example.New\n")
+        #expect(fresh.stderr.contains("photogate: note: org.example.New is not-determined for read-write, so it sees none of its selection"), "\(fresh.stderr)")
+        #expect(fresh.stderr.contains("photogate authorize org.example.New --status limited"), "\(fresh.stderr)")
+        try c.ok("authorize", "org.example.New", "--status", "denied")
+        #expect(try c.run("grant", "org.example.New", "b.jpg").stderr.contains("org.example.New is denied for read-write"))
+        try c.ok("authorize", "org.example.New", "--status", "authorized")
+        let all = try c.run("grant", "org.example.New", "b.jpg")
+        #expect(all.stderr.contains("is authorized for the whole library and sees every photo already"), "\(all.stderr)")
+        // Limited: the selection shows, nothing to say. Picked: shows whatever the status.
+        try c.ok("authorize", Self.app, "--status", "limited")
+        #expect(try c.ok("grant", Self.app, "a.jpg").stderr.isEmpty)
+        try c.ok("authorize", "org.example.Picker", "--status", "denied")
+        #expect(try c.ok("grant", "org.example.Picker", "a.jpg", "--picked").stderr.isEmpty)
+
+        // Unknown: say how an app becomes known; --new-app only where the command has it.
+        for args in [["grant", "org.no.Body", "a.jpg"], ["options", "org.no.Body", "--strip-location", "on"]] {
+            let o = try c.run(args)
+            #expect(o.status == Code.notFound)
+            #expect(o.stderr.contains("unknown app 'org.no.Body'") && o.stderr.contains("photogate authorize org.no.Body --status limited")
+                    && o.stderr.contains("--new-app"), "\(args): \(o.stderr)")
+        }
+        for args in [["status", "org.no.Body"], ["revoke", "org.no.Body", "--all"], ["changes", "org.no.Body"]] {
+            let o = try c.run(args)
+            #expect(o.status == Code.notFound)
+            #expect(o.stderr.contains("unknown app 'org.no.Body'") && o.stderr.contains("photogate authorize org.no.Body")
+                    && !o.stderr.contains("--new-app"), "\(args): \(o.stderr)")
+        }
+    }
+
     /// Capture times on a terminal are local, with the zone's offset; piped and JSON keep UTC.
     /// (The test photo was taken 2024-07-14 10:31:00 UTC.)
     @Test func aTerminalShowsLocalTimesWithTheirOffset() throws {
