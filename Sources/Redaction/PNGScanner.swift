@@ -148,7 +148,7 @@ enum PNGScanner {
                 }
                 if !found.isEmpty || found.refusal != nil || found.sawLocation {
                     wipe = true
-                    changes.sawLocation = found.sawLocation || !found.isEmpty
+                    changes.sawLocation = found.sawLocation
                 }
             case .other:
                 break

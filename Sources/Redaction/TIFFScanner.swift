@@ -305,6 +305,36 @@ struct TIFFWalker<R: BlockReader> {
         return try r.read(offset, Int(n))
     }
 
+    /// GPS tags that place the photo: latitude and longitude (2, 4), those of the destination
+    /// (0x14, 0x16), and the name of the GPS area (0x1C). A GPS IFD with only a version, a
+    /// timestamp, an altitude or a map datum (what cameras write without a fix) places nothing.
+    static func isPlacingGPSTag(_ tag: UInt16) -> Bool { [0x02, 0x04, 0x14, 0x16, 0x1C].contains(tag) }
+
+    /// Whether a GPS entry gives a position (issue 38: "has location" means one is there): a
+    /// placing tag whose value is not all zero (a rational's numerators: 0/1 degrees is what a
+    /// camera without a fix writes, and 0, 0 is no place anyone means). A value that cannot be
+    /// read counts as a position. This decides the has-location flag only: the whole GPS IFD is
+    /// zeroed for strip-location whatever it holds.
+    private func gpsPlaces(tag: UInt16, type: UInt16, count: UInt64, entry: [UInt8]) throws(ScanError) -> Bool {
+        guard Self.isPlacingGPSTag(tag), count > 0 else { return false }
+        if tag == 0x1C { return count > 8 }   // an 8-byte character code, then the name
+        guard let unit = TIFFWalker.typeSize(type) else { return true }
+        let size = unit * count
+        guard size <= 64 else { return true }
+        let value: [UInt8]
+        if size <= 4 {
+            value = Array(entry[8..<(8 + Int(size))])
+        } else {
+            let v = UInt64(u32(entry, 8))
+            guard v <= r.length, size <= r.length - v else { return true }
+            value = try r.read(v, Int(size))
+        }
+        if type == 5 || type == 10 {
+            return stride(from: 0, to: value.count, by: 8).contains { value[$0..<($0 + 4)].contains { $0 != 0 } }
+        }
+        return value.contains { $0 != 0 }
+    }
+
     /// Zeroes the GPS IFD at `offset`: count, entries, next pointer and out-of-line values.
     private mutating func zeroGPS(_ offset: UInt64) throws(ScanError) {
         if offset >= 8, offset > r.length || r.length - offset < 2 { cut("GPS IFD at \(offset) past the end (\(r.length))") }
@@ -330,7 +360,9 @@ struct TIFFWalker<R: BlockReader> {
             let tag = u16(entries, p)
             let type = u16(entries, p + 2)
             let count = UInt64(u32(entries, p + 4))
-            if tag != 0 && count > 0 { changes.sawLocation = true }
+            if !changes.sawLocation, try gpsPlaces(tag: tag, type: type, count: count, entry: Array(entries[p..<(p + 12)])) {
+                changes.sawLocation = true
+            }
             guard let unit = TIFFWalker.typeSize(type) else { continue }
             let size = unit * count
             if size > 4 {

@@ -69,6 +69,31 @@ import TestSupport
         }
     }
 
+    /// LOCATION said "yes" for a photo whose GPS block holds no position (altitude and time only):
+    /// it says "-" now, and strip-location still zeroes that block.
+    @Test func aGPSBlockWithoutCoordinatesIsNoLocation() throws {
+        let c = try CLI()
+        let src = c.dir + "/nofix"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(try TestMedia.jpeg(tag: "nofix" + UUID().uuidString), to: src + "/nofix.jpg")
+        let tool = try TestSupport.run("exiftool", ["-q", "-overwrite_original", "-GPSAltitude=35", "-GPSAltitudeRef=0",
+                                                    "-GPSTimeStamp=10:11:12", "-GPSDateStamp=2024:07:14", src + "/nofix.jpg"])
+        #expect(tool.status == 0, "\(tool.stderr)")
+        try TestMedia.write(try TestMedia.jpeg(tag: "fix" + UUID().uuidString, gps: true), to: src + "/fix.jpg")
+        try c.ok("import", src)
+        let rows = try #require(try c.json("assets") as? [[String: Any]])
+        #expect(Dictionary(uniqueKeysWithValues: rows.map { ($0["name"] as? String ?? "", $0["hasLocation"] as? Bool) })
+                == ["nofix.jpg": false, "fix.jpg": true])
+        let table = try c.ok("assets", "--columns", "name,location").stdout
+        #expect(table.contains("nofix.jpg\t-\n") && table.contains("fix.jpg\tyes\n"), "\(table)")
+        // Stripping stays conservative: an app with strip-location reads that block zeroed.
+        try c.ok("authorize", Self.app, "--status", "authorized")
+        try c.ok("options", Self.app, "--strip-location", "on")
+        let e = try #require(try c.json("explain", Self.app, "nofix.jpg") as? [String: Any])
+        #expect(e["verdict"] as? String == "visible, location stripped", "\(e)")
+        #expect((e["redactedRanges"] as? [Any])?.isEmpty == false, "\(e)")
+    }
+
     /// Capture times on a terminal are local, with the zone's offset; piped and JSON keep UTC.
     /// (The test photo was taken 2024-07-14 10:31:00 UTC.)
     @Test func aTerminalShowsLocalTimesWithTheirOffset() throws {

@@ -70,6 +70,25 @@ struct FormatTests {
         #expect(after["ExifIFD:DateTimeOriginal"] as? String == "2021:03:04 05:06:07")
     }
 
+    /// Issue 38: a GPS IFD without a position (what a camera without a fix writes: altitude, time,
+    /// datum; or 0/1 degrees) does not make the photo "have location"; strip-location still zeroes
+    /// the whole IFD, so nothing of it reaches an app. A latitude alone does place it.
+    @Test func jpegGPSBlockWithoutCoordinates() throws {
+        let s = try Scratch()
+        let noFix = ["-GPSAltitude=35", "-GPSAltitudeRef=0", "-GPSTimeStamp=10:11:12", "-GPSDateStamp=2021:03:04", "-GPSMapDatum=WGS-84"]
+        for (name, tags, has) in [("nofix.jpg", noFix, false), ("zero.jpg", noFix + ["-GPSLatitude=0", "-GPSLongitude=0"], false),
+                                  ("lat.jpg", noFix + ["-GPSLatitude=48.8566", "-GPSLatitudeRef=N"], true),
+                                  ("area.jpg", noFix + ["-GPSAreaInformation=Paris"], true)] {
+            let p = try Fixture.image(s, name)
+            try Fixture.exiftool(p, tags + Fixture.date)
+            let (scan, after) = try verifyRedaction(p, Expectation(kind: .jpeg, hasLocation: has, date: Fixture.dateUTC,
+                                                                    mustHaveBefore: ["GPSAltitude", "GPSMapDatum"]), decode: .image)
+            guard case .plan(let plan) = scan.redaction else { Issue.record("\(name): refused"); continue }
+            #expect(!plan.isEmpty, "\(name): the GPS IFD must still be zeroed")
+            #expect(after.keys.filter { $0.contains("GPS") }.isEmpty, "\(name): \(after.keys.filter { $0.contains("GPS") })")
+        }
+    }
+
     @Test func jpegExifLittleEndianWithThumbnail() throws {
         let s = try Scratch()
         let p = try Fixture.image(s, "a.jpg")
