@@ -216,8 +216,12 @@ struct Run: PhotogateCommand {
             // The library's parts too: a store moved to another disk and left as a symlink is not
             // under the library's folder.
             let paths = library.paths
-            var hidden = [paths.root, paths.database, paths.store, paths.tmp, paths.run].map {
-                SandboxHiding.Hidden(path: Array($0.utf8), what: "the photo library", policy: .maskReadOnly)
+            // Each named as the library (issue 38: a refusal named a place inside it, the run's own
+            // view folder, as "the photo library").
+            var hidden = [(paths.root, "the photo library"), (paths.database, "the catalog of the photo library \(paths.root)"),
+                          (paths.store, "the store of the photo library \(paths.root)"), (paths.tmp, "the temporary folder of the photo library \(paths.root)"),
+                          (paths.run, "the run folder of the photo library \(paths.root)")].map {
+                SandboxHiding.Hidden(path: Array($0.0.utf8), what: $0.1, policy: .maskReadOnly)
             }
             // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
             // Mount points as the kernel's bytes: a name need not be UTF-8.

@@ -150,7 +150,16 @@ struct SandboxHiding {
     /// the outermost only (a mask inside another would show up there as an empty folder).
     func masks(for bound: [(src: Source, dest: String, writable: Bool)]) throws(Refusal) -> [Mask] {
         let overlays = Self.overlays(mounts)
-        let places = hidden.map { (h: $0, at: Self.places(of: $0.path, mounts: mounts, overlays: overlays)) }
+        // A refusal names the first place of a hidden path a bound folder holds: the path itself
+        // where it resolves, then the outer places before those inside them (the library before
+        // a view mounted in its run/ folder), whatever order the set of places came in.
+        let places = hidden.map { h -> (h: Hidden, at: [Place]) in
+            let own = Self.resolved(h.path)
+            return (h, Self.places(of: h.path, mounts: mounts, overlays: overlays).sorted { a, b in
+                let ka = (a.path == own ? 0 : 1, a.path.count), kb = (b.path == own ? 0 : 1, b.path.count)
+                return ka != kb ? ka < kb : a.path.lexicographicallyPrecedes(b.path)
+            })
+        }
         var masks: [[UInt8]: Bool] = [:]
         // The bound folders' places a mask is for (a mask can be for several).
         var producers: [[UInt8]: [[UInt8]]] = [:]
@@ -208,6 +217,14 @@ struct SandboxHiding {
 
     /// A place and whether it is a folder (else a file).
     struct Place { let path: [UInt8]; let isFolder: Bool }
+
+    /// Where `path` resolves now (symlinks followed), or nil.
+    static func resolved(_ path: [UInt8]) -> [UInt8]? {
+        let fd = withCPath(path) { Glibc.open($0, oPath | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        return realPath(fd: fd)
+    }
 
     /// Every place in this mount namespace where `path`, or a part of it, can be reached: where it
     /// is (resolved, and on the mount it really is on, from the kernel: overmounts and symlinks

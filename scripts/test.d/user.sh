@@ -70,6 +70,19 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
         [ -d /h/src ] && [ -z "$(ls -A /h/library 2>/dev/null)" ] || exit 82
         [ "$(ls /proc/self/fd | sort -n | tr "\n" " ")" = "0 1 2 3 " ] || { ls -l /proc/self/fd >&2; exit 83; }
         exit 0' 9</dev/null || fail "photogate run as $user: exit $?"
+    # Passed writable, the home holding the library is refused, and the refusal names the library:
+    # it named the run's own view folder (in the library's run/sandbox/, a place of the library
+    # too) about every other run, as the set of places came in. Several runs: each run's order
+    # was its own. An app with no view mounted: the run mounts one in run/sandbox/.
+    as_user authorize org.example.Bound --access read-write --status authorized >/dev/null
+    on_exit 'for m in $(awk '"'"'/ photogate:org.example.Bound / {print $5}'"'"' /proc/self/mountinfo); do force_unmount "$m"; done'
+    for _ in 1 2 3 4 5 6 7 8; do
+        set +e; out=$(as_user run org.example.Bound --bind "$home:/h" -- true 2>&1); status=$?; set -e
+        [[ $status == 64 ]] || fail "a writable bind of a folder holding the library: exit $status ($out)"
+        has "holds the photo library at $home/library;" "$out" || fail "the refusal does not name the library: $out"
+        ! has "run/sandbox" "$out" || fail "the refusal names the run's own view folder: $out"
+    done
+    ! grep -q " photogate:org.example.Bound " /proc/self/mountinfo || fail "a refused run left its view mounted"
     # Mounts made on the host after the command started do not reach it, even where the host's
     # mounts are shared (systemd's default): bubblewrap starts in a mount namespace that shares
     # nothing, owned by a user namespace of the user's own. Here in a mount namespace of the
