@@ -89,6 +89,8 @@ struct Mount: PhotogateCommand {
                 throw CommandFailure("/dev/fuse is not open to \(user): no FUSE filesystem can be mounted by this user (fusermount3 opens the device as the caller). Ask an administrator to make it 0666 (Debian's default), or to grant this user access: setfacl -m u:\(user):rw /dev/fuse", .mountFailed)
             }
             if foreground || readyFd != nil {
+                // Where `photogate mounts --all` finds this library's views.
+                if let why = UserLibraries.note(library.paths.root) { logLine("mounts --all will not list this library: \(why)") }
                 // SIGINT/SIGTERM/SIGHUP must reach libfuse's handlers even if our parent blocked them.
                 var unblock = sigset_t()
                 sigemptyset(&unblock)
