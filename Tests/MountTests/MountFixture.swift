@@ -24,7 +24,11 @@ final class MountFixture {
     private var mounts: [String] = []
     /// More environment for every command (and the daemons they start).
     var extraEnvironment: [String: String] = [:]
-    var env: [String: String] { extraEnvironment.merging(["PHOTOGATE_LIBRARY": library]) { _, b in b } }
+    /// The daemons note their library in the fixture's own state folder (`mounts --all`), not in
+    /// the home of whoever runs the tests.
+    var env: [String: String] {
+        ["XDG_STATE_HOME": dir + "/state"].merging(extraEnvironment) { _, b in b }.merging(["PHOTOGATE_LIBRARY": library]) { _, b in b }
+    }
 
     init(libraryName: String = "library") throws {
         dir = TestSupport.tempDir("mnt")
