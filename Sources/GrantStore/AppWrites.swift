@@ -131,7 +131,8 @@ extension Library {
                     OR EXISTS (SELECT 1 FROM edit_consents WHERE asset_rowid = ?1)
                 """, arguments: [rowID]) == true {
                 try ViewDelta.tracking(db, [rowID]) {
-                    try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), rowID])
+                    try db.execute(sql: "UPDATE assets SET trashed_at = ?, trashed_by = ? WHERE rowid = ? AND trashed_at IS NULL",
+                                   arguments: [Library.now(), app.rawValue, rowID])
                     try Library.record(db, .trash, app: app.rawValue, asset: rowID)
                 }
                 return nil

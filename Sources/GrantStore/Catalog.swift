@@ -502,12 +502,14 @@ extension Library {
         }
     }
 
-    /// Moves assets to Recently Deleted.
+    /// Moves assets to Recently Deleted: by an app (an `rm` through its mount), or by the person
+    /// (nil: `photogate delete`), which the change log and `trashed_by` record.
     public func moveToTrash(rowIDs: [Int64], by app: AppID? = nil) throws {
         try write { db in
             try ViewDelta.tracking(db, rowIDs) {
                 for r in rowIDs {
-                    try db.execute(sql: "UPDATE assets SET trashed_at = ? WHERE rowid = ? AND trashed_at IS NULL", arguments: [Library.now(), r])
+                    try db.execute(sql: "UPDATE assets SET trashed_at = ?, trashed_by = ? WHERE rowid = ? AND trashed_at IS NULL",
+                                   arguments: [Library.now(), app?.rawValue ?? Library.trashedByPerson, r])
                     if db.changesCount > 0 { try Library.record(db, .trash, app: app?.rawValue, asset: r) }
                 }
             }
@@ -524,7 +526,7 @@ extension Library {
             }
             try ViewDelta.tracking(db, assets.map(\.rowID)) {
                 for a in assets {
-                    try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [a.rowID])
+                    try db.execute(sql: "UPDATE assets SET trashed_at = NULL, trashed_by = NULL WHERE rowid = ?", arguments: [a.rowID])
                     try Library.record(db, .restore, asset: a.rowID)
                 }
             }

@@ -8,6 +8,9 @@ enum ChangeKind: String, CaseIterable, Sendable {
     case editGrant = "edit-grant", editRevoke = "edit-revoke"
     // One asset changed for everyone who sees it.
     case insert, rename, trash, restore, version, shared
+    // An asset in Recently Deleted deleted for good (by the person, or the automatic purge): no
+    // view shows a trashed asset, so none changes; the log keeps who and what (`detail`).
+    case purge
     // Albums (membership or the album itself).
     case albumAdd = "album-add", albumRemove = "album-remove", album
     // An app's record: its status, its options, or the app itself.

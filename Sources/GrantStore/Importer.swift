@@ -439,7 +439,7 @@ public final class Importer {
                     }
                     if asset.isTrashed {
                         restored.insert(asset.rowID)
-                        try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [asset.rowID])
+                        try db.execute(sql: "UPDATE assets SET trashed_at = NULL, trashed_by = NULL WHERE rowid = ?", arguments: [asset.rowID])
                         try Library.record(db, .restore, asset: asset.rowID)
                         asset.trashedDate = nil
                     }

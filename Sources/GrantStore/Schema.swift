@@ -98,6 +98,7 @@ enum Schema {
         registerV7(&m)
         registerV8(&m)
         registerV9(&m)
+        registerV10(&m)
         return m
     }
 }

@@ -45,7 +45,7 @@ extension Library {
                     affected.insert(asset)
                 case .albumAdd, .albumRemove, .album:
                     albumsTouched = true
-                case .request:
+                case .request, .purge:
                     continue
                 case .status, .options, .app:
                     // This app's record is compared above; other apps' never change this view.

@@ -85,13 +85,24 @@ extension Library {
     /// change in nothing (a trashed asset is in none); the row numbers are never given again.
     @discardableResult
     public func deleteForGood(_ refs: [String]) throws -> [Asset] {
-        var thumbs: [String] = []
-        let (assets, files): ([Asset], [String]) = try write { db in
+        try deleteForGood(detail: "by the person") { db in
             let assets = try Library.resolve(db, refs)
             let live = assets.filter { !$0.isTrashed }
             if !live.isEmpty {
-                throw LibraryError.conflict("not in Recently Deleted: \(live.map { "'\($0.displayName)'" }.joined(separator: ", ")) (delete it through an app's mount first); nothing was deleted")
+                throw LibraryError.conflict("not in Recently Deleted: \(live.map { "'\($0.displayName)'" }.joined(separator: ", ")) (photogate delete moves it there first); nothing was deleted")
             }
+            return assets
+        }
+    }
+
+    /// Deletes for good the assets `select` picks in the transaction (all in Recently Deleted), each
+    /// recorded in the change log as `purge` with its id, name and `detail` (who or why).
+    func deleteForGood(detail: String, _ select: (Database) throws -> [Asset]) throws -> [Asset] {
+        var thumbs: [String] = []
+        let (assets, files): ([Asset], [String]) = try write { db in
+            let assets = try select(db)
+            precondition(assets.allSatisfy(\.isTrashed), "only assets in Recently Deleted are deleted for good")
+            guard !assets.isEmpty else { return ([], []) }
             let rows = assets.map(\.rowID)
             var hashes = Set(assets.map(\.contentHash))
             for r in rows {
@@ -102,8 +113,9 @@ extension Library {
                 for p in try String.fetchAll(db, sql: "SELECT store_path FROM versions WHERE asset_rowid = ? AND store_path IS NOT NULL", arguments: [r]) { paths.insert(p) }
                 if let p = try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE rowid = ?", arguments: [r]) { paths.insert(p) }
             }
-            for r in rows {
-                try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [r])   // versions, consents, places cascade
+            for a in assets {
+                try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [a.rowID])   // versions, consents, places cascade
+                try Library.record(db, .purge, asset: a.rowID, detail: "\(a.id) \(a.displayName): \(detail)")
             }
             // A store file another asset or version still names stays.
             let orphaned = try paths.filter { p in

@@ -11,7 +11,8 @@ struct Restore: PhotogateCommand {
 
     func execute() throws {
         do {
-            let restored = try lib.open().restore(expandRefs(assets))
+            // No automatic purge first: it could delete the photo being rescued.
+            let restored = try lib.open(purge: false).restore(expandRefs(assets))
             for a in restored { say("restored \(a.id)  \(a.displayName)") }
         }
     }

@@ -116,7 +116,7 @@ enum Code {
     @Test func everySubcommandHasHelpWithAnExample() throws {
         let c = try CLI(initialize: false)
         for cmd in ["init", "import", "assets", "albums", "apps", "authorize", "status", "grant", "revoke", "grants",
-                    "options", "requests", "trash", "restore"] {
+                    "options", "requests", "delete", "trash", "restore"] {
             let o = try c.run("help", cmd)
             #expect(o.status == 0, "\(cmd)")
             #expect(o.stdout.contains("Example"), "help \(cmd) has no example")

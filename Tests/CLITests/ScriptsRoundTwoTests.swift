@@ -94,6 +94,101 @@ import TestSupport
         #expect((e["redactedRanges"] as? [Any])?.isEmpty == false, "\(e)")
     }
 
+    /// Runs SQL on the library's catalog (to move a deletion into the past), with python3's sqlite3.
+    static func sql(_ c: CLI, _ statement: String) throws {
+        let o = try TestSupport.run("python3", ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit(); c.close()",
+                                                c.library + "/photogate.sqlite", statement])
+        #expect(o.status == 0, "\(o.stderr)")
+    }
+
+    static func trash(_ c: CLI) throws -> [String: [String: Any]] {
+        let list = try #require(try c.json("trash") as? [[String: Any]])
+        return Dictionary(uniqueKeysWithValues: list.map { ($0["name"] as? String ?? "", $0) })
+    }
+
+    /// The person deletes from the command line (it was "2 unexpected arguments"): to Recently
+    /// Deleted, recorded as the person's; `trash` says who and when; --empty and --delete delete
+    /// for good.
+    @Test func thePersonDeletesAndEmptiesRecentlyDeleted() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg", "b.jpg", "c.jpg", "d.jpg"]))
+        let ids = Dictionary(uniqueKeysWithValues: try #require(try c.json("assets") as? [[String: Any]]).map { ($0["name"] as! String, $0["id"] as! String) })
+        try c.ok("authorize", Self.app, "--status", "limited")
+        try c.ok("grant", Self.app, "a.jpg", "b.jpg")
+        let d = try c.ok("delete", "a.jpg", "-", stdin: ids["b.jpg"]! + "\n")
+        #expect(d.stdout == "deleted \(ids["a.jpg"]!)  a.jpg\ndeleted \(ids["b.jpg"]!)  b.jpg\n", "\(d.stdout)")
+        #expect(try #require(try c.json("assets") as? [[String: Any]]).compactMap { $0["name"] as? String } == ["c.jpg", "d.jpg"])
+        // The app's view lost them, and its history says so.
+        #expect(try #require(try c.json("assets", "--app", Self.app) as? [Any]).isEmpty)
+        let changes = try #require(try c.json("changes", Self.app) as? [String: Any])
+        #expect((changes["changes"] as? [[String: Any]])?.filter { $0["kind"] as? String == "removed" }.count == 2)
+        var t = try Self.trash(c)
+        #expect(Set(t.keys) == ["a.jpg", "b.jpg"])
+        #expect(t.values.allSatisfy { $0["deletedBy"] as? String == "person" && $0["trashedDate"] is String && $0["purgeDate"] is NSNull }, "\(t)")
+        let rows = try c.ok("trash", "--columns", "name,by").stdout
+        #expect(rows == "NAME\tBY\na.jpg\tperson\nb.jpg\tperson\n", "\(rows)")
+        // Twice is no error; an unknown asset deletes nothing.
+        let again = try c.ok("delete", "a.jpg")
+        #expect(again.stdout.isEmpty && again.stderr.contains("already in Recently Deleted: a.jpg"), "\(again.stderr)")
+        let unknown = try c.run("delete", "c.jpg", "ghost.jpg")
+        #expect(unknown.status == Code.notFound && unknown.stderr.contains("ghost.jpg"))
+        #expect(try Self.trash(c).count == 2)
+        #expect(try c.run("delete").status == Code.usage)
+
+        // --empty --older-than: only what was deleted long enough ago.
+        try Self.sql(c, "UPDATE assets SET trashed_at = trashed_at - 10 * 86400 WHERE display_name = 'a.jpg'")
+        let old = try c.ok("trash", "--empty", "--older-than", "5")
+        #expect(old.stdout == "deleted for good \(ids["a.jpg"]!)  a.jpg\n", "\(old.stdout)")
+        #expect(Set(try Self.trash(c).keys) == ["b.jpg"])
+        // Per asset, for good; then --empty takes the rest.
+        try c.ok("delete", "c.jpg")
+        #expect(try c.ok("trash", "--delete", "c.jpg").stdout == "deleted for good \(ids["c.jpg"]!)  c.jpg\n")
+        #expect(try c.run("trash", "--delete", "d.jpg").status == Code.conflict, "d.jpg is not in Recently Deleted")
+        #expect(try c.ok("trash", "--empty").stdout == "deleted for good \(ids["b.jpg"]!)  b.jpg\n")
+        #expect(try Self.trash(c).isEmpty)
+        #expect(try c.run("restore", "b.jpg").status == Code.notFound)
+        #expect(try #require(try c.json("assets") as? [[String: Any]]).compactMap { $0["name"] as? String } == ["d.jpg"])
+        for bad in [["trash", "--older-than", "3"], ["trash", "--empty", "--delete", "d.jpg"], ["trash", "--empty", "--older-than=-1"],
+                    ["trash", "--purge-after", "0"], ["trash", "--purge-after", "soon"], ["trash", "--empty", "--purge-after", "3"]] {
+            #expect(try c.run(bad).status == Code.usage, "\(bad)")
+        }
+    }
+
+    /// iOS empties Recently Deleted after 30 days: here a setting, off by default, never silent.
+    @Test func theAutomaticPurgeIsASettingAndSaysWhatItDid() throws {
+        let c = try CLI()
+        try c.ok("import", try c.photos(["a.jpg", "b.jpg", "c.jpg"]))
+        try c.ok("delete", "a.jpg", "b.jpg")
+        try Self.sql(c, "UPDATE assets SET trashed_at = trashed_at - 40 * 86400 WHERE display_name = 'a.jpg'")
+        // Off: nothing goes, however old; the listing says it is off.
+        #expect(try c.ok("assets").stderr.isEmpty)
+        #expect(Set(try Self.trash(c).keys) == ["a.jpg", "b.jpg"])
+        // On: turning it on runs it, and says what it deleted for good.
+        let on = try c.ok("trash", "--purge-after", "30")
+        #expect(on.stdout.contains("more than 30 days is deleted for good automatically"), "\(on.stdout)")
+        #expect(on.stderr.contains("photogate: note: deleted for good 1 photo in Recently Deleted for more than 30 days (the automatic purge")
+                && on.stderr.contains("a.jpg"), "\(on.stderr)")
+        let left = try Self.trash(c)
+        #expect(Set(left.keys) == ["b.jpg"])
+        #expect(left["b.jpg"]?["purgeDate"] is String, "\(left)")
+        // Any command that opens the library runs it, at most hourly; restore never does.
+        try Self.sql(c, "UPDATE assets SET trashed_at = trashed_at - 40 * 86400 WHERE display_name = 'b.jpg'")
+        #expect(try c.ok("assets").stderr.isEmpty, "within the hour of the last run")
+        try Self.sql(c, "UPDATE trash_settings SET last_purge_at = last_purge_at - 3601")
+        #expect(try c.ok("restore", "b.jpg").stdout.contains("restored"), "restore rescues what is past its days")
+        try c.ok("delete", "b.jpg")
+        try Self.sql(c, "UPDATE assets SET trashed_at = trashed_at - 40 * 86400 WHERE display_name = 'b.jpg'")
+        try Self.sql(c, "UPDATE trash_settings SET last_purge_at = last_purge_at - 3601")
+        let any = try c.ok("albums")
+        #expect(any.stderr.contains("deleted for good 1 photo") && any.stderr.contains("b.jpg"), "\(any.stderr)")
+        #expect(try Self.trash(c).isEmpty)
+        // Off again.
+        try c.ok("delete", "c.jpg")
+        try Self.sql(c, "UPDATE assets SET trashed_at = trashed_at - 400 * 86400")
+        #expect(try c.ok("trash", "--purge-after", "off").stdout.contains("the automatic purge is off"))
+        #expect(Set(try Self.trash(c).keys) == ["c.jpg"])
+    }
+
     /// Capture times on a terminal are local, with the zone's offset; piped and JSON keep UTC.
     /// (The test photo was taken 2024-07-14 10:31:00 UTC.)
     @Test func aTerminalShowsLocalTimesWithTheirOffset() throws {
