@@ -43,6 +43,11 @@ public enum TestSupport {
 
     public static func remove(_ path: String) { try? FileManager.default.removeItem(atPath: path) }
 
+    /// The state folder of every program the tests run (unless the caller names one): photogate's
+    /// mount daemons note their library there (`mounts --all`), not in the home of whoever runs
+    /// the tests.
+    public static let stateHome: String = tempDir("state")
+
     /// A folder in /tmp that another local user can reach (0755; the tests' temp folders are 0700
     /// all the way down), for what a second user must see: a library's own modes, mount points.
     public static func publicTempDir(_ label: String) throws -> String {
@@ -110,6 +115,7 @@ public enum TestSupport {
         p.executableURL = URL(fileURLWithPath: program.hasPrefix("/") ? program : "/usr/bin/env")
         p.arguments = program.hasPrefix("/") ? args : [program] + args
         var env = ProcessInfo.processInfo.environment
+        if env["XDG_STATE_HOME"] == nil { env["XDG_STATE_HOME"] = stateHome }
         for (k, v) in environment { env[k] = v }
         p.environment = env
         if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }

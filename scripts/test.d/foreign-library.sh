@@ -13,7 +13,7 @@ second_user pgf
 chown "$user:" "$home"
 runuser -u "$user" -- "$PHOTOGATE_BIN" --version >/dev/null || skip "$PHOTOGATE_BIN cannot be run by another user (its folders are private)"
 lib="$home/library"
-as_user() { runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
+as_user() { runuser -u "$user" -- env -u XDG_STATE_HOME HOME="$home" PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
 install -o "$user" -m 644 "$corpus/exif.jpg" "$home/a.jpg"
 as_user init >/dev/null
 as_user import "$home/a.jpg" >/dev/null

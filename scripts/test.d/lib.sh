@@ -29,6 +29,9 @@ trap run_cleanups EXIT
 tmp=$(mktemp -d "${PHOTOGATE_TEST_TMP:-/tmp}/photogate-$test_name.XXXXXX")
 chmod 755 "$tmp"
 on_exit "rm -rf '$tmp'"
+# The mount daemons note their library here (`photogate mounts --all`), not in the home of
+# whoever runs the tests.
+export XDG_STATE_HOME="$tmp/state"
 
 # has PATTERN TEXT: grep -q on a captured output (a pipe into grep -q fails under pipefail
 # when the writer gets SIGPIPE).

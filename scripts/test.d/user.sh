@@ -15,7 +15,7 @@ cp "$corpus/exif.jpg" "$home/src/a.jpg"
 chown -R "$user:" "$home"
 # The binary and its libfuse must be reachable by the user.
 runuser -u "$user" -- "$PHOTOGATE_BIN" --version >/dev/null || skip "$PHOTOGATE_BIN cannot be run by another user (its folders are private)"
-as_user() { runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" "$@"; }
+as_user() { runuser -u "$user" -- env -u XDG_STATE_HOME HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" "$@"; }
 as_user init >/dev/null
 as_user import "$home/src" >/dev/null
 as_user authorize org.example.Mine --access read-write --status authorized >/dev/null
@@ -90,7 +90,7 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
     mkdir -p "$home/prop/later" "$home/sig"
     chown -R "$user:" "$home/prop" "$home/sig"
     set +e
-    later_mount_check "$home" "$home/src" org.example.Mine runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library"
+    later_mount_check "$home" "$home/src" org.example.Mine runuser -u "$user" -- env -u XDG_STATE_HOME HOME="$home" PHOTOGATE_LIBRARY="$home/library"
     status=$?
     set -e
     [[ $status == 0 ]] || fail "photogate run as $user, a mount made after the start: exit $status (76: it reached the sandbox)"
@@ -116,7 +116,7 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
         # As a terminal's foreground job: SIGINT at its default (a background job ignores it).
         setsid python3 -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
-            runuser -u "$user" -- env HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" run org.example.Stopped --bind "$home/sig:/sig" -- \
+            runuser -u "$user" -- env -u XDG_STATE_HOME HOME="$home" PHOTOGATE_LIBRARY="$home/library" "$PHOTOGATE_BIN" run org.example.Stopped --bind "$home/sig:/sig" -- \
             sh -c 'trap "touch /sig/caught; kill \$s 2>/dev/null; exit 3" '$sig'; touch /sig/in; sleep 30 & s=$!; wait $s' & runner=$!
         on_exit "kill -9 $runner 2>/dev/null"
         wait_until 30 test -e "$home/sig/in" || fail "the command did not start (SIG$sig)"
