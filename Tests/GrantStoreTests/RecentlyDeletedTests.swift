@@ -108,7 +108,7 @@ import PhotoLibrary
         #expect(try library.trash().map(\.displayName) == ["c.jpg"])
     }
 
-    /// A library made before v9: who deleted what in Recently Deleted comes from the change log.
+    /// A library made before v10: who deleted what in Recently Deleted comes from the change log.
     @Test func theMigrationFillsInWhoFromTheLog() throws {
         let a = try #require(assets["a.jpg"]), b = try #require(assets["b.jpg"])
         try library.moveToTrash(rowIDs: [a.rowID], by: app)
@@ -116,12 +116,12 @@ import PhotoLibrary
         try library.delete([b.id])
         try library.restore([b.id])
         try library.moveToTrash(rowIDs: [b.rowID], by: app)
-        // Back to v8: no column, no setting, no migration.
+        // Back to v9: no column, no setting, no migration.
         try library.write { db in
             try db.execute(sql: """
                 ALTER TABLE assets DROP COLUMN trashed_by;
                 DROP TABLE trash_settings;
-                DELETE FROM grdb_migrations WHERE identifier = 'v9-recently-deleted';
+                DELETE FROM grdb_migrations WHERE identifier = 'v10-recently-deleted';
                 """)
         }
         let reopened = try Library.open(at: library.paths)
