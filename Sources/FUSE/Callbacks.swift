@@ -310,7 +310,10 @@ func makeLowLevelOperations(readdirplus: Bool) -> fuse_lowlevel_ops {
         let gate = c.readGate.enter()
         defer { c.readGate.leave(gate) }
         do throws(Errno) {
-            switch try c.fs.read(ino, handle: fileHandle(fi), offset: Int64(offset), size: size) {
+            let handle = fileHandle(fi)
+            let reply = handle == 0 ? try c.fs.readWithoutOpen(ino, offset: Int64(offset), size: size, context: handleContext(req))
+                : try c.fs.read(ino, handle: handle, offset: Int64(offset), size: size)
+            switch reply {
             case .bytes(let data):
                 let count = min(data.count, size)
                 data.withUnsafeBytes { buf in

@@ -48,6 +48,9 @@ public protocol FileSystemOperations: AnyObject, Sendable {
     /// Up to `size` bytes at `offset`. Fewer bytes mean end of file (unless the file was opened
     /// with `directIO`, where the count is returned to the caller as is).
     func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply
+    /// A read with no open of the filesystem's own (handle 0: the kernel opened the file itself,
+    /// FOPEN_NOOPEN-style), with its caller: who reads is then known only here.
+    func readWithoutOpen(_ inode: Inode, offset: Int64, size: Int, context: RequestContext) throws(Errno) -> ReadReply
     /// Returns the number of bytes written. `data` is only valid during the call.
     func write(_ inode: Inode, handle: UInt64, offset: Int64, data: UnsafeRawBufferPointer, context: RequestContext) throws(Errno) -> Int
     /// Called on every close(2) of a descriptor (may be several per open); its errno is close's.
@@ -98,6 +101,9 @@ public protocol FileSystemOperations: AnyObject, Sendable {
 /// - ioctl, lseek, copy_file_range, locks and bmap are not wired: libfuse answers ENOSYS, and the
 ///   kernel falls back to its generic implementation (or ENOTTY/ENOSYS for ioctl).
 extension FileSystemOperations {
+    public func readWithoutOpen(_ inode: Inode, offset: Int64, size: Int, context: RequestContext) throws(Errno) -> ReadReply {
+        try read(inode, handle: 0, offset: offset, size: size)
+    }
     public func forget(_ inode: Inode, lookups: UInt64) {}
     public func didReturnEntry(_ inode: Inode) {}
     public func setattr(_ inode: Inode, _ changes: SetAttributes, handle: UInt64?, context: RequestContext) throws(Errno) -> (Attributes, timeout: Double) {

@@ -41,6 +41,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let files = Mutex<[Inode: SessionFile]>([:])
     /// Bytes of files being written in this mount, and its limits (Writes/Limits.swift, `admitGrowth`).
     let writingBytes = Mutex<UInt64>(0)
+    /// What the app added in the last 24 hours as last asked (`statfs`), and when (monotonic s).
+    let addedToday = Mutex<(bytes: UInt64, at: Double)?>(nil)
     let writeLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_WRITE_LIMIT_MB"] ?? "") ?? 4096) << 20
     /// What one app may add in a day (Writes/Limits.swift, `addRefusal`).
     let dailyLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_DAILY_LIMIT_MB"] ?? "") ?? 65536) << 20

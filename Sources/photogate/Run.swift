@@ -232,15 +232,25 @@ struct Run: PhotogateCommand {
             // kernel closes to everyone but its owner) does not count, so that no one stops
             // another's run by mounting a view below a shared folder (/srv, /tmp, /).
             let commandUID = sandboxUser?.uid ?? getuid()
-            let viewMounts = mounts.filter { $0.type == "fuse.photogate" && !ownDevices.contains($0.device) && $0.admits(uid: commandUID) }
+            // Root's runs' views (in RunFolders.rootBase, a folder of root's alone) serve only the
+            // sandbox user of their run (the daemon refuses everyone else): masked with the folder
+            // below, never a reason to refuse another's run (a red-team finding: one root run
+            // made every other user's --ro-bind /:/ fail, naming a view they could not unmount).
+            let rootRunViews = Array((RunFolders.rootBase + "/").utf8)
+            let viewMounts = mounts.filter {
+                $0.type == "fuse.photogate" && !ownDevices.contains($0.device) && $0.admits(uid: commandUID)
+                    && !$0.mountPointBytes.starts(with: rootRunViews)
+            }
             let views = viewMounts.map(\.mountPointBytes)
             hidden += viewMounts.map { m in
                 let owner = m.superOption("user_id").flatMap { UInt32($0) }
                 let whose = owner.map { $0 == getuid() ? "yours" : "\(accountName($0))'s, mounted with allow_other" } ?? "of an unknown user"
                 return SandboxHiding.Hidden(path: m.mountPointBytes, what: "another photogate view (\(whose))", policy: .refuse)
             }
-            // Root's runs' view folders (their views are refused above; the folders are masked).
-            if asRoot { hidden.append(SandboxHiding.Hidden(path: Array(RunFolders.rootBase.utf8), what: "photogate run's view folders", policy: .mask)) }
+            // Root's runs' view folders, masked for every run (the views in them are left out above).
+            if asRoot || Glibc.access(RunFolders.rootBase, F_OK) == 0 {
+                hidden.append(SandboxHiding.Hidden(path: Array(RunFolders.rootBase.utf8), what: "photogate run's view folders", policy: .mask))
+            }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
             // masked all the same.
             hidden += MountRegistry.entries(library).map { Array($0.record.mountpoint.utf8) }

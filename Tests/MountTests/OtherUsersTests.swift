@@ -43,6 +43,27 @@ import Glibc
         withExtendedLifetime(f) {}
     }
 
+    /// In a `--no-open` mount the daemon sees only reads, and who reads is known only there: another
+    /// user's reads were recorded as the app's (a red-team finding), so a hostile user could fill
+    /// the app's report with reads it never did.
+    @Test func anotherUsersReadsOfANoOpenViewAreNotTheApps() throws {
+        guard fuseAvailable, let user = try Self.secondUser("anotherUsersReadsOfANoOpenViewAreNotTheApps") else { return }
+        let f = try MountFixture()
+        f.extraEnvironment["PHOTOGATE_REPORT_FLUSH_MS"] = "100"
+        let open = try Self.openFolder()
+        defer { if !isMounted(open + "/m") { TestSupport.remove(open) } }
+        try f.importPhotos(["a.jpg", "b.jpg"])
+        try f.pg("authorize", "org.example.Frame", "--status", "authorized")
+        let m = try f.mount("org.example.Frame", extra: ["--no-open", "-o", "allow_other"], at: open + "/m")
+        let o = try Self.shellAs(user, "cat \"$1/a.jpg\" >/dev/null", m)
+        #expect(o.status == 0, "another user's read failed: \(o.stderr)")
+        #expect(readAll(m + "/b.jpg") != nil)
+        #expect(eventually(30) { ((try? f.pg("report", "org.example.Frame").stdout) ?? "").contains("b.jpg") })
+        #expect(!(try f.pg("report", "org.example.Frame").stdout.contains("a.jpg")), "another user's read was recorded as the app's")
+        try f.unmount(m)
+        withExtendedLifetime(f) {}
+    }
+
     @Test func withAllowOtherTheKernelChecksTheModeBits() throws {
         guard fuseAvailable, let user = try Self.secondUser("withAllowOtherTheKernelChecksTheModeBits") else { return }
         let f = try MountFixture()

@@ -182,7 +182,9 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
 
     /// The access report's batches, as a mount handed them.
     var accessBatches: [(app: AppID, tallies: [AccessTally])] = []
-    func bytesAdded(by app: AppID, since: Double) throws -> UInt64 { 0 }
+    /// What `bytesAdded` answers (what the app added in the period).
+    var addedBytes: UInt64 = 0
+    func bytesAdded(by app: AppID, since: Double) throws -> UInt64 { locked { addedBytes } }
 
     /// Set: recordAccess fails (a locked or failing database).
     var failAccess: Bool {

@@ -406,13 +406,20 @@ import Glibc
         #expect(before.blocks - before.blocksFree == 0)
     }
 
-    /// Free space is the disk's rounded down to 64 MiB steps: to the byte, it moved with every
-    /// hidden import and grant, telling the app what happened elsewhere in the library.
-    @Test func statfsFreeSpaceMovesOnlyInCoarseSteps() throws {
-        let (_, fs, _) = try make(.limited)
+    /// Free space is what the app may still add today (its daily limit less what it added),
+    /// in 64 MiB steps: never the disk's, which moved with every hidden import and grant, and
+    /// which an app that parked its own writes on a step's edge read a 349-byte import in.
+    @Test func statfsFreeSpaceIsTheAppsOwnAllowanceNotTheDisks() throws {
+        let (lib, fs, _) = try make(.limited)
         let s = try fs.statfs(FixedInode.root)
         #expect(s.blockSize > 0)
         #expect((s.blocksFree * s.blockSize) % (64 << 20) == 0, "free space \(s.blocksFree * s.blockSize) is not in 64 MiB steps")
         #expect(s.blocksAvailable == s.blocksFree)
+        #expect(s.blocksFree * s.blockSize == fs.dailyLimit / (64 << 20) * (64 << 20))
+        // What the app added itself counts (a fresh daemon asks the library).
+        lib.addedBytes = 200 << 20
+        let fs2 = try PhotoFS(library: lib, app: Self.app, access: .readWrite, passthrough: false)
+        let t = try fs2.statfs(FixedInode.root)
+        #expect(t.blocksFree * t.blockSize == (fs2.dailyLimit - (200 << 20)) / (64 << 20) * (64 << 20))
     }
 }

@@ -70,6 +70,23 @@ if runuser -u "$user" -- bwrap --ro-bind / / --unshare-all true 2>/dev/null; the
         [ -d /h/src ] && [ -z "$(ls -A /h/library 2>/dev/null)" ] || exit 82
         [ "$(ls /proc/self/fd | sort -n | tr "\n" " ")" = "0 1 2 3 " ] || { ls -l /proc/self/fd >&2; exit 83; }
         exit 0' 9</dev/null || fail "photogate run as $user: exit $?"
+    # A root run's view (in /run/photogate-run, root's alone, serving only that run's sandbox
+    # user) never stops another user's run of a folder above it: one root run made every user's
+    # --ro-bind /run (or /:/) fail, naming a view they could not unmount. Masked inside.
+    if [[ -n ${rootlib:-} ]]; then
+        PHOTOGATE_LIBRARY="$rootlib" "$PHOTOGATE_BIN" authorize org.example.RootRun --access read-write --status authorized >/dev/null
+        on_exit "pkill -KILL -f 'run org.example.RootRun' || true"
+        PHOTOGATE_LIBRARY="$rootlib" "$PHOTOGATE_BIN" run org.example.RootRun -- sleep 600 </dev/null >/dev/null 2>&1 &
+        rootrun_mounted() { grep -q " photogate:org.example.RootRun " /proc/self/mountinfo; }
+        wait_until 30 rootrun_mounted || fail "root's run did not mount its view"
+        set +e
+        out=$(as_user run org.example.Mine --ro-bind /run:/hostrun -- sh -c '[ -n "$(ls -A /hostrun/photogate-run 2>/dev/null)" ] && exit 62; exit 0' 2>&1 9</dev/null)
+        status=$?
+        set -e
+        [[ $status == 0 ]] || fail "$user's run of /run while root's run has a view there: exit $status (62: its folder shows inside) $out"
+        pkill -KILL -f 'run org.example.RootRun' || true
+        wait_until 30 eval '! rootrun_mounted' || fail "root's killed run left its view mounted"
+    fi
     # Passed writable, the home holding the library is refused, and the refusal names the library:
     # it named the run's own view folder (in the library's run/sandbox/, a place of the library
     # too) about every other run, as the set of places came in. Several runs: each run's order

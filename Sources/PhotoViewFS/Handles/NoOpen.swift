@@ -13,7 +13,8 @@ import Glibc
 /// its default without OPEN), and a revoke, a new version or a strip-location change drops them
 /// (Refresh.swift), so the next read asks again.
 extension PhotoFS {
-    func readWithoutHandle(_ inode: Inode, offset: Int64, size: Int) throws(Errno) -> ReadReply {
+    /// `user`: another user's read (allow_other): served alike, but not the app's access.
+    func readWithoutHandle(_ inode: Inode, offset: Int64, size: Int, user: UInt32?) throws(Errno) -> ReadReply {
         let node: AssetNode
         switch resolve(inode) {
         case .asset(let n)?: node = n
@@ -34,13 +35,13 @@ extension PhotoFS {
         case nil: throw .accessDenied
         default: throw .isDirectory
         }
-        let plan = try readPlan(for: node)
-        let fd = try openOriginal(node)
+        let plan = try readPlan(for: node, user: user)
+        let fd = try openOriginal(node, user: user)
         defer { FDBudget.mount.close(fd) }
         let bytes = try AssetHandle.readBytes(fd, offset: offset, size: size, zeroing: plan)
         // The first read the daemon serves is the access (the kernel opened the file itself);
         // a read of the file's start counts one more, later reads only move the last time.
-        recorder.note(node.rowID, .read, counts: offset == 0)
+        if user == nil { recorder.note(node.rowID, .read, counts: offset == 0) }
         return .bytes(bytes)
     }
 

@@ -161,8 +161,8 @@ extension PhotoFS {
     /// A visible asset's original opened for reading by the general path (an alias, location
     /// stripped, a path too long for the fast one).
     func openAsset(_ inode: Inode, _ node: AssetNode, aliased: Bool, user: UInt32?) throws(Errno) -> OpenReply? {
-        let plan = try readPlan(for: node)
-        let fd = try openOriginal(node)
+        let plan = try readPlan(for: node, user: user)
+        let fd = try openOriginal(node, user: user)
         if user == nil { recorder.note(node.rowID, .read) }   // another user's read is not the app's
         var path = node.path
         let key = path.withUTF8 { PhotoFS.pathKey(UnsafeRawBufferPointer($0)) }
@@ -184,7 +184,8 @@ extension PhotoFS {
             let length = strlen(path)
             let key = PhotoFS.pathKey(UnsafeRawBufferPointer(start: buf.baseAddress, count: length))
             do throws(Errno) {
-                let fd = try openOriginal(path, rowID: b.rowID, inStore: b.bits & NodeStore.inStore != 0, size: b.size, ctime: b.ctime) {
+                let fd = try openOriginal(path, rowID: b.rowID, inStore: b.bits & NodeStore.inStore != 0, size: b.size, ctime: b.ctime,
+                                          user: user) {
                     (self.nodeName(inode), String(decoding: UnsafeBufferPointer(start: buf.baseAddress, count: length), as: UTF8.self))
                 }
                 return .opened(b, fd, key)
@@ -213,13 +214,14 @@ extension PhotoFS {
 
     /// What a read of this node zeroes (nil: served as is). With strip-location on, a file whose
     /// metadata cannot be parsed with confidence is refused (EACCES), never served as it is.
-    func readPlan(for node: AssetNode) throws(Errno) -> RedactionPlan? {
+    /// `user`: another user's read (allow_other), which is not the app's: not in its report.
+    func readPlan(for node: AssetNode, user: UInt32? = nil) throws(Errno) -> RedactionPlan? {
         guard node.strip else { return nil }
         switch redaction(for: node) {
         case .plan(let p): return p.isEmpty ? nil : p
         case .refuse(let why):
             log("refused \(node.name) to \(appID): strip-location is on and its metadata cannot be parsed with confidence (\(why))")
-            recorder.note(node.rowID, .refused)
+            if user == nil { recorder.note(node.rowID, .refused) }
             throw .accessDenied
         }
     }
@@ -228,17 +230,17 @@ extension PhotoFS {
     /// app's opens (FDBudget: the excess open fails with EMFILE, every other file keeps working).
     /// An original indexed in place (import --reference) that changed since is refused: the
     /// catalog (and the redaction plan) describe only the bytes it had.
-    func openOriginal(_ node: AssetNode) throws(Errno) -> Int32 {
+    func openOriginal(_ node: AssetNode, user: UInt32? = nil) throws(Errno) -> Int32 {
         let opened = node.path.withCString { p in
             Result { () throws(Errno) -> Int32 in
-                try openOriginal(p, rowID: node.rowID, inStore: node.inStore, size: node.size, ctime: node.ctime) { (node.name, node.path) }
+                try openOriginal(p, rowID: node.rowID, inStore: node.inStore, size: node.size, ctime: node.ctime, user: user) { (node.name, node.path) }
             }
         }
         return try opened.get()
     }
 
     /// The same by the original's path; `describe` (its name and path) only for a log line.
-    func openOriginal(_ path: UnsafePointer<CChar>, rowID: Int64, inStore: Bool, size: UInt64, ctime: Int,
+    func openOriginal(_ path: UnsafePointer<CChar>, rowID: Int64, inStore: Bool, size: UInt64, ctime: Int, user: UInt32? = nil,
                       describe: () -> (name: String, path: String)) throws(Errno) -> Int32 {
         // A referenced original (import --reference) lives in a folder someone else may write: its
         // path was recorded with no symbolic link in it, and it is opened so, or not at all (a
@@ -263,7 +265,7 @@ extension PhotoFS {
             FDBudget.mount.close(fd)
             let (name, path) = describe()
             log("refused \(name) to \(appID): its original at \(path) changed after it was imported (photogate verify reports it)")
-            recorder.note(rowID, .refused)
+            if user == nil { recorder.note(rowID, .refused) }   // another user's open is not the app's
             throw .accessDenied
         case .storeDamaged:
             FDBudget.mount.close(fd)
@@ -286,8 +288,13 @@ extension PhotoFS {
         return nil
     }
 
+    public func readWithoutOpen(_ inode: Inode, offset: Int64, size: Int, context: RequestContext) throws(Errno) -> ReadReply {
+        guard noOpen else { return try read(inode, handle: 0, offset: offset, size: size) }
+        return try readWithoutHandle(inode, offset: offset, size: size, user: context.uid == uid ? nil : context.uid)
+    }
+
     public func read(_ inode: Inode, handle: UInt64, offset: Int64, size: Int) throws(Errno) -> ReadReply {
-        if noOpen && handle == 0 { return try readWithoutHandle(inode, offset: offset, size: size) }
+        if noOpen && handle == 0 { return try readWithoutHandle(inode, offset: offset, size: size, user: nil) }
         switch entry(handle) {
         case .asset(let a)?: return try a.read(self, offset: offset, size: size)
         case .other(let h)?: return try h.read(self, offset: offset, size: size)

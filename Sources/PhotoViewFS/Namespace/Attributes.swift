@@ -82,19 +82,34 @@ extension PhotoFS {
     public func statfs(_ inode: Inode) throws(Errno) -> StatFS {
         var st = statvfs()
         guard statvfs(library.storeRoot, &st) == 0 else { return StatFS() }
-        // Report free space as it is, but "used" as only what this view shows: the disk's other
-        // contents (hidden assets among them) are none of the app's business.
-        let bsize = UInt64(st.f_frsize)
+        // "Used" is only what this view shows, and "free" is what this app may still add today
+        // (its daily limit less what it added in 24 hours and what it is writing now), rounded
+        // down to 64 MiB: figures that move only with the app's own writes. The disk's own free
+        // space moved with every hidden import and every grant's database write, and rounding it
+        // was not enough: an app that wrote a file of its own until free space sat on a step's
+        // edge saw a 349-byte hidden import tip it over (a red-team finding). When the disk is
+        // fuller than that, writes fail with ENOSPC at its reserve, as they always did.
+        let bsize = UInt64(max(st.f_frsize, 1))
         let visibleBytes = viewBytes.load(ordering: .relaxed)
-        // Free space rounded down to a step of 64 MiB: to the byte, it moved with every hidden
-        // import and every grant's database write (a red-team finding), telling an app what the
-        // person did elsewhere in the library. (Any process that can reach the disk itself still
-        // sees its free space: a library on a disk of its own keeps that private too.)
-        let step = max(1, PhotoFS.freeSpaceStep / max(bsize, 1))
-        let avail = UInt64(st.f_bavail) / step * step
+        let step = max(1, PhotoFS.freeSpaceStep / bsize)
+        let allowance = dailyLimit - min(dailyLimit, addedTodayCached() + writingBytes.withLock { $0 })
+        let avail = allowance / bsize / step * step
         let used = (visibleBytes + bsize - 1) / bsize
         return StatFS(blockSize: bsize, blocks: avail + used, blocksFree: avail, blocksAvailable: avail,
                       files: UInt64(model.withLock { $0.nodes.count }) + 1_000_000, filesFree: 1_000_000, nameMax: 255)
+    }
+
+    /// What the app added in the last 24 hours (`LibraryPort.bytesAdded`), asked at most every
+    /// 2 s (`df` in a loop must not cost a query each). Unknown (the catalog busy): the last
+    /// answer, else nothing.
+    func addedTodayCached() -> UInt64 {
+        let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        if let c = addedToday.withLock({ $0 }), now - c.at < 2 { return c.bytes }
+        guard let bytes = try? library.bytesAdded(by: appID, since: Date().timeIntervalSince1970 - 86_400) else {
+            return addedToday.withLock { $0?.bytes } ?? 0
+        }
+        addedToday.withLock { $0 = (bytes, now) }
+        return bytes
     }
 
     public func access(_ inode: Inode, mask: Int32, context: RequestContext) throws(Errno) {

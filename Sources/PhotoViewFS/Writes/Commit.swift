@@ -21,7 +21,12 @@ extension PhotoFS {
         let f = h.file
         let closer = PhotoFS.process(of: context.pid)
         try f.run { () throws(Errno) in
-            guard h.isCurrentLocked, f.isWriting else { return }
+            guard h.isCurrentLocked else { return }
+            // Refused and dropped at an earlier close (not complete media, mostly holes, past the
+            // daily limit, its access withdrawn): every later close of a copy of the descriptor
+            // (a forked child's) says so too, not 0 over a file that is gone.
+            if f.refusedAtClose { throw .invalid }
+            guard f.isWriting else { return }
             // Refused at an earlier close (its opener's): final for every other process. A forked
             // child, or a process the descriptor was passed to, that writes the rest gets EINVAL
             // at its close too, and the file is never committed (it was, at the last release,
@@ -33,6 +38,7 @@ extension PhotoFS {
             guard f.openers[handle] == closer else { return }        // a copy elsewhere: at the release
             do throws(Errno) { try commitLocked(f, last: false) } catch {
                 if f.hidden { f.refusedOpener = closer }
+                if f.state == .discarded { f.refusedAtClose = true }
                 throw error
             }
         }
@@ -103,7 +109,9 @@ extension PhotoFS {
             discardLocked(f)
             throw .accessDenied
         }
-        if let (errno, why) = addRefusal(f) {
+        // A file kept at an earlier close to be committed later (the database was unavailable)
+        // was told saved: not refused now by a limit that close could not ask.
+        if !f.ready, let (errno, why) = addRefusal(f) {
             log("refused \(f.name) from \(appID): \(why)")
             noteRefusal(f.name, why)
             discardLocked(f)

@@ -32,6 +32,8 @@ final class SessionFile: @unchecked Sendable {
     let folder: Inode?
     /// An edit: the asset (row id) whose new version this file becomes (EditSession.swift).
     let editing: Int64?
+    /// Refused and discarded at a close: every later close of the file fails (EINVAL).
+    var refusedAtClose = false
     /// For an edit: the original's path of the version it was made from (the view's `node.path`),
     /// checked again where the new version commits (`LibraryPort.commitVersion`).
     let basedOn: String?
