@@ -21,31 +21,61 @@ enum CatalogFiles {
     static let sharedFirst: UInt64 = 0x4000_0002
     static let sharedLast: UInt64 = 0x4000_0002 + 510 - 1
 
-    /// Throws `catalogFileGone` when the log or the index is missing while another process holds
-    /// the database open. Reads `/proc/locks` (never opens the database file: a close of any
-    /// descriptor of it would drop the locks SQLite holds in this process).
+    /// Throws `catalogFileGone` when the log, the index or the database itself is missing or
+    /// another file than the one another process holds the library open through. Reads
+    /// `/proc/locks` (never opens the database file: a close of any descriptor of it would drop
+    /// the locks SQLite holds in this process).
     static func checkNotOrphaned(_ paths: LibraryPaths) throws {
         var st = stat()
-        var missing = ["-wal", "-shm"].filter { lstat(paths.database + $0, &st) != 0 && errno == ENOENT }
-        // A log at its name that is not the one the processes in use write (the mark says which).
-        if missing.isEmpty, let log = markedLog(paths), lstat(paths.database + "-wal", &st) == 0, Library.identity(st) != log {
-            missing = ["-wal"]
+        let mark = markedFiles(paths)
+        func fail(_ suffix: String, replaced: Bool, _ holders: [Int32]) throws -> Never {
+            throw LibraryError.catalogFileGone(library: paths.root, file: paths.database + suffix, replaced: replaced,
+                                               holders: holders.map { describe(pid: $0) })
         }
-        guard let gone = missing.first else { return }
-        let holders = otherHolders(of: paths.database)
-        guard !holders.isEmpty else { return }
-        throw LibraryError.catalogFileGone(library: paths.root, file: paths.database + gone,
-                                           holders: holders.map { describe(pid: $0) })
+        // The database replaced by a rename (a restore over a running mount): its processes hold
+        // the old file, whose number the mark keeps.
+        if let db = mark?.db, stat(paths.database, &st) == 0, Library.identity(st) != db {
+            let old = holders(device: db, range: sharedFirst...sharedLast)
+            if !old.isEmpty { try fail("", replaced: true, old) }
+        }
+        let dbHolders = otherHolders(of: paths.database)
+        guard !dbHolders.isEmpty else { return }
+        for suffix in ["-wal", "-shm"] where lstat(paths.database + suffix, &st) != 0 && errno == ENOENT {
+            try fail(suffix, replaced: false, dbHolders)
+        }
+        // A log at its name that is not the one the processes in use write (the mark says which).
+        if let wal = mark?.wal, lstat(paths.database + "-wal", &st) == 0, Library.identity(st) != wal {
+            try fail("-wal", replaced: true, dbHolders)
+        }
+        // An index at its name that is not the one they use: each holds a read lock on its own
+        // index's byte 128 (SQLite's DMS lock) for as long as it has the library open. A process
+        // that has just opened the database and not its index yet looks the same for a moment:
+        // asked again before it counts.
+        for attempt in 0..<5 {
+            guard lstat(paths.database + "-shm", &st) == 0 else { return }
+            let onIndex = Set(holders(device: Library.identity(st), range: 128...128))
+            let strangers = otherHolders(of: paths.database).filter { !onIndex.contains($0) }
+            if strangers.isEmpty { return }
+            if attempt == 4 { try fail("-shm", replaced: true, strangers) }
+            usleep(20_000)
+        }
     }
 
     /// The processes other than this one that hold a POSIX lock in the database's shared range.
     static func otherHolders(of database: String, locks: String? = nil) -> [Int32] {
         var st = stat()
         guard stat(database, &st) == 0 else { return [] }
-        let dev = UInt64(st.st_dev)
+        return holders(device: Library.identity(st), range: sharedFirst...sharedLast, locks: locks)
+    }
+
+    /// The processes other than this one holding a POSIX (or OFD) lock over `range` of the file
+    /// `device` (its device and inode, `Library.identity`), from `/proc/locks`.
+    static func holders(device identity: [UInt64], range: ClosedRange<UInt64>, locks: String? = nil) -> [Int32] {
+        guard identity.count == 2 else { return [] }
+        let dev = identity[0]
         let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~UInt64(0xfff))
         let minor = (dev & 0xff) | ((dev >> 12) & ~UInt64(0xff))
-        let device = String(format: "%02llx:%02llx:%llu", major, minor, UInt64(st.st_ino))
+        let device = String(format: "%02llx:%02llx:%llu", major, minor, identity[1])
         guard let text = locks ?? (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) else { return [] }
         let me = getpid()
         var pids: [Int32] = []
@@ -53,11 +83,11 @@ enum CatalogFiles {
             // "12: POSIX  ADVISORY  READ 21083 fe:00:16293999 1073741826 1073742335"; a waiter's
             // line has "->" after the number, and is not a holder.
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard f.count >= 8, f[1] == "POSIX" || f[1] == "OFDLCK", f[1] != "->",
+            guard f.count >= 8, f[1] == "POSIX" || f[1] == "OFDLCK",
                   f[5] == device, let pid = Int32(f[4]), pid != me, !pids.contains(pid),
                   let start = UInt64(f[6]) else { continue }
             let end = f[7] == "EOF" ? UInt64.max : (UInt64(f[7]) ?? UInt64.max)
-            if start <= sharedLast && end >= sharedFirst { pids.append(pid) }
+            if start <= range.upperBound && end >= range.lowerBound { pids.append(pid) }
         }
         return pids
     }
@@ -90,31 +120,59 @@ enum CatalogFiles {
 extension CatalogFiles {
     static let markName = "catalog-in-use"
 
-    /// The log's identity (device, inode) recorded in the mark, or nil when there is no mark.
-    static func markedLog(_ paths: LibraryPaths) -> [UInt64]? {
+    /// What the mark records: the log's identity (device, inode) and the database's, or nil when
+    /// there is no mark. A mark is written whole or not at all (`mark`): one that is not two or
+    /// four numbers was not written by photogate and counts as none.
+    struct Mark: Equatable { var wal: [UInt64]; var db: [UInt64]? }
+
+    static func markedFiles(_ paths: LibraryPaths) -> Mark? {
         let fd = pg_open_in_folder(paths.run, nil, markName, O_RDONLY, 0)
         guard fd >= 0 else { return nil }
         defer { Glibc.close(fd) }
-        var buf = [UInt8](repeating: 0, count: 128)
+        var buf = [UInt8](repeating: 0, count: 256)
         let n = Glibc.read(fd, &buf, buf.count)
         let words = String(decoding: buf.prefix(max(0, n)), as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
         let values = words.compactMap { UInt64($0) }
-        // A mark that cannot be read is still a mark: it names no log, so no log matches it.
-        return values.count == 2 ? values : [UInt64.max, UInt64.max]
+        guard values.count == words.count else { return nil }
+        switch values.count {
+        case 2: return Mark(wal: values, db: nil)
+        case 4: return Mark(wal: Array(values[0..<2]), db: Array(values[2..<4]))
+        default: return nil
+        }
     }
 
-    /// Marks the library in use by a log of this identity: written and synced (file and folder)
-    /// before the commit it comes before.
+    static func markedLog(_ paths: LibraryPaths) -> [UInt64]? { markedFiles(paths)?.wal }
+
+    /// Marks the library in use by a log and a database of these identities: written to a temp
+    /// file, synced, and renamed into place (a kill or a full disk never leaves half a mark), the
+    /// folder synced, before the commit it comes before.
     static func mark(_ paths: LibraryPaths, log: [UInt64]) throws {
-        let fd = pg_open_in_folder(paths.run, nil, markName, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        guard fd >= 0 else { throw LibraryError.io("cannot write \(paths.run)/\(markName): \(String(cString: strerror(errno)))") }
-        let text = Array("\(log[0]) \(log[1])\n".utf8)
+        var st = stat()
+        let db = stat(paths.database, &st) == 0 ? Library.identity(st) : nil
+        let text = Array(("\(log[0]) \(log[1])" + (db.map { " \($0[0]) \($0[1])" } ?? "") + "\n").utf8)
+        // A name of its own: processes starting together each write theirs (one shared temp name
+        // was renamed away under another process, ENOENT).
+        let temp = markName + ".\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
+        func failure(_ e: Int32) -> LibraryError {
+            e == ENOSPC || e == EDQUOT ? .noSpace("cannot write \(paths.run)/\(markName), the library's in-use mark")
+                : .io("cannot write \(paths.run)/\(markName), the library's in-use mark: \(String(cString: strerror(e)))"
+                      + (e == ENOTDIR || e == ELOOP ? " (the library's run folder must be a folder, not a link)" : ""))
+        }
+        let fd = pg_open_in_folder(paths.run, nil, temp, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard fd >= 0 else { throw failure(errno) }
         let ok = Glibc.write(fd, text, text.count) == text.count && fsync(fd) == 0
         let e = errno
         Glibc.close(fd)
-        guard ok else { throw LibraryError.io("cannot write \(paths.run)/\(markName): \(String(cString: strerror(e)))") }
-        let dir = Glibc.open(paths.run, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 { _ = fsync(dir); Glibc.close(dir) }
+        guard ok else { unlinkat(AT_FDCWD, paths.run + "/" + temp, 0); throw failure(e) }
+        let dir = Glibc.open(paths.run, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+        guard dir >= 0 else { unlinkat(AT_FDCWD, paths.run + "/" + temp, 0); throw failure(errno) }
+        defer { Glibc.close(dir) }
+        guard renameat(dir, temp, dir, markName) == 0 else {
+            let e = errno
+            unlinkat(dir, temp, 0)
+            throw failure(e)
+        }
+        _ = fsync(dir)
     }
 
     /// At the end of the last process (its pool closed, the log emptied by the close's
@@ -148,17 +206,9 @@ extension CatalogFiles {
         guard otherHolders(of: paths.database).isEmpty else { return }
         if accept {
             unlinkat(AT_FDCWD, paths.run + "/" + markName, 0)
-            FileHandle.standardError.write(Data("photogate: warning: the catalog's write-ahead log was lost after photogate last ran without closing the library; accepted: the catalog is what the database file held at its last checkpoint\n".utf8))
+            FileHandle.standardError.write(Data("photogate: warning: the catalog's write-ahead log was \(present ? "replaced" : "removed") after photogate last ran without closing the library; accepted: the catalog is what the database file held at its last checkpoint, with what the log now at its name holds\n".utf8))
             return
         }
-        throw LibraryError.catalogDamaged(library: paths.root, why: """
-            its write-ahead log, photogate.sqlite-wal, was \(present ? "replaced" : "removed") after a photogate \
-            process ended without closing the library (it was killed, or the machine stopped), so the changes \
-            made since the log was last written into photogate.sqlite may be lost (grants, revokes, photos saved \
-            through a view). If you restored photogate.sqlite from a backup, this is expected. To go on with the \
-            catalog as the database file holds it, run `photogate verify --accept-lost-log`: it checks the store \
-            against it and lists photos whose asset was lost as orphans; `photogate verify --rebuild` then makes \
-            them assets again
-            """)
+        throw LibraryError.catalogLogLost(library: paths.root, replaced: present)
     }
 }

@@ -274,12 +274,15 @@ public final class Library: Sendable {
 
     /// Before this process's first commit: the library is marked in use by its log, so that the
     /// log's loss before the last process lets go is seen (`CatalogFiles`). One lstat, once.
-    func markInUse() throws {
+    /// A mount's daemon calls it at its start (it holds the library for long; a log replaced
+    /// under it before its first commit was not told otherwise).
+    public func markInUse() throws {
         guard !marked.load(ordering: .relaxed) else { return }
         var st = stat()
         guard lstat(paths.database + "-wal", &st) == 0 else { return }
         let log = Library.identity(st)
-        if CatalogFiles.markedLog(paths) != log { try CatalogFiles.mark(paths, log: log) }
+        let db = stat(paths.database, &st) == 0 ? Library.identity(st) : nil
+        if CatalogFiles.markedFiles(paths) != CatalogFiles.Mark(wal: log, db: db) { try CatalogFiles.mark(paths, log: log) }
         marked.store(true, ordering: .relaxed)
     }
     private let marked = Atomic<Bool>(false)
@@ -326,6 +329,15 @@ public final class Library: Sendable {
             if let c = db.sqliteConnection { _ = pg_sqlite_checkpoint_on_close(UnsafeMutableRawPointer(c)) }
         }
         try? pool.close()
+        // Another file put at the log's name while this process held its own (a copy moved over
+        // it): once nobody holds the library, it must not be replayed over the database that now
+        // holds everything (its frames are older): moved aside, never deleted.
+        if goneButSaved, lstat(paths.database + "-wal", &st) == 0, CatalogFiles.otherHolders(of: paths.database).isEmpty {
+            let aside = paths.database + "-wal.replaced-" + Library.stampNow()
+            if rename(paths.database + "-wal", aside) == 0 {
+                FileHandle.standardError.write(Data("photogate: warning: another file was put at \(paths.database)-wal while photogate used its own; it was moved to \(aside)\n".utf8))
+            }
+        }
         CatalogFiles.unmarkIfLast(paths, logSaved: goneButSaved)
     }
 
@@ -394,13 +406,20 @@ public final class Library: Sendable {
         let path = paths.database + "-wal"
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
+            let e = errno
             if rescue && saveGoneLog() { return }
-            throw LibraryError.notDurable("the catalog's write-ahead log \(path) cannot be opened (\(String(cString: strerror(errno)))): "
+            throw LibraryError.notDurable("the catalog's write-ahead log \(path) cannot be opened (\(String(cString: strerror(e)))): "
                 + "it was removed while photogate had it open, so this change cannot be made durable; stop the library's "
                 + "processes (unmount its views) and check it with photogate verify")
         }
         defer { Glibc.close(fd) }
         var st = stat()
+        // The database itself replaced by a rename (a restore over a running mount): this
+        // process's commits go into the file it holds, which is gone once it ends.
+        if stat(paths.database, &st) == 0, let db = dbIdentity.withLock({ $0 }), db != Library.identity(st) {
+            throw LibraryError.notDurable("the catalog's database \(paths.database) was replaced by another file while photogate had it open, "
+                + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
+        }
         if fstat(fd, &st) == 0, let known = walIdentity.withLock({ $0 }), known != Library.identity(st) {
             if rescue && saveGoneLog() { return }
             throw LibraryError.notDurable("the catalog's write-ahead log \(path) was replaced while photogate had it open, "
@@ -512,7 +531,11 @@ public final class Library: Sendable {
     func noteLogIdentity() {
         var st = stat()
         if lstat(paths.database + "-wal", &st) == 0 { walIdentity.withLock { $0 = Library.identity(st) } }
+        if stat(paths.database, &st) == 0 { dbIdentity.withLock { $0 = Library.identity(st) } }
     }
+
+    /// The database file this process opened (device and inode).
+    private let dbIdentity = Mutex<[UInt64]?>(nil)
 
     static func now() -> Double { Date().timeIntervalSince1970 }
 

@@ -36,7 +36,10 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     /// processes (`holders`: pid and what it is) hold the library open through the one they
     /// opened: a process opening it now would make a new one beside theirs, and the two would
     /// write over each other's commits (`CatalogFiles.checkNotOrphaned`).
-    case catalogFileGone(library: String, file: String, holders: [String])
+    case catalogFileGone(library: String, file: String, replaced: Bool, holders: [String])
+    /// The catalog's write-ahead log was removed or replaced after a process that had committed to
+    /// it ended without closing the library: what it held may be lost (`CatalogFiles.checkLogNotLost`).
+    case catalogLogLost(library: String, replaced: Bool)
 
     public var description: String {
         switch self {
@@ -89,14 +92,24 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .noSpace(let m): return "no space left on device: \(m)"
         case .io(let m): return m
         case .notDurable(let m): return m
-        case .catalogFileGone(let library, let file, let holders):
-            let what = file.hasSuffix("-wal") ? "write-ahead log" : "shared index"
+        case .catalogFileGone(let library, let file, let replaced, let holders):
+            let what = file.hasSuffix("-wal") ? "write-ahead log" : file.hasSuffix("-shm") ? "shared index" : "database"
             let who = holders.prefix(5).joined(separator: "; ") + (holders.count > 5 ? "; and \(holders.count - 5) more" : "")
-            return "the catalog's \(what) \(file) was removed while photogate processes had the library at \(library) open "
-                + "(\(who)). What they committed is safe in the file they still hold, but a command now would make a new "
-                + "one beside it and the two would overwrite each other's changes, so nothing was done. End those "
+            return "the catalog's \(what) \(file) was \(replaced ? "replaced by another file" : "removed") while photogate processes had "
+                + "the library at \(library) open (\(who)). What they committed is safe in the file they still hold, but a command "
+                + "now would use another one beside it and the two would overwrite each other's changes, so nothing was done. End those "
                 + "processes first (`photogate unmount` their views: `photogate mounts` lists them); the last to end "
-                + "writes everything into the database. Then run the command again"
+                + "writes everything into the database it holds. Then run the command again"
+        case .catalogLogLost(let library, let replaced):
+            return """
+                the catalog of the library at \(library) may have lost changes: its write-ahead log, photogate.sqlite-wal, was \
+                \(replaced ? "replaced" : "removed") after a photogate process ended without closing the library (it was killed, \
+                or the machine stopped), so the changes made since the log was last written into photogate.sqlite may be lost \
+                (grants, revokes, photos saved through a view); nothing was changed. If you restored photogate.sqlite from a \
+                backup, this is expected. To go on with the catalog as the database file holds it, run `photogate verify \
+                --accept-lost-log`: it checks the store against it and lists photos whose asset was lost as orphans; \
+                `photogate verify --rebuild` then makes them assets again and keeps the rest of the catalog
+                """
         }
     }
 }

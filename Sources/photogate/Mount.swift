@@ -132,6 +132,12 @@ struct Mount: PhotogateCommand {
                 if readyFd != nil {
                     daemonLog.attach(DaemonLog.File(folder: library.paths.run, sub: "logs", name: daemonLogName(id, access)))
                 }
+                // Marked in use now, not at its first commit: a log replaced under a mount that has
+                // not committed yet is told to every command as one that was (CatalogFiles).
+                do { try library.markInUse() } catch {
+                    report("cannot mark the library in use: \(error)")
+                    throw ExitCode(Exit.mountFailed.rawValue)
+                }
                 let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: report)
                 daemonLog.flush()
                 ServiceManager.notify("STOPPING=1")

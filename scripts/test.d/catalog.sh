@@ -76,25 +76,56 @@ if [[ $saved == 1 ]]; then has after-trunc.jpg "$out" || fail "a close after the
 # unmount nothing committed is lost and the catalog passes its checks.
 quick_check() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("PRAGMA quick_check").fetchone()[0])' "$1"; }
 problems() { "$pg" verify 2>&1 | grep -c -v -e '^KIND' -e '^checked' || true; }
-for gone in wal shm; do
+# Replaced too (a copy moved over it, as a sync tool or a hand "restore" does): the processes keep
+# the file they opened, and a command would use the new one beside it (a red-team finding: a
+# revoke that exited 0 was undone and verify said "no problems").
+for gone in wal shm wal-replaced shm-replaced; do
     before=$(problems)
     "$pg" mount org.example.Cam "$tmp/m" >/dev/null
     daemon=$(pgrep -f "photogate mount org.example.Cam $tmp/m" | head -1)
     cp "$corpus/xmp.jpg" "$tmp/m/before-$gone.jpg"
-    rm "$PHOTOGATE_LIBRARY/photogate.sqlite-$gone"
+    file=${gone%-replaced}
+    if [[ $gone == *-replaced ]]; then
+        cp "$PHOTOGATE_LIBRARY/photogate.sqlite-$file" "$tmp/copy" && mv "$tmp/copy" "$PHOTOGATE_LIBRARY/photogate.sqlite-$file"
+        how="replaced"
+    else
+        rm "$PHOTOGATE_LIBRARY/photogate.sqlite-$file"
+        how="removed"
+    fi
     set +e; out=$("$pg" authorize org.example.Other --access read-write --status authorized 2>&1); status=$?; set -e
-    [[ $status == 69 ]] || fail "a command after the $gone file was removed under a mount: exit $status ($out)"
+    [[ $status == 69 ]] || fail "a command after the $file file was $how under a mount: exit $status ($out)"
     has "pid $daemon" "$out" || fail "the refusal does not name the mount's daemon ($daemon): $out"
-    has "photogate.sqlite-$gone was removed" "$out" || fail "the refusal does not name the removed file: $out"
+    has "photogate.sqlite-$file was $how" "$out" || fail "the refusal does not name the $how file: $out"
     cp "$corpus/le-thumb.jpg" "$tmp/m/after-$gone.jpg"
     has "$tmp/m" "$("$pg" mounts 2>&1)" || fail "mounts does not list the view after the $gone file was removed"
     "$pg" unmount "$tmp/m" >/dev/null || fail "unmount after the $gone file was removed"
     out=$("$pg" assets 2>&1) || fail "assets after the $gone file was removed and the view unmounted: $out"
-    has before-$gone.jpg "$out" && has after-$gone.jpg "$out" || fail "photos saved around the removal of the $gone file are gone: $out"
+    has before-$gone.jpg "$out" && has after-$gone.jpg "$out" || fail "photos saved around the $gone file are gone: $out"
     [[ $("$pg" apps) != *org.example.Other* ]] || fail "a refused command changed the catalog"
     [[ $(quick_check "$PHOTOGATE_LIBRARY/photogate.sqlite") == ok ]] || fail "the catalog fails quick_check after the $gone file was removed"
     [[ $(problems) == "$before" ]] || fail "verify after the $gone file was removed: $("$pg" verify 2>&1)"
 done
+
+# 1d'. The database itself replaced by a rename under a mount (a restore over a running view):
+# commands are refused while the mount holds the old one, and a close after the swap is not told
+# saved (its row would go into the file that is gone). In a library of its own: a restore over a
+# running mount gives up what was committed after the copy, by design.
+on_exit "force_unmount '$tmp/m2'"
+(
+    export PHOTOGATE_LIBRARY="$tmp/swapped"
+    "$pg" init >/dev/null && "$pg" import "$tmp/src" >/dev/null
+    "$pg" authorize org.example.Cam --access read-write --status authorized >/dev/null
+    mkdir -p "$tmp/m2"
+    "$pg" mount org.example.Cam "$tmp/m2" >/dev/null
+    daemon=$(pgrep -f "photogate mount org.example.Cam $tmp/m2" | head -1)
+    cp "$PHOTOGATE_LIBRARY/photogate.sqlite" "$tmp/copy.sqlite" && mv "$tmp/copy.sqlite" "$PHOTOGATE_LIBRARY/photogate.sqlite"
+    set +e; out=$("$pg" apps 2>&1); status=$?; set -e
+    [[ $status == 69 ]] || fail "a command after photogate.sqlite was replaced under a mount: exit $status ($out)"
+    has "pid $daemon" "$out" || fail "the refusal does not name the mount's daemon: $out"
+    ! cp "$corpus/exif.jpg" "$tmp/m2/after-db-swap.jpg" 2>/dev/null || fail "a close after the database was replaced was told saved"
+    "$pg" unmount "$tmp/m2" >/dev/null || fail "unmount after the database was replaced"
+    "$pg" apps >/dev/null || fail "the library does not open after the mount holding the old database ended: $("$pg" apps 2>&1)"
+)
 
 # 1e. The log removed under an idle mount, which is then killed: what it had committed was only
 # in the log it held open; the daemon empties it into the database within seconds of the
@@ -141,6 +172,23 @@ out=$("$pg" verify 2>&1 || true)
 [[ $("$pg" assets --json | python3 -c 'import json, sys; print(sum(1 for a in json.load(sys.stdin) if a["size"] == int(sys.argv[1])))' "$(( $(stat -c %s "$corpus/exif.jpg") + 4 ))") == 1 ]] \
     || fail "the photo whose asset was in the lost log is not an asset again after --rebuild: $("$pg" assets 2>&1)"
 "$pg" grants org.example.Lim >/dev/null || fail "the library does not open after the loss was accepted"
+
+# 1g. The in-use mark is written whole or not at all: on a full disk the first commit says no
+# space (71) and changes nothing, and once there is room every command works (a mark truncated
+# by the full disk made every later command say the catalog was damaged, for good).
+mkdir -p "$tmp/full"
+if mount -t tmpfs -o size=8m tmpfs "$tmp/full" 2>/dev/null; then
+    on_exit "umount -l '$tmp/full'"
+    PHOTOGATE_LIBRARY="$tmp/full/lib" "$pg" init >/dev/null
+    PHOTOGATE_LIBRARY="$tmp/full/lib" "$pg" authorize org.example.Full --access read-write --status limited >/dev/null
+    avail=$(df -B4096 --output=avail "$tmp/full" | tail -1)
+    fallocate -l $(( avail * 4096 )) "$tmp/full/fill" 2>/dev/null || head -c $(( avail * 4096 )) /dev/zero > "$tmp/full/fill" 2>/dev/null || true
+    set +e; out=$(PHOTOGATE_LIBRARY="$tmp/full/lib" "$pg" authorize org.example.Full2 --access read-write --status limited 2>&1); status=$?; set -e
+    [[ $status == 71 || $status == 0 ]] || fail "a command on a full disk: exit $status, not 71 ($out)"
+    rm -f "$tmp/full/fill"
+    out=$(PHOTOGATE_LIBRARY="$tmp/full/lib" "$pg" apps 2>&1) || fail "the library does not open once the disk has room again: $out"
+    [[ ! -s $tmp/full/lib/run/catalog-in-use.tmp ]] || true
+fi
 
 # 4. A backup while a mount runs and an app writes.
 "$pg" mount org.example.Cam "$tmp/m" >/dev/null
