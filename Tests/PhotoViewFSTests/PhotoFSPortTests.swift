@@ -121,6 +121,25 @@ import Glibc
         #expect(!reply.keepCache, "cached pages of the old version were kept")
     }
 
+    /// An `open(O_TRUNC)` for an edit through the old inode of a new version (a name the kernel
+    /// has not dropped yet) is the open, then a truncate of that inode without a handle: the
+    /// truncate reaches the edit the open started, as it does through the current inode. Before,
+    /// it found no edit under the old inode and failed with EACCES (issue 37: tools that save in
+    /// place could save once).
+    @Test func aTruncateThroughTheOldInodeOfANewVersionReachesItsEdit() throws {
+        let (lib, fs, _) = try make(.authorized)
+        let row = try lib.addAsset("mine.jpg", owner: Self.app)
+        fs.refresh()
+        let old = try fs.lookup(parent: FixedInode.root, name: "mine.jpg", context: context).attributes.ino
+        try lib.saveNewVersion(row, bytes: Array("the saved version".utf8))
+        fs.refresh()
+        #expect(try fs.lookup(parent: FixedInode.root, name: "mine.jpg", context: context).attributes.ino != old)
+        let reply = try fs.open(old, flags: O_RDWR, context: context)
+        defer { fs.release(old, handle: reply.handle, flags: 0) }
+        let (a, _) = try fs.setattr(old, SetAttributes(size: 0), handle: nil, context: context)
+        #expect(a.size == 0)
+    }
+
     /// Strip-location turned on gives the redacted view its own inode, and the plain one is not
     /// kept standing for it: its cached pages hold the location.
     @Test func aStripChangeLeavesNoAliasToThePlainInode() throws {

@@ -191,6 +191,20 @@ extension PhotoFS {
                     inv.invalidateEntry(parent: a.ino, name: Array(member.utf8))
                 }
             }
+            // And so are the names of those files in the folders the app made (UploadFolders.swift):
+            // they too named the old inode, and an `open(O_TRUNC)` by such a name truncated through
+            // it (the kernel sends that truncate without a handle), found no edit under the old
+            // inode, and failed: a file in a folder could be edited once (issue 37).
+            let named: [(Inode, String)] = folders.withLock { fs in
+                var out: [(Inode, String)] = []
+                for (ino, folder) in fs {
+                    for (name, child) in folder.children {
+                        if case .asset(let r) = child, rows.contains(r) { out.append((ino, name)) }
+                    }
+                }
+                return out
+            }
+            for (folder, name) in named { inv.invalidateEntry(parent: folder, name: Array(name.utf8)) }
         }
         for n in diff.updated {
             inv.invalidateInode(n.ino, offset: 0, length: 0)

@@ -12,8 +12,11 @@ extension PhotoFS {
         // Through a handle of a file being written (ftruncate; open(O_TRUNC) arrives as open, then
         // this): the session that handle was opened on. By path: the edit of the asset open now,
         // else the file being written.
+        // An inode that stands for an asset's current version (an older version's, or a file
+        // renamed over it: `aliases`) reaches that version's edit, as its opens do.
         let opened = handle.flatMap { openHandle($0) as? SessionHandle }
-        let found: SessionFile? = if let opened { opened.file } else if handle == nil, let e = editSession(ino) { e } else { session(ino) }
+        let found: SessionFile? = if let opened { opened.file } else if handle == nil, let e = editSession(ino) { e }
+            else if handle == nil, let n = aliasedNode(ino), let e = editSession(n.ino) { e } else { session(ino) }
         guard let f = found else { return nil }
         return try f.run { () throws(Errno) -> Attributes? in
             if let opened, !opened.isCurrentLocked {
