@@ -16,7 +16,7 @@ enum FactsReader {
 
     /// The statement: `columns` are the asset columns as the caller wants them (prefixed `a.`,
     /// some possibly NULL), `filter` a condition on `a` (argument `:app` is the app's id).
-    /// `withConsent`: read edit consents (the mount's view build does not need them).
+    /// `withConsent`: read edit consents (visibility checks of many assets do not need them).
     static func sql(columns: String, filter: String, withConsent: Bool = true) -> String {
         """
         SELECT \(columns), a.owner_app IS :app, s.strip_location, p.strip_location, \
@@ -28,12 +28,14 @@ enum FactsReader {
         """
     }
 
-    /// One app's selections and picks (row id -> strip-location), read once. The view build of a
-    /// whole library steps every asset: joining both tables per row cost two index probes an
-    /// asset (62% of a million-asset mount's build); an app's grants are few, a lookup is cheap.
+    /// One app's selections and picks (row id -> strip-location) and edit consents, read once.
+    /// The view build of a whole library steps every asset: joining both tables per row cost two
+    /// index probes an asset (62% of a million-asset mount's build); an app's grants are few, a
+    /// lookup is cheap.
     struct Grants {
         var selections: [Int64: Bool] = [:]
         var picks: [Int64: Bool] = [:]
+        var consents: Set<Int64> = []
 
         static func read(_ db: Database, app: AppID) throws -> Grants {
             var g = Grants()
@@ -43,12 +45,15 @@ enum FactsReader {
             for row in try Row.fetchAll(db, sql: "SELECT asset_rowid, strip_location FROM picks WHERE app_id = ?", arguments: [app.rawValue]) {
                 g.picks[row[0]] = (row[1] as Int64) != 0
             }
+            for rowID in try Int64.fetchAll(db, sql: "SELECT asset_rowid FROM edit_consents WHERE app_id = ?", arguments: [app.rawValue]) {
+                g.consents.insert(rowID)
+            }
             return g
         }
     }
 
-    /// `sql` without the joins: the grant columns are NULL, for `facts(_:grants:)` to fill in
-    /// from `Grants`. Edit consents are not read.
+    /// `sql` without the joins: the grant columns are NULL and the consent 0, for
+    /// `facts(_:grants:)` to fill in from `Grants`.
     static func sqlUnjoined(columns: String, filter: String) -> String {
         "SELECT \(columns), a.owner_app IS :app, NULL, NULL, 0 FROM assets a WHERE \(filter) ORDER BY a.rowid"
     }
@@ -82,7 +87,7 @@ enum FactsReader {
             switch c {
             case selectionStrip: return selection == true ? 1 : 0
             case pickStrip: return pick == true ? 1 : 0
-            case consent: return 0   // sqlUnjoined reads no consents
+            case consent: return grants.consents.contains(rowID) ? 1 : 0
             default: return sqlite3_column_int64(h, c)
             }
         }, isNull: { c in

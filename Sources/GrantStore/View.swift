@@ -126,7 +126,7 @@ extension Library {
         // A whole view reads the app's grants once and joins nothing per asset; a patch of a few
         // rows joins them (it would otherwise read every grant of the app for a handful of rows).
         let grants = only == nil ? try FactsReader.Grants.read(db, app: app.id) : nil
-        let statement = try db.makeStatement(sql: grants == nil ? FactsReader.sql(columns: cols, filter: candidates, withConsent: false)
+        let statement = try db.makeStatement(sql: grants == nil ? FactsReader.sql(columns: cols, filter: candidates)
                                                                  : FactsReader.sqlUnjoined(columns: cols, filter: candidates))
         try statement.setArguments(["app": app.id.rawValue])
         var rows = ViewRows()
@@ -167,6 +167,8 @@ extension Library {
             if facts.isPicked { f.insert(.picked) }
             if facts.isSelected { f.insert(.selected) }
             if context.stripsLocation(facts) { f.insert(.strip) }
+            // The mount shows the file writable exactly where an open for writing would save.
+            if context.editDecision(facts).isAllowed { f.insert(.editable) }
             if facts.isShared { f.insert(.shared) }
             if facts.hasLocation { f.insert(.hasLocation) }
             if trashed { f.insert(.trashed) }

@@ -55,6 +55,16 @@ extension AppContext {
         options.stripLocation || (f.isSelected && f.selectionStripsLocation) || (f.isPicked && f.pickStripsLocation)
     }
 
+    /// Whether the app may change the asset's content (save a new version of it), and why:
+    /// `ViewPolicy.editDecision` with the asset's edit consent and the app's `edit-any` option.
+    /// What an open for writing acts on, what `explain` prints, and what a mount's file modes say
+    /// (writable exactly where this allows: jhead and exiftran look at the mode or ask
+    /// `access(W_OK)` before they save).
+    @inline(__always)
+    public func editDecision(_ f: AssetFacts) -> EditDecision {
+        policy.editDecision(f, consented: f.editConsent, editAny: options.editAny)
+    }
+
     /// The whole answer, with the reasons `explain` prints.
     public func decide(_ f: AssetFacts) -> AssetDecision {
         let p = policy
@@ -79,7 +89,7 @@ extension AppContext {
         if f.isSelected && f.selectionStripsLocation { stripWhy.append("its grant strips location") }
         if f.isPicked && f.pickStripsLocation { stripWhy.append("it was picked without location") }
         return AssetDecision(visible: visible, reasons: why, stripLocation: stripsLocation(f), stripReasons: stripWhy,
-                             edit: p.editDecision(f, consented: f.editConsent, editAny: options.editAny),
+                             edit: editDecision(f),
                              canDelete: p.canDelete(f), canRename: p.canRename(f))
     }
 

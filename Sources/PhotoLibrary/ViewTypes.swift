@@ -13,14 +13,18 @@ public struct ViewEntry: Sendable {
     public var isSelected: Bool
     /// Location must be stripped from what this app reads (app option, or per grant).
     public var stripLocation: Bool
+    /// The app may save over it (`AppContext.editDecision` allows): its file is writable in a mount.
+    public var isEditable: Bool
 
-    public init(asset: Asset, name: String, isOwned: Bool, isPicked: Bool, isSelected: Bool, stripLocation: Bool) {
+    public init(asset: Asset, name: String, isOwned: Bool, isPicked: Bool, isSelected: Bool, stripLocation: Bool,
+                isEditable: Bool = false) {
         self.asset = asset
         self.name = name
         self.isOwned = isOwned
         self.isPicked = isPicked
         self.isSelected = isSelected
         self.stripLocation = stripLocation
+        self.isEditable = isEditable
     }
 }
 
@@ -89,6 +93,8 @@ public struct ViewRows: Sendable {
         public static let shared = Flags(rawValue: 1 << 4)
         public static let hasLocation = Flags(rawValue: 1 << 5)
         public static let trashed = Flags(rawValue: 1 << 6)
+        /// The app may edit it (`AppContext.editDecision`): the mount shows its file writable.
+        public static let editable = Flags(rawValue: 1 << 7)
         public static let ownerNameNull = Flags(rawValue: 1 << 8)
         public static let ownerAppNull = Flags(rawValue: 1 << 9)
         public static let storePathNull = Flags(rawValue: 1 << 10)
@@ -124,6 +130,7 @@ public struct ViewRows: Sendable {
             if e.isPicked { f.insert(.picked) }
             if e.isSelected { f.insert(.selected) }
             if e.stripLocation { f.insert(.strip) }
+            if e.isEditable { f.insert(.editable) }
             if a.isShared { f.insert(.shared) }
             if a.hasLocation { f.insert(.hasLocation) }
             if a.trashedDate != nil { f.insert(.trashed) }
@@ -232,7 +239,7 @@ public struct ViewRows: Sendable {
     public func entry(_ i: Int) -> ViewEntry {
         let a = asset(i), f = flags[i]
         return ViewEntry(asset: a, name: renamed[i] ?? a.displayName, isOwned: f.contains(.owned), isPicked: f.contains(.picked),
-                         isSelected: f.contains(.selected), stripLocation: f.contains(.strip))
+                         isSelected: f.contains(.selected), stripLocation: f.contains(.strip), isEditable: f.contains(.editable))
     }
 
     public func entries() -> [ViewEntry] { (0..<count).map(entry) }

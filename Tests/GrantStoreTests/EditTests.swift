@@ -197,6 +197,42 @@ let viewer = AppID("org.example.Viewer")!
     }
 }
 
+extension EditDecisions {
+    /// A view says, row by row, whether the app may edit the asset (a mount shows such a file
+    /// 0644, issue 37): the library's edit decision, in a whole view and in the patch a running
+    /// mount catches up with when consent or edit-any changes.
+    @Test func theViewCarriesTheEditDecision() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        let a = try t.importJPEGs(["a.jpg", "b.jpg"])
+        try lib.authorize(editor, access: .readWrite, status: .limited)
+        try lib.grant(editor, [a[0].id, a[1].id])
+        func editable(_ rows: ViewRows) -> [Int64: Bool] {
+            Dictionary(uniqueKeysWithValues: (0..<rows.count).map { (rows.rowIDs[$0], rows.flags[$0].contains(.editable)) })
+        }
+        func decided() throws -> [Int64: Bool] {
+            Dictionary(uniqueKeysWithValues: try a.map { ($0.rowID, try lib.editDecision(app: editor, rowID: $0.rowID).isAllowed) })
+        }
+        var snap = try lib.view(for: editor, access: .readWrite, lean: true)
+        #expect(editable(snap.rows) == [a[0].rowID: false, a[1].rowID: false])
+        // Consent for one: a patch of that row says editable, as a whole view does.
+        try lib.grantEdit(editor, [a[0].id])
+        guard case .patch(let p) = try lib.viewUpdate(for: editor, access: .readWrite, since: snap.changeSeq, app: snap.app) else {
+            Issue.record("an edit consent should patch the view"); return
+        }
+        #expect(p.affected == [a[0].rowID] && editable(p.rows) == [a[0].rowID: true])
+        snap = try lib.view(for: editor, access: .readWrite, lean: true)
+        #expect(editable(snap.rows) == (try decided()) && editable(snap.rows)[a[0].rowID] == true)
+        // edit-any: every visible asset; taken back by a revoke and the option off.
+        try lib.setOptions(editor, editAny: true)
+        #expect(editable(try lib.view(for: editor, access: .readWrite, lean: true).rows) == [a[0].rowID: true, a[1].rowID: true])
+        try lib.setOptions(editor, editAny: false)
+        try lib.revokeEdit(editor, [a[0].id])
+        #expect(editable(try lib.view(for: editor, access: .readWrite, lean: true).rows) == (try decided()))
+        #expect(try decided() == [a[0].rowID: false, a[1].rowID: false])
+    }
+}
+
 @Suite(.serialized) struct VersionTests {
     /// An edit that adds GPS: new hash, size, location and plan; same id, name, albums, grants;
     /// the original's stored bytes never change; every app that sees it gets `updated`.

@@ -97,13 +97,14 @@ struct DecisionAgreement {
                 for e in listed { listedNames[e["id"] as! String] = e["name"] as? String }
                 #expect(listedNames.count == listed.count, "\(context): an id listed twice")
                 // explain, asset by asset (every asset of the library, Recently Deleted included)
-                var explained: [String: (name: String, strip: Bool)] = [:]
+                var explained: [String: (name: String, strip: Bool, edit: Bool)] = [:]
                 for asset in all {
                     let o = try f.pg("explain", a, asset.id, "--access", access, "--json")
                     let e = try #require(try JSONSerialization.jsonObject(with: Data(o.stdout.utf8)) as? [String: Any])
                     #expect((e["asset"] as? [String: Any])?["id"] as? String == asset.id)
                     if e["visible"] as? Bool == true {
-                        explained[asset.id] = (try #require(e["name"] as? String), try #require(e["stripLocation"] as? Bool))
+                        let edit = try #require((e["edit"] as? [String: Any])?["decision"] as? String)
+                        explained[asset.id] = (try #require(e["name"] as? String), try #require(e["stripLocation"] as? Bool), edit == "allowed")
                     }
                 }
                 #expect(Set(explained.keys) == Set(listedNames.keys), "\(context): explain and assets --app see different assets")
@@ -123,6 +124,11 @@ struct DecisionAgreement {
                     if asset.isShared { stats["shared", default: 0] += 1 }
                     let original = try #require(readAll(try lib.originalPath(asset)), "\(context): original of \(asset.id)")
                     let path = mp + "/" + e.name
+                    // Writable exactly where explain's edit decision allows (issue 37).
+                    var st = stat()
+                    #expect(stat(path, &st) == 0 && st.st_mode & 0o777 == (e.edit ? 0o644 : 0o444),
+                            "\(context): \(e.name) is \(String(st.st_mode & 0o777, radix: 8)), explain says edit \(e.edit ? "allowed" : "not allowed")")
+                    if e.edit { stats["editable", default: 0] += 1 }
                     let read = try #require(readAll(path), "\(context): the mount cannot read \(e.name)")
                     #expect(read.count == original.count, "\(context): \(e.name) has another size through the mount")
                     if e.strip && asset.hasLocation {

@@ -39,6 +39,98 @@ struct PhotographerTools {
         try verifyClean(f)
     }
 
+    /// A unique JPEG (EXIF date 2024-07-14) whose EXIF says to rotate it (Orientation 6), as a
+    /// camera held upright writes it: what `jhead -autorot` and `exiftran -ai` act on.
+    func uprightJPEG(_ f: MountFixture, _ tag: String) throws -> [UInt8] {
+        let path = f.dir + "/upright-\(UUID().uuidString.prefix(6)).jpg"
+        try TestMedia.write(try TestMedia.jpeg(tag: tag), to: path)
+        try #require(try tool("exiftool", ["-q", "-overwrite_original", "-n", "-Orientation=6", path]).status == 0)
+        return try #require(readAll(path))
+    }
+
+    func mode(_ path: String) -> mode_t {
+        var st = stat()
+        return stat(path, &st) == 0 ? st.st_mode & 0o7777 : 0
+    }
+
+    func writable(_ path: String) -> Int32 { errnoOf { access(path, W_OK) } }
+
+    /// jhead and exiftran look at the mode or ask `access(W_OK)` before they save. The mount
+    /// reports a file writable exactly where the app may save over it (its own files, the person's
+    /// photos it has edit consent for), read-only elsewhere, and follows consent as it changes.
+    /// Before, every file was 0444 and `access(W_OK)` EACCES, even for root: both tools exited 1
+    /// and edited nothing.
+    @Test func jheadAndExiftranSaveWhereTheAppMayEditAndOnlyThere() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/camera"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        for name in ["consented.jpg", "readonly.jpg", "later.jpg"] {
+            try TestMedia.write(try uprightJPEG(f, name), to: src + "/" + name)
+        }
+        try f.pg("import", src)
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "consented.jpg", "readonly.jpg", "later.jpg")
+        try f.pg("grant", app, "--edit", "consented.jpg")
+        let mp = try f.mount(app)
+        #expect(cpWrite(try uprightJPEG(f, "own"), to: mp + "/own.jpg") == 0)
+        // The modes and access(2) say what the app may do.
+        for name in ["own.jpg", "consented.jpg"] {
+            #expect(mode(mp + "/" + name) == 0o644, "\(name): \(String(mode(mp + "/" + name), radix: 8))")
+            #expect(writable(mp + "/" + name) == 0, "\(name): access(W_OK)")
+        }
+        for name in ["readonly.jpg", "later.jpg"] {
+            #expect(mode(mp + "/" + name) == 0o444, "\(name): \(String(mode(mp + "/" + name), radix: 8))")
+            #expect(writable(mp + "/" + name) == EACCES, "\(name): access(W_OK)")
+        }
+        func orientation(_ name: String) throws -> String { try tool("exiftool", ["-s3", "-n", "-Orientation", mp + "/" + name]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) }
+        // jhead on the person's photo it may edit, exiftran on its own file: saved.
+        var o = try tool("jhead", ["-autorot", "consented.jpg"], cwd: mp)
+        #expect(o.status == 0, "jhead: \(o.stdout)\(o.stderr)")
+        #expect(try orientation("consented.jpg") == "1", "jhead did not rotate the photo")
+        o = try tool("exiftran", ["-ai", "own.jpg"], cwd: mp)
+        #expect(o.status == 0, "exiftran: \(o.stdout)\(o.stderr)")
+        #expect(try orientation("own.jpg") == "1", "exiftran did not rotate the file")
+        // Read-only: both refuse before touching anything, as on any read-only file.
+        o = try tool("jhead", ["-autorot", "readonly.jpg"], cwd: mp)
+        #expect(o.status != 0 && o.stdout.contains("Skipping readonly file"), "jhead: \(o.status) \(o.stdout)\(o.stderr)")
+        o = try tool("exiftran", ["-ai", "readonly.jpg"], cwd: mp)
+        #expect(o.status != 0 && o.stderr.contains("Permission denied"), "exiftran: \(o.status) \(o.stdout)\(o.stderr)")
+        #expect(try orientation("readonly.jpg") == "6")
+        // Consent given while mounted: writable at once, and exiftran saves.
+        try f.pg("grant", app, "--edit", "later.jpg")
+        #expect(eventually { mode(mp + "/later.jpg") == 0o644 && writable(mp + "/later.jpg") == 0 }, "consent given: still read-only")
+        o = try tool("exiftran", ["-ai", "later.jpg"], cwd: mp)
+        #expect(o.status == 0, "exiftran: \(o.stdout)\(o.stderr)")
+        #expect(try orientation("later.jpg") == "1")
+        // Consent taken back: read-only at once, and the open for writing is refused whatever the
+        // mode said (it asks the library itself).
+        try f.pg("revoke", app, "--edit", "consented.jpg")
+        #expect(eventually { mode(mp + "/consented.jpg") == 0o444 && writable(mp + "/consented.jpg") == EACCES }, "consent taken back: still writable")
+        #expect(openErrno(mp + "/consented.jpg", O_WRONLY) == EACCES)
+        o = try tool("jhead", ["-autorot", "consented.jpg"], cwd: mp)
+        #expect(o.status != 0 && o.stdout.contains("Skipping readonly file"), "jhead: \(o.status) \(o.stdout)\(o.stderr)")
+        // edit-any: every photo the app sees is writable while it is on.
+        try f.pg("options", app, "--edit-any", "on")
+        #expect(eventually { mode(mp + "/readonly.jpg") == 0o644 && mode(mp + "/consented.jpg") == 0o644 })
+        try f.pg("options", app, "--edit-any", "off")
+        #expect(eventually { mode(mp + "/readonly.jpg") == 0o444 && mode(mp + "/consented.jpg") == 0o444 })
+        // The library: the same four assets, the person's still the person's; a version for each
+        // save, none where nothing was saved.
+        let all = try f.assetsJSON()
+        #expect(Set(all.compactMap { $0["name"] as? String }) == ["consented.jpg", "readonly.jpg", "later.jpg", "own.jpg"], "\(all)")
+        for name in ["consented.jpg", "readonly.jpg", "later.jpg"] {
+            #expect(try assets(f, named: name).first?["owner"] is NSNull, "\(name) changed hands")
+        }
+        // jhead -autorot saves twice (the rotated image, then its EXIF orientation reset).
+        #expect(try versions(f, "consented.jpg").count == 3)
+        #expect(try versions(f, "later.jpg").count == 2)
+        #expect(try versions(f, "readonly.jpg").count == 1)
+        let own = try #require(try assets(f, named: "own.jpg").first?["id"] as? String)
+        #expect(try versions(f, own).count == 2)
+        try verified(f)
+        try f.unmount(mp)
+    }
+
     /// A file the app wrote into a folder it made is edited as often as at the top: exiv2's
     /// in-place save (`open(O_RDWR|O_CREAT|O_TRUNC)`) three times, then `cp` over it three times.
     /// Before, the second save failed with EACCES: a new version has a new inode, the folder's

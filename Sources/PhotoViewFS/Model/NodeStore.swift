@@ -28,6 +28,7 @@ final class NodeStore: @unchecked Sendable {
     private(set) var deadCount = 0
 
     static let strip: UInt8 = 1, owned: UInt8 = 2, shared: UInt8 = 4, selected: UInt8 = 8, picked: UInt8 = 16, inStore: UInt8 = 32
+    static let editable: UInt8 = 64
     static let dead: UInt8 = 128
 
     /// A node's bits from its row's flags.
@@ -39,6 +40,7 @@ final class NodeStore: @unchecked Sendable {
         if f.contains(.shared) { b |= shared }
         if f.contains(.selected) { b |= selected }
         if f.contains(.picked) { b |= picked }
+        if f.contains(.editable) { b |= editable }
         return b
     }
 
@@ -180,7 +182,8 @@ final class NodeStore: @unchecked Sendable {
         return AssetNode(rowID: rowIDs[i], assetID: string(i, 0), name: string(i, 1), ino: inos[i], size: sizes[i],
                          mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storePath(i) : string(i, 2),
                          inStore: b & NodeStore.inStore != 0, strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
-                         selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0)
+                         selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0,
+                         editable: b & NodeStore.editable != 0)
     }
 
     /// Whether the bytes at `range` of `text` are `q`: the one comparison of names and fields.

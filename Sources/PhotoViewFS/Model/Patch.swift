@@ -70,7 +70,8 @@ extension ViewModel {
             let node = AssetNode(rowID: rowID, assetID: id, name: name, ino: ino, size: r.byteSizes[i],
                                  mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
                                  path: inStore ? st.storeRoot + "/" + stored : stored, inStore: inStore, strip: strip, owned: owned,
-                                 shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked))
+                                 shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked),
+                                 editable: f.contains(.editable))
             news[rowID] = New(node: node, bits: NodeStore.bits(f), stored: stored)
         }
         // What changed.

@@ -16,10 +16,19 @@ extension PhotoFS {
                           uid: uid, gid: gid, atime: m, mtime: m, ctime: m)
     }
 
+    /// A visible asset: writable (0644) where the app may save over it, read-only (0444) where
+    /// not. jhead looks at the mode and exiftran asks `access(W_OK)` before saving; every file
+    /// read 0444 (before: issue 37), and they edited nothing. The mode is the library's one edit
+    /// decision as of the view's last refresh (`ViewRows.Flags.editable`); a change of consent,
+    /// edit-any or status patches the view, and the kernel is told to drop the inode's cached
+    /// attributes (Refresh.swift), so it follows at once. It says nothing about hidden assets
+    /// (they have no attributes), and it only informs: the open for writing asks the library
+    /// again, and that is what enforces. A no-open mount is read-only.
     func attributes(_ n: AssetNode) -> Attributes {
         let m = Timespec(seconds: n.mtime), c = Timespec(seconds: n.ctime)
-        return Attributes(ino: n.ino, mode: FileMode.regular | 0o444, nlink: n.nlink, size: n.size, uid: uid, gid: gid,
-                          atime: m, mtime: m, ctime: c)
+        let writable = n.editable && access == .readWrite && !noOpen
+        return Attributes(ino: n.ino, mode: FileMode.regular | (writable ? 0o644 : 0o444), nlink: n.nlink, size: n.size,
+                          uid: uid, gid: gid, atime: m, mtime: m, ctime: c)
     }
 
     func specialAttributes(_ ino: Inode) -> Attributes {
