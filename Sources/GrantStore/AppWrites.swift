@@ -101,6 +101,48 @@ extension Library {
         }
     }
 
+    /// A file time an app sets on a file it created, after its close (`rclone` sets a file's
+    /// time once it has closed it; `touch -d`, `jhead -ft`), takes effect as one set while writing
+    /// it: the modification time is the asset's capture date when its content carries none of its
+    /// own (an EXIF date, a video's creation time), as at its commit. The asset must be the app's
+    /// own and one it may still name (the one decision's `canRename`, asked in the transaction
+    /// that changes it: `LibraryError.conflict` otherwise), and still its original: an edit's
+    /// times never set a capture date either (a dateless version keeps the original's). Returns
+    /// whether the capture date changed; every view that shows the asset sees it updated.
+    @discardableResult
+    public func setOwnFileDate(rowID: Int64, app: AppID, access: AccessLevel, to date: Date) throws -> Bool {
+        func allowed(_ db: Database) throws -> (rel: String, id: String, capture: Double, version: Int)? {
+            guard let row = try Row.fetchOne(db, sql: """
+                SELECT owner_app, store_path, id, capture_date, current_version FROM assets WHERE rowid = ?
+                """, arguments: [rowID]) else { throw LibraryError.unknownAssets([String(rowID)]) }
+            guard (row[0] as String?) == app.rawValue else { throw LibraryError.conflict("only the app that created an asset sets its file time") }
+            guard let record = try Library.fetchApp(db, app), let facts = try Library.facts(db, app: app, rowID: rowID),
+                  Library.context(record, access).decide(facts).canRename else {
+                throw LibraryError.conflict("\(app) may not change this asset now (photogate explain says why)")
+            }
+            guard let rel: String = row[1], StorePath.isValid(rel) else { return nil }
+            return (rel, row[2], row[3], row[4])
+        }
+        guard let before = try read(allowed), before.version == 0 else { return false }
+        // The content's own date wins, as at a commit: read from the stored file (outside any
+        // transaction; the write below checks that it is still the asset's).
+        let fd = Glibc.open(try storeFile(before.rel, of: before.id), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreWriter.ioError(errno, "open \(before.rel)") }
+        defer { Glibc.close(fd) }
+        guard try StoreWriter.scan(fd: fd).0.captureDate == nil else { return false }
+        let capture = date.timeIntervalSince1970
+        return try write { db in
+            guard let now = try allowed(db), now.rel == before.rel, now.version == 0, now.capture != capture else { return false }
+            try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
+                try db.execute(sql: "UPDATE assets SET capture_date = ? WHERE rowid = ?", arguments: [capture, rowID])
+                // Its original's row, where it has one (an asset reverted to it): what a revert restores.
+                try db.execute(sql: "UPDATE versions SET capture_date = ? WHERE asset_rowid = ? AND version = 0", arguments: [capture, rowID])
+            }
+            try Library.record(db, .date, app: app.rawValue, asset: rowID)
+            return true
+        }
+    }
+
     /// An app's own file that it renamed over another asset (an editor's save through a temp
     /// file) became that asset's new version: the file's own asset row goes away, and its stored
     /// file with it (its bytes are the version's now, under the version's own file name); one that

@@ -7,7 +7,8 @@ enum ChangeKind: String, CaseIterable, Sendable {
     // Edit consent: changes no visibility, only what a view says about editing.
     case editGrant = "edit-grant", editRevoke = "edit-revoke"
     // One asset changed for everyone who sees it.
-    case insert, rename, trash, restore, version, shared
+    // `date`: the capture date an app set on its own file after closing it (a file time).
+    case insert, rename, trash, restore, version, shared, date
     // An asset in Recently Deleted deleted for good (by the person, or the automatic purge): no
     // view shows a trashed asset, so none changes; the log keeps who and what (`detail`).
     case purge

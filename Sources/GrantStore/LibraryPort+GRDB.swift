@@ -89,6 +89,10 @@ public final class LibraryStorePort: LibraryPort {
         try port { try library.renameOwnAsset(rowID: rowID, app: app, access: access, to: name) }
     }
 
+    public func setOwnFileDate(rowID: Int64, app: AppID, access: AccessLevel, to date: Date) throws -> Bool {
+        try port { try library.setOwnFileDate(rowID: rowID, app: app, access: access, to: date) }
+    }
+
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.dissolveOwnAsset(rowID: rowID, app: app) } }
 
 

@@ -40,7 +40,7 @@ extension Library {
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case .insert, .rename, .trash, .restore, .version, .shared:
+                case .insert, .rename, .trash, .restore, .version, .shared, .date:
                     guard let asset else { return try full() }
                     affected.insert(asset)
                 case .albumAdd, .albumRemove, .album:

@@ -76,6 +76,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// one decision (`AssetDecision.canRename`) in the transaction that renames: `PortError.denied`
     /// when the app may not (so no path of the mount renames past the policy).
     func renameOwnAsset(rowID: Int64, app: AppID, access: AccessLevel, to name: String) throws
+    /// A file time the app set on an asset it created, after its close: its capture date when
+    /// its content has none of its own (as for a time set while writing). `PortError.denied`
+    /// when the app may not (the one decision's `canRename`). Whether the capture date changed.
+    func setOwnFileDate(rowID: Int64, app: AppID, access: AccessLevel, to date: Date) throws -> Bool
     /// The app's own asset became another asset's new version (a save by rename): it goes away.
     func dissolveOwnAsset(rowID: Int64, app: AppID) throws
     /// A complete temp file becomes the asset's new current version (`PortError.refused` when it

@@ -233,6 +233,48 @@ extension EditDecisions {
     }
 }
 
+extension EditDecisions {
+    /// A file time an app sets on its own file after its close (issue 37: rclone) is the capture
+    /// date of a photo with none of its own, as one set while writing; the photo's own date wins,
+    /// an edited asset keeps its original's, and only the app that made it, while it may name it,
+    /// sets it.
+    @Test func aFileTimeAfterCloseIsTheCaptureDateOfADatelessOwnFile() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        try lib.authorize(editor, access: .readWrite, status: .limited)
+        let dateless = t.dir + "/dateless.jpg"
+        try #require(try TestSupport.run("convert", ["-size", "40x30", "xc:teal", dateless]).status == 0)
+        let writer = try StoreWriter(library: lib, purpose: "test")
+        func own(_ bytes: [UInt8], _ name: String) throws -> Asset {
+            let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
+            defer { close(fd) }
+            try EditHelp.put(fd, bytes)
+            return try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: editor, name: name).asset
+        }
+        let plain = try own([UInt8](try Data(contentsOf: URL(fileURLWithPath: dateless))), "plain.jpg")
+        let dated = try own(try TestMedia.jpeg(tag: "dated"), "dated.jpg")
+        let when = Date(timeIntervalSince1970: 1_551_675_967)
+        #expect(try lib.setOwnFileDate(rowID: plain.rowID, app: editor, access: .readWrite, to: when))
+        #expect(try lib.asset(rowID: plain.rowID)?.captureDate == when)
+        #expect(try !lib.setOwnFileDate(rowID: plain.rowID, app: editor, access: .readWrite, to: when), "the same date again changed it")
+        // The photo's own date wins.
+        #expect(try !lib.setOwnFileDate(rowID: dated.rowID, app: editor, access: .readWrite, to: when))
+        #expect(try lib.asset(rowID: dated.rowID)?.captureDate == dated.captureDate)
+        // Only its app; the person's photo refuses.
+        let person = try t.importJPEGs(["p.jpg"])[0]
+        #expect(throws: LibraryError.self) { try lib.setOwnFileDate(rowID: plain.rowID, app: viewer, access: .readWrite, to: when) }
+        #expect(throws: LibraryError.self) { try lib.setOwnFileDate(rowID: person.rowID, app: editor, access: .readWrite, to: when) }
+        // An app denied since may no longer name it.
+        try lib.authorize(editor, access: .readWrite, status: .denied)
+        #expect(throws: LibraryError.self) { try lib.setOwnFileDate(rowID: plain.rowID, app: editor, access: .readWrite, to: .now) }
+        try lib.authorize(editor, access: .readWrite, status: .limited)
+        // Edited: its original's date stays (as an edit's own times set none).
+        _ = try EditHelp.save(t, plain.rowID, app: editor, [UInt8](try Data(contentsOf: URL(fileURLWithPath: dateless))) + [0])
+        #expect(try !lib.setOwnFileDate(rowID: plain.rowID, app: editor, access: .readWrite, to: .now))
+        #expect(try lib.asset(rowID: plain.rowID)?.captureDate == when)
+    }
+}
+
 @Suite(.serialized) struct VersionTests {
     /// An edit that adds GPS: new hash, size, location and plan; same id, name, albums, grants;
     /// the original's stored bytes never change; every app that sees it gets `updated`.

@@ -131,6 +131,85 @@ struct PhotographerTools {
         try f.unmount(mp)
     }
 
+    /// A JPEG without a capture date of its own (no EXIF date), its file time `epoch`.
+    func datelessJPEG(_ path: String, color: String, epoch: Int) throws {
+        try #require(try tool("convert", ["-size", "40x30", "xc:" + color, path]).status == 0)
+        try #require(try tool("exiftool", ["-s3", "-DateTimeOriginal", "-CreateDate", path]).stdout.isEmpty)
+        try #require(try tool("touch", ["-d", "@\(epoch)", path]).status == 0)
+    }
+
+    func captureDate(_ f: MountFixture, _ name: String) throws -> String? {
+        try assets(f, named: name).first?["captureDate"] as? String
+    }
+
+    /// rclone sets a file's time after closing it. A time an app sets on a file it created takes
+    /// effect as one set while writing: the capture date of a photo without one of its own (as with
+    /// `cp -a`), in a read-write mount and in an add-only one. Before, it was ignored after the
+    /// commit and such a photo took the day of the copy. A second `rclone copy` finds nothing to do.
+    @Test func rcloneKeepsTheDateOfAPhotoWithoutOne() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/card"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        let epoch = 1_551_675_967   // 2019-03-04T05:06:07Z
+        try datelessJPEG(src + "/nodate.jpg", color: "purple", epoch: epoch)
+        try TestMedia.write(try TestMedia.jpeg(tag: "dated"), to: src + "/dated.jpg")
+        try #require(try tool("touch", ["-d", "@\(epoch)", src + "/dated.jpg"]).status == 0)
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        var o = try tool("rclone", ["copy", src, mp + "/"])
+        #expect(o.status == 0, "rclone: \(o.stdout)\(o.stderr)")
+        #expect(try captureDate(f, "nodate.jpg") == "2019-03-04T05:06:07Z", "\((try? f.assetsJSON()) ?? [])")
+        // A date in the photo wins over the file's, as at import.
+        let dated = try captureDate(f, "dated.jpg")
+        #expect(dated?.hasPrefix("2024-07-14") == true, "\(dated ?? "-")")
+        var st = stat()
+        #expect(stat(mp + "/nodate.jpg", &st) == 0 && st.st_mtim.tv_sec == epoch)
+        let id = try #require(try assets(f, named: "nodate.jpg").first?["id"] as? String)
+        let saved = try versions(f, id)
+        #expect(saved.count == 1 && saved.first?["captureDate"] as? String == "2019-03-04T05:06:07Z", "\(saved)")
+        // Again: nothing to copy, nothing new.
+        o = try tool("rclone", ["copy", "-v", src, mp + "/"])
+        #expect(o.status == 0 && !(o.stderr.contains("Copied")), "rclone again: \(o.stdout)\(o.stderr)")
+        #expect(try f.assetsJSON().count == 2 && versions(f, id).count == 1)
+        // `touch -d` on its own file later (an open for writing, and the time set through it): the same.
+        #expect(try tool("touch", ["-d", "@\(epoch + 60)", mp + "/nodate.jpg"]).status == 0)
+        #expect(try captureDate(f, "nodate.jpg") == "2019-03-04T05:06:07Z".replacingOccurrences(of: "05:06:07", with: "05:07:07"))
+        try verified(f)
+        try f.unmount(mp)
+        // An add-only mount: the same.
+        try f.pg("authorize", "org.example.Camera", "--access", "add-only", "--status", "authorized")
+        let card = f.dir + "/card2"
+        try FileManager.default.createDirectory(atPath: card, withIntermediateDirectories: true)
+        try datelessJPEG(card + "/upload.jpg", color: "orange", epoch: epoch - 86_400)
+        let ao = try f.mount("org.example.Camera", access: "add-only")
+        o = try tool("rclone", ["copy", card, ao + "/"])
+        #expect(o.status == 0, "rclone: \(o.stdout)\(o.stderr)")
+        #expect(try captureDate(f, "upload.jpg") == "2019-03-03T05:06:07Z", "\((try? f.assetsJSON()) ?? [])")
+        try verified(f)
+        try f.unmount(ao)
+    }
+
+    /// Times set on the person's photos: accepted without effect where the app may save over the
+    /// photo (its dates are the person's), refused where it may not (a read-only file).
+    @Test func timesOnThePersonsPhotosChangeNothing() throws {
+        let f = try MountFixture()
+        let src = f.dir + "/photos"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try datelessJPEG(src + "/mine.jpg", color: "navy", epoch: 1_400_000_000)
+        try datelessJPEG(src + "/shown.jpg", color: "olive", epoch: 1_400_000_000)
+        try f.pg("import", src)
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "mine.jpg", "shown.jpg")
+        try f.pg("grant", app, "--edit", "mine.jpg")
+        let before = try f.assetsJSON()
+        let mp = try f.mount(app)
+        #expect(try tool("touch", ["-d", "@1551675967", mp + "/mine.jpg"]).status == 0)
+        #expect(try tool("chmod", ["600", mp + "/mine.jpg"]).status == 0)
+        #expect(try tool("touch", ["-d", "@1551675967", mp + "/shown.jpg"]).status != 0)
+        #expect(try f.assetsJSON().map { $0["captureDate"] as? String } == before.map { $0["captureDate"] as? String })
+        try f.unmount(mp)
+    }
+
     /// A file the app wrote into a folder it made is edited as often as at the top: exiv2's
     /// in-place save (`open(O_RDWR|O_CREAT|O_TRUNC)`) three times, then `cp` over it three times.
     /// Before, the second save failed with EACCES: a new version has a new inode, the folder's

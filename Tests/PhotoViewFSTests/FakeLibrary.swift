@@ -260,6 +260,16 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         }
     }
 
+    func setOwnFileDate(rowID: Int64, app: AppID, access: AccessLevel, to date: Date) throws -> Bool {
+        try locked {
+            guard let a = assets[rowID], a.owner == app else { throw PortError.denied("only the app that created an asset sets its file time") }
+            guard a.captureDate != date else { return false }
+            assets[rowID]?.captureDate = date
+            change(rowID)
+            return true
+        }
+    }
+
     func dissolveOwnAsset(rowID: Int64, app: AppID) throws {
         if dissolveFails { throw PortError.denied("the database is busy") }
         locked { assets[rowID] = nil; change(rowID) }

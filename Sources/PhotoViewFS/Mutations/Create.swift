@@ -64,16 +64,35 @@ extension PhotoFS {
         if inode == FixedInode.request, changes.size == 0, changes.mode == nil, changes.uid == nil, changes.gid == nil {
             return (a, t)
         }
-        // Times and modes on folders and on the app's own files are accepted without effect:
+        // Times and modes on folders, and on the photos the app may save over, are accepted:
         // `cp -a`, `rsync -a` and `tar x` set them on every folder they write into and on every
         // file after writing it; refusing would only make them fail. Contents never change here.
+        // A modification time set on the app's own file takes effect as one set while writing it
+        // (`rclone` sets it after closing the file): the capture date of a file whose content has
+        // none (`setOwnFileDate`). Modes, and times on the person's photos it may edit (their dates
+        // are the person's), are accepted without effect.
         let sameOwner = (changes.uid == nil || changes.uid == uid) && (changes.gid == nil || changes.gid == gid)
         if changes.size == nil, sameOwner, inode != FixedInode.control {
             if a.isDirectory { return (a, t) }
-            let own = session(inode) != nil || model.withLock { m in m.byIno[inode].flatMap { m.nodes[$0] }?.owned ?? false }
-            if own { return (a, t) }
+            let node: AssetNode? = switch resolve(inode) {
+            case .asset(let n)?, .aliased(let n)?: n
+            case .session(let f)?: f.run { f.committedRowID }.flatMap { r in model.withLock { $0.nodes[r] } }
+            default: nil
+            }
+            if let n = node, n.owned {
+                guard let m = changes.mtimeNow ? Timespec.now : changes.mtime else { return (a, t) }
+                let date = Date(timeIntervalSince1970: Double(m.seconds) + Double(m.nanoseconds) / 1e9)
+                do {
+                    if try library.setOwnFileDate(rowID: n.rowID, app: appID, access: access, to: date) { refresh() }
+                } catch {
+                    log("the file time of \(n.name) from \(appID) was refused: \(error)")
+                    throw mountErrno(for: error)
+                }
+                return try attributesOrStale(of: inode)
+            }
+            if let n = node, n.editable { return (a, t) }
         }
-        throw .accessDenied   // originals, other apps' and the person's files, and control files do not change
+        throw .accessDenied   // read-only photos and control files do not change
     }
 
     public func mkdir(parent: Inode, name: FileName, mode: UInt32, context: RequestContext) throws(Errno) -> Entry {

@@ -31,11 +31,20 @@ extension PhotoFS {
             if case .committed = f.state {
                 // Read-write: an asset, the view answers. Add-only: the file is the library's now;
                 // times and mode set after close (`rsync -a`, `tar x`) are kept for this mount
-                // only, so a second run finds it unchanged.
+                // only, so a second run finds it unchanged, and a modification time takes effect
+                // as one set while writing (`rclone` sets it after closing the file): the capture
+                // date of a file whose content has none.
                 guard access == .addOnly else { return nil }
                 guard changes.size == nil else { throw .accessDenied }
                 if let mode = changes.mode { f.mode = mode & 0o7777 }
-                if changes.mtimeNow { f.mtime = .now } else if let m = changes.mtime { f.mtime = m }
+                if let m = changes.mtimeNow ? Timespec.now : changes.mtime, let row = f.committedRowID {
+                    let date = Date(timeIntervalSince1970: Double(m.seconds) + Double(m.nanoseconds) / 1e9)
+                    do { _ = try library.setOwnFileDate(rowID: row, app: appID, access: access, to: date) } catch {
+                        log("the file time of \(f.name) from \(appID) was refused: \(error)")
+                        throw mountErrno(for: error)
+                    }
+                    f.mtime = m
+                }
                 return sessionAttributes(f)
             }
             guard f.isWriting, f.fd >= 0 else { throw .noEntry }
@@ -56,6 +65,19 @@ extension PhotoFS {
                              timespec(tv_sec: Int(m.seconds), tv_nsec: Int(m.nanoseconds))]
                 if futimens(f.fd, &times) != 0 { throw Errno(errno) }
                 f.mtime = m
+                // Through an open of the app's own file (`touch -d` opens it for writing, then sets
+                // the time through it): the file's time, as once it is closed (Create.swift's
+                // `setattr`), whether or not anything is written. An edit of the person's photo
+                // sets no date (its dates are the person's).
+                if let row = f.editing, changes.mtime != nil || changes.mtimeNow, model.withLock({ $0.nodes[row]?.owned ?? false }) {
+                    let date = Date(timeIntervalSince1970: Double(m.seconds) + Double(m.nanoseconds) / 1e9)
+                    do {
+                        if try library.setOwnFileDate(rowID: row, app: appID, access: access, to: date) { refresh() }
+                    } catch {
+                        log("the file time of \(f.name) from \(appID) was refused: \(error)")
+                        throw mountErrno(for: error)
+                    }
+                }
             }
             return sessionAttributes(f)
         }
