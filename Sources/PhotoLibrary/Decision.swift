@@ -35,6 +35,8 @@ public struct AssetDecision: Equatable, Sendable {
     public var edit: EditDecision
     public var canDelete: Bool
     public var canRename: Bool
+    /// Why it may or may not be renamed (`explain` prints it).
+    public var renameReason: String
 
     public var reason: String { reasons.joined(separator: "; ") }
     public var stripReason: String? { stripReasons.isEmpty ? nil : stripReasons.joined(separator: "; ") }
@@ -90,7 +92,8 @@ extension AppContext {
         if f.isPicked && f.pickStripsLocation { stripWhy.append("it was picked without location") }
         return AssetDecision(visible: visible, reasons: why, stripLocation: stripsLocation(f), stripReasons: stripWhy,
                              edit: editDecision(f),
-                             canDelete: p.canDelete(f), canRename: p.canRename(f))
+                             canDelete: p.canDelete(f), canRename: p.canRename(f),
+                             renameReason: p.renameRefusal(f) ?? "the app created it, and names what it created")
     }
 
     /// Why the asset may not be granted to the app this way, or nil when it may. A limited

@@ -91,10 +91,28 @@ public struct ViewPolicy: Equatable, Sendable {
     /// create files, and never one in Recently Deleted. A read-write app renames those it sees; an
     /// add-only app, which sees nothing, renames the files it wrote (its mount knows their names
     /// for a while: `rsync` writes a temp name, closes it, then renames it). Every rename asks
-    /// this, in the transaction that renames (`Library.renameOwnAsset`), and `explain` prints it.
-    public func canRename(_ f: AssetFacts) -> Bool {
-        guard f.isOwned, canCreate, !f.isTrashed else { return false }
-        return access == .addOnly || isVisible(f)
+    /// this, in the transaction that renames (`Library.renameOwnAsset`), and `explain` prints it
+    /// with `renameRefusal`'s reason.
+    public func canRename(_ f: AssetFacts) -> Bool { renameRefusal(f) == nil }
+
+    /// Why the app may not rename the asset (nil: it may); the rule `canRename` answers.
+    ///
+    /// A photo the app did not create is never renamed by it, even with edit consent or full
+    /// access (issue 37 decided it): its name is the person's (for an import, the camera's file
+    /// name), the one every other app that sees it and the person's commands use, and it has no
+    /// versions (an edit makes a version the person can revert; a rename could not be undone).
+    /// And display names are unique across the library: a limited app naming a photo after one it
+    /// cannot see would learn that one exists, whether the rename then failed or took a suffix.
+    /// (PhotoKit gives apps no way to rename an asset either: content editing is about content.)
+    /// The app's own files escape both: it sees its own name for them whatever the library does.
+    public func renameRefusal(_ f: AssetFacts) -> String? {
+        if !f.isOwned {
+            return "only the app that created a photo renames it; this one's name is the person's (seen by every app that sees it, kept by no version), so edit consent or full access do not cover it"
+        }
+        if f.isTrashed { return "it is in Recently Deleted" }
+        if !canCreate { return "the app may not create files now (status \(status.rawValue))" }
+        if access != .addOnly && !isVisible(f) { return "the app cannot see it" }
+        return nil
     }
 
     /// `Albums/` and `Shared/` exist, and `mkdir Albums/X` creates an album.

@@ -62,6 +62,7 @@ struct Explain: PhotogateCommand {
                 d["edit"] = ["decision": e.edit.label, "reason": e.edit.reason] as [String: Any]
                 d["delete"] = e.decision.canDelete
                 d["rename"] = e.decision.canRename
+                d["renameReason"] = e.decision.renameReason
                 d["version"] = e.currentVersion
                 d["edits"] = e.edits
                 printJSON(d)
@@ -75,7 +76,8 @@ struct Explain: PhotogateCommand {
                 if let s = e.stripReason { say("  strip-location: \(s)") }
                 if let r = refused { say("  refusal: \(r)") }
                 say("  edit: \(e.edit.label) (\(e.edit.reason))")
-                say("  delete: \(e.decision.canDelete ? "allowed (to Recently Deleted)" : "no"); rename: \(e.decision.canRename ? "allowed" : "no")")
+                say("  delete: \(e.decision.canDelete ? "allowed (to Recently Deleted)" : "no")")
+                say("  rename: \(e.decision.canRename ? "allowed" : "no (EACCES)") (\(e.decision.renameReason))")
                 if e.edits > 0 { say("  version: \(e.currentVersion == 0 ? "the original" : "edit \(e.currentVersion)") of \(e.edits) edit\(e.edits == 1 ? "" : "s")") }
                 if !ranges.isEmpty {
                     say("  redacted ranges (\(ranges.count)):")

@@ -210,6 +210,47 @@ struct PhotographerTools {
         try f.unmount(mp)
     }
 
+    /// Renaming a photo the app did not create stays refused (EACCES), even with edit consent or
+    /// full access and edit-any: the name is the person's (see `ViewPolicy.renameRefusal`).
+    /// `explain` says so and why; the app's own files rename as before. (`find -exec mv {} ... \;`
+    /// exits 0 whatever mv does: find's `\;` takes a command's status as a test, not an error.)
+    @Test func renamingThePersonsPhotoIsRefusedAndExplainSaysWhy() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["p.jpg", "q.jpg"])
+        let limited = "org.example.Organizer", full = "org.example.Manager"
+        try f.pg("authorize", limited, "--status", "limited")
+        try f.pg("grant", limited, "p.jpg", "q.jpg")
+        try f.pg("grant", limited, "--edit", "p.jpg", "q.jpg")
+        try f.pg("authorize", full, "--status", "authorized")
+        try f.pg("options", full, "--edit-any", "on")
+        for a in [limited, full] {
+            let mp = try f.mount(a)
+            let o = try tool("mv", [mp + "/p.jpg", mp + "/renamed.jpg"])
+            #expect(o.status != 0 && o.stderr.contains("Permission denied"), "\(a): mv \(o.status) \(o.stderr)")
+            let found = try tool("find", [mp, "-maxdepth", "1", "-name", "q.jpg", "-exec", "mv", "{}", mp + "/q2.jpg", ";"])
+            #expect(found.status == 0 && found.stderr.contains("Permission denied"), "\(a): find \(found.status) \(found.stderr)")
+            #expect(listing(mp).contains("p.jpg") && listing(mp).contains("q.jpg") && !listing(mp).contains("renamed.jpg"))
+            // explain: the same answer, and why.
+            let e = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("explain", a, "p.jpg", "--json").stdout.utf8)) as? [String: Any])
+            #expect(e["rename"] as? Bool == false && (e["edit"] as? [String: Any])?["decision"] as? String == "allowed")
+            #expect((e["renameReason"] as? String)?.contains("only the app that created a photo renames it") == true, "\(e)")
+            let text = try f.pg("explain", a, "p.jpg").stdout
+            #expect(text.contains("rename: no (EACCES) (only the app that created a photo renames it"), "\(text)")
+            // Its own file renames.
+            #expect(cpWrite(try TestMedia.jpeg(tag: "own of \(a)"), to: mp + "/own-\(a).jpg") == 0)
+            #expect(try tool("mv", [mp + "/own-\(a).jpg", mp + "/mine-\(a).jpg"]).status == 0)
+            #expect(try assets(f, named: "mine-\(a).jpg").first?["owner"] as? String == a)
+            try f.unmount(mp)
+        }
+        // The library: the person's photos keep their names, unedited.
+        for name in ["p.jpg", "q.jpg"] {
+            #expect(try assets(f, named: name).count == 1)
+            #expect(try versions(f, name).count == 1)
+        }
+        #expect(try f.assetsJSON().count == 4)
+        try verified(f)
+    }
+
     /// A file the app wrote into a folder it made is edited as often as at the top: exiv2's
     /// in-place save (`open(O_RDWR|O_CREAT|O_TRUNC)`) three times, then `cp` over it three times.
     /// Before, the second save failed with EACCES: a new version has a new inode, the folder's
