@@ -143,6 +143,26 @@ extension Library {
         }
     }
 
+    /// An app takes back from Recently Deleted an asset it created and sent there itself, the
+    /// moment before (a save that deletes the file, then renames the new one to its name: jhead).
+    /// Only that app, only its own asset, only one it sent there; views and histories see it come
+    /// back like a restore.
+    public func restoreOwnAsset(rowID: Int64, app: AppID) throws {
+        try write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT owner_app, trashed_at FROM assets WHERE rowid = ?", arguments: [rowID]),
+                  (row[0] as String?) == app.rawValue, (row[1] as Double?) != nil else {
+                throw LibraryError.conflict("only an app's own asset it sent to Recently Deleted comes back this way")
+            }
+            let by = try String.fetchOne(db, sql: "SELECT app_id FROM changes WHERE asset_rowid = ? AND kind = 'trash' ORDER BY seq DESC LIMIT 1",
+                                         arguments: [rowID])
+            guard by == app.rawValue else { throw LibraryError.conflict("\(app) did not send this asset to Recently Deleted") }
+            try ViewDelta.tracking(db, [rowID]) {
+                try db.execute(sql: "UPDATE assets SET trashed_at = NULL WHERE rowid = ?", arguments: [rowID])
+                try Library.record(db, .restore, app: app.rawValue, asset: rowID)
+            }
+        }
+    }
+
     /// An app's own file that it renamed over another asset (an editor's save through a temp
     /// file) became that asset's new version: the file's own asset row goes away, and its stored
     /// file with it (its bytes are the version's now, under the version's own file name); one that

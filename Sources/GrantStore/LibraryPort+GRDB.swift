@@ -93,6 +93,8 @@ public final class LibraryStorePort: LibraryPort {
         try port { try library.setOwnFileDate(rowID: rowID, app: app, access: access, to: date) }
     }
 
+    public func restoreOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.restoreOwnAsset(rowID: rowID, app: app) } }
+
     public func dissolveOwnAsset(rowID: Int64, app: AppID) throws { try port { try library.dissolveOwnAsset(rowID: rowID, app: app) } }
 
 

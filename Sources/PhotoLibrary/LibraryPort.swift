@@ -80,6 +80,9 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// its content has none of its own (as for a time set while writing). `PortError.denied`
     /// when the app may not (the one decision's `canRename`). Whether the capture date changed.
     func setOwnFileDate(rowID: Int64, app: AppID, access: AccessLevel, to date: Date) throws -> Bool
+    /// The app takes back its own asset that it sent to Recently Deleted itself (a save that
+    /// deletes the file first). `PortError.denied` otherwise.
+    func restoreOwnAsset(rowID: Int64, app: AppID) throws
     /// The app's own asset became another asset's new version (a save by rename): it goes away.
     func dissolveOwnAsset(rowID: Int64, app: AppID) throws
     /// A complete temp file becomes the asset's new current version (`PortError.refused` when it

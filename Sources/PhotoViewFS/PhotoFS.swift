@@ -25,7 +25,7 @@ import Glibc
 ///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
 ///      `albumSessions`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
-///      `openedPaths`, `handles`, `redactionCache`, `snapshots`, `feed` (holds poll handles, notifies after
+///      `openedPaths`, `handles`, `redactionCache`, `snapshots`, `backupTrail`, `feed` (holds poll handles, notifies after
 ///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`, the recorder's state; and each handle's own lock
 ///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
 ///      request submitted.
@@ -63,6 +63,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// kernel's cached pages of the old version.
     /// (A fingerprint of the path, `PhotoFS.pathKey`: an open keeps no string.)
     let openedPaths = Mutex<[Inode: Int]>([:])
+    /// Own assets this mount renamed and files it committed, recently: a save by backup
+    /// (Mutations/BackupSaves.swift).
+    let backupTrail = Mutex(BackupTrail())
     /// Committed add-only files still known by name, oldest first.
     let committedOrder = Mutex<[Inode]>([])
     /// Folders the app made (UploadFolders.swift), and those at the top by name.

@@ -275,6 +275,35 @@ extension EditDecisions {
     }
 }
 
+extension EditDecisions {
+    /// A save that deletes the file first (jhead's rotation) takes the app's own asset back from
+    /// Recently Deleted: only its own, only one it sent there itself.
+    @Test func anAppTakesBackOnlyItsOwnAssetItDeleted() throws {
+        let t = try TempLibrary()
+        let lib = t.library
+        try lib.authorize(editor, access: .readWrite, status: .limited)
+        try lib.authorize(viewer, access: .readWrite, status: .authorized)
+        let writer = try StoreWriter(library: lib, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "jpg")
+        try EditHelp.put(fd, try TestMedia.jpeg(tag: "own"))
+        let own = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: editor, name: "own.jpg").asset
+        close(fd)
+        let person = try t.importJPEGs(["p.jpg"])[0]
+        // Not in Recently Deleted, or another app's: refused.
+        #expect(throws: LibraryError.self) { try lib.restoreOwnAsset(rowID: own.rowID, app: editor) }
+        try lib.moveToTrash(rowIDs: [own.rowID], by: editor)
+        #expect(throws: LibraryError.self) { try lib.restoreOwnAsset(rowID: own.rowID, app: viewer) }
+        // The person's photo, deleted by an authorized app: never this way.
+        try lib.moveToTrash(rowIDs: [person.rowID], by: viewer)
+        #expect(throws: LibraryError.self) { try lib.restoreOwnAsset(rowID: person.rowID, app: viewer) }
+        // Its own, deleted by the person: not the app's to take back.
+        try lib.restoreOwnAsset(rowID: own.rowID, app: editor)
+        #expect(try lib.asset(rowID: own.rowID)?.isTrashed == false)
+        try lib.moveToTrash(rowIDs: [own.rowID])
+        #expect(throws: LibraryError.self) { try lib.restoreOwnAsset(rowID: own.rowID, app: editor) }
+    }
+}
+
 @Suite(.serialized) struct VersionTests {
     /// An edit that adds GPS: new hash, size, location and plan; same id, name, albums, grants;
     /// the original's stored bytes never change; every app that sees it gets `updated`.

@@ -131,6 +131,47 @@ struct PhotographerTools {
         try f.unmount(mp)
     }
 
+    /// The app's own files show writable, so tools that save by backup take that path for them:
+    /// mogrify renames the file to `X~`, writes `X` anew and unlinks `X~`; jhead's rotation
+    /// writes a temp file, unlinks `X` and renames the temp to `X`, then its EXIF save renames
+    /// `X` to `X.t`, writes `X` and unlinks `X.t`. Each is one photo saved: a new version of the
+    /// same asset (same id), nothing in Recently Deleted, at the top as in a folder. Without
+    /// this, each save made a new asset and sent the photo to Recently Deleted. A backup that is
+    /// kept is a file of its own.
+    @Test func savesByBackupMakeVersionsOfTheAppsOwnFiles() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", app, "--status", "limited")
+        let mp = try f.mount(app)
+        #expect(mkdir(mp + "/folder", 0o755) == 0)
+        #expect(cpWrite(try uprightJPEG(f, "top"), to: mp + "/top.jpg") == 0)
+        #expect(cpWrite(try uprightJPEG(f, "inside"), to: mp + "/folder/inside.jpg") == 0)
+        let top = try #require(try assets(f, named: "top.jpg").first?["id"] as? String)
+        let inside = try #require(try assets(f, named: "inside.jpg").first?["id"] as? String)
+        for (dir, name) in [(mp, "top.jpg"), (mp + "/folder", "inside.jpg")] {
+            var o = try tool("jhead", ["-autorot", name], cwd: dir)
+            #expect(o.status == 0, "jhead \(name): \(o.stdout)\(o.stderr)")
+            #expect(try tool("exiftool", ["-s3", "-n", "-Orientation", dir + "/" + name]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+            o = try tool("mogrify", ["-resize", "50%", name], cwd: dir)
+            #expect(o.status == 0, "mogrify \(name): \(o.stdout)\(o.stderr)")
+            #expect(try tool("identify", ["-format", "%w", dir + "/" + name]).stdout == "24", "mogrify did not save \(name)")
+            #expect(!listing(dir).contains { $0.hasSuffix("~") || $0.hasSuffix(".t") }, "\(listing(dir))")
+        }
+        // Same assets, same ids; the rotation, its EXIF and the resize are versions 1 to 3.
+        #expect(try assets(f, named: "top.jpg").first?["id"] as? String == top)
+        #expect(try assets(f, named: "inside.jpg").first?["id"] as? String == inside)
+        #expect(try f.assetsJSON().count == 2, "\((try? f.assetsJSON()) ?? [])")
+        #expect(try versions(f, top).count == 4 && versions(f, inside).count == 4)
+        let trash = try JSONSerialization.jsonObject(with: Data(try f.pg("trash", "--json").stdout.utf8)) as? [Any]
+        #expect(trash?.isEmpty == true, "Recently Deleted: \(trash ?? [])")
+        // A backup kept is a file of its own: the photo renamed, a new one under its name.
+        #expect(rename(mp + "/top.jpg", mp + "/top.jpg~") == 0)
+        #expect(cpWrite(try TestMedia.jpeg(tag: "written after"), to: mp + "/top.jpg") == 0)
+        #expect(try assets(f, named: "top.jpg~").first?["id"] as? String == top)
+        #expect(try f.assetsJSON().count == 3)
+        try verified(f)
+        try f.unmount(mp)
+    }
+
     /// A JPEG without a capture date of its own (no EXIF date), its file time `epoch`.
     func datelessJPEG(_ path: String, color: String, epoch: Int) throws {
         try #require(try tool("convert", ["-size", "40x30", "xc:" + color, path]).status == 0)

@@ -270,6 +270,14 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
         }
     }
 
+    func restoreOwnAsset(rowID: Int64, app: AppID) throws {
+        try locked {
+            guard let a = assets[rowID], a.owner == app, a.trashedDate != nil else { throw PortError.denied("not the app's own asset in Recently Deleted") }
+            assets[rowID]?.trashedDate = nil
+            change(rowID)
+        }
+    }
+
     func dissolveOwnAsset(rowID: Int64, app: AppID) throws {
         if dissolveFails { throw PortError.denied("the database is busy") }
         locked { assets[rowID] = nil; change(rowID) }

@@ -88,13 +88,17 @@ extension PhotoFS {
             throw .accessDenied
         }
         let (rowID, album) = try target.get()
+        // The backup of a save by backup (mogrify, jhead): the save, not a delete.
+        if album == nil, try saveByBackup(rowID: rowID, backup: s, folder: nil) { return }
         do {
             if let album {
                 let id = model.withLock { $0.nodes[rowID]?.assetID } ?? ""
                 try library.removeFromAlbum(album, assetIDs: [id])
             } else {
+                let own = model.withLock { $0.nodes[rowID]?.owned ?? false }
                 try library.moveToTrash(rowIDs: [rowID], by: appID)
                 recorder.note(rowID, .deleted)
+                if own { backupTrail.withLock { $0.noteTrashed(rowID, name: s, folder: nil) } }
             }
         } catch {
             log("unlink \(s) failed: \(error)")
@@ -162,7 +166,10 @@ extension PhotoFS {
             guard m.policy.canRename(m.facts(n)) else { throw .accessDenied }
             return r
         }
+        // A file it wrote, renamed to the name of its own photo it deleted just before (jhead): a save.
+        if try saveOverJustDeleted(sourceRow: row, name: t, folder: nil) { return }
         do { try library.renameOwnAsset(rowID: row, app: appID, access: access, to: t) } catch { throw mountErrno(for: error) }
+        backupTrail.withLock { $0.noteRenamed(row, from: s, folder: nil) }
         refresh(handled: [row])
     }
 }

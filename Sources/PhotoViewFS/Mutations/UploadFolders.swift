@@ -269,8 +269,11 @@ extension PhotoFS {
                 throw .noEntry
             }
             guard model.withLock({ $0.policy.canDelete($0.facts(n)) }) else { throw .accessDenied }
+            // The backup of a save by backup (mogrify, jhead): the save, not a delete.
+            if try saveByBackup(rowID: rowID, backup: name, folder: parent) { return }
             do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }
             recorder.note(rowID, .deleted)
+            if n.owned { backupTrail.withLock { $0.noteTrashed(rowID, name: name, folder: parent) } }
             setFolderChild(parent, name, nil, ifCurrently: child)
             refresh()
         }
@@ -356,8 +359,14 @@ extension PhotoFS {
             let r = try result.get()
             setFolderChild(parent, from, nil, ifCurrently: child)
             setFolderChild(parent, to, child)
+            if let r { backupTrail.withLock { $0.noteRenamed(r, from: from, folder: parent) } }
             if r != nil { refresh() }
         case .asset(let rowID):
+            // A file it wrote, renamed to the name of its own photo it deleted just before (jhead): a save.
+            if try saveOverJustDeleted(sourceRow: rowID, name: to, folder: parent) {
+                setFolderChild(parent, from, nil, ifCurrently: child)
+                return
+            }
             // The library asks the one decision (canRename): this path asked none, so an app
             // denied since renamed its file in a folder.
             do { try library.renameOwnAsset(rowID: rowID, app: appID, access: access, to: flattenedName(to, renaming: rowID)) } catch {
@@ -365,6 +374,7 @@ extension PhotoFS {
             }
             setFolderChild(parent, from, nil, ifCurrently: child)
             setFolderChild(parent, to, child)
+            backupTrail.withLock { $0.noteRenamed(rowID, from: from, folder: parent) }
             refresh()
         }
     }

@@ -165,6 +165,7 @@ extension PhotoFS {
         } else {
             log("added \(f.name) as \(asset.id) (\(asset.displayName)) owned by \(appID)")
             recorder.note(asset.rowID, .created)
+            if access == .readWrite { backupTrail.withLock { $0.noteCreated(asset.rowID) } }
         }
         f.closeTemp()
         f.dirty = false
