@@ -137,6 +137,8 @@ extension Library {
                 try db.execute(sql: "UPDATE assets SET capture_date = ? WHERE rowid = ?", arguments: [capture, rowID])
                 // Its original's row, where it has one (an asset reverted to it): what a revert restores.
                 try db.execute(sql: "UPDATE versions SET capture_date = ? WHERE asset_rowid = ? AND version = 0", arguments: [capture, rowID])
+                // Another date may put it in or out of an app's date-range set grant.
+                try Library.refreshSetSelections(db, [rowID])
             }
             try Library.record(db, .date, app: app.rawValue, asset: rowID)
             return true
