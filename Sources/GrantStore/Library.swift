@@ -220,6 +220,12 @@ public final class Library: Sendable {
         switch e.resultCode {
         case .SQLITE_BUSY, .SQLITE_LOCKED: return .libraryBusy(paths.root)
         case .SQLITE_FULL: return .noSpace(paths.database)
+        case .SQLITE_READONLY:
+            // A library on read-only media (a backup on a write-protected disk, a snapshot):
+            // SQLite writes even to read (its log and index); said plainly, not "attempt to write".
+            return .io("the library at \(paths.root) cannot be written (its disk or files are read-only: a snapshot, a "
+                + "write-protected disk?); photogate writes its catalog's log even to read it. Copy the library to a writable "
+                + "place (cp -a) and use that copy with --library")
         case .SQLITE_CORRUPT, .SQLITE_NOTADB: return .libraryDamaged(e.message ?? "\(e)")
         case .SQLITE_CONSTRAINT: return .conflict(e.message ?? "constraint failed")
         default: return .io("database error: \(e.message ?? "\(e)")")

@@ -152,6 +152,7 @@ struct Deploy {
     @Test func explainSaysWhatTheMountDoes() throws { try script("explain") }
     /// A file refused at its opener's close stays refused, whoever writes the rest.
     @Test func aRefusedCloseIsFinal() throws { try script("refused-final") }
+    @Test func aRemovedRunFolderIsMadeAgainByTheMount() throws { try script("run-removed") }
     /// Upload folders are capped, and their listings are whole and read in sorted batches.
     @Test func uploadFoldersAreCappedAndListedInBatches() throws { try script("folders") }
     /// `unmount` of a view whose daemon does not end (stopped) exits 69 and names it.

@@ -190,6 +190,17 @@ if mount -t tmpfs -o size=8m tmpfs "$tmp/full" 2>/dev/null; then
     [[ ! -s $tmp/full/lib/run/catalog-in-use.tmp ]] || true
 fi
 
+# 1h. A library on read-only media (a backup on a write-protected disk) is said to be that, with
+# what to do, not "attempt to write a readonly database".
+mkdir -p "$tmp/ro"
+if mount --bind "$PHOTOGATE_LIBRARY" "$tmp/ro" 2>/dev/null; then
+    on_exit "umount -l '$tmp/ro' 2>/dev/null || true"
+    mount -o remount,bind,ro "$tmp/ro"
+    set +e; out=$(PHOTOGATE_LIBRARY="$tmp/ro" "$pg" assets 2>&1); status=$?; set -e
+    [[ $status != 0 ]] && has "read-only" "$out" && has "Copy the library" "$out" || fail "a library on read-only media: exit $status ($out)"
+    umount "$tmp/ro"
+fi
+
 # 4. A backup while a mount runs and an app writes.
 "$pg" mount org.example.Cam "$tmp/m" >/dev/null
 ( for i in $(seq 1 20); do cp "$corpus/xmp.jpg" "$tmp/m/w$i.jpg" || exit 1; done ) & writer=$!

@@ -169,6 +169,11 @@ public enum MountDaemon {
                 record2.readPath = now
                 MountRegistry.write(record2, library: library)
                 log("reads: \(now) from now on (the kernel refused passthrough)")
+            } else if MountRegistry.contents(library, "\(getpid()).json") == nil, ChangeWatcher.folderIdentity(library.runDir) != nil {
+                // Its entry removed (run/ cleaned away, made again by the watcher): written again,
+                // so that `mounts` lists it and `unmount` knows it.
+                MountRegistry.write(record2, library: library)
+                log("the mount registry entry was removed: written again")
             }
         }
         watcher.stop()

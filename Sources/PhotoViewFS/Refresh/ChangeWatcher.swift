@@ -34,15 +34,15 @@ final class ChangeWatcher: @unchecked Sendable {
     private func loop() {
         let ifd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         defer { if ifd >= 0 { close(ifd) } }
-        if ifd >= 0 {
-            // The bell is opened, written and closed once per change: IN_CLOSE_WRITE alone wakes
-            // once per ring (IN_MODIFY doubled every wake); the other files of run/ (daemon logs,
-            // the mount registry) are filtered out by name below without touching the database.
-            _ = inotify_add_watch(ifd, fs.library.runDir, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE))
-        }
+        // The bell is opened, written and closed once per change: IN_CLOSE_WRITE alone wakes
+        // once per ring (IN_MODIFY doubled every wake); the other files of run/ (daemon logs,
+        // the mount registry) are filtered out by name below without touching the database.
+        let watchMask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) | UInt32(IN_DONT_FOLLOW) | UInt32(IN_ONLYDIR)
+        if ifd >= 0 { _ = inotify_add_watch(ifd, fs.library.runDir, watchMask) }
+        var runFolder = ChangeWatcher.folderIdentity(fs.library.runDir)
         var lastSeq = fs.model.withLock { $0.seq }
         // What this view has applied, for commands that wait for running mounts (MountAcks).
-        let ack = MountAcks.Publisher(runDir: fs.library.runDir)
+        var ack = MountAcks.Publisher(runDir: fs.library.runDir)
         defer { ack?.remove() }
         ack?.publish(lastSeq)
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -57,6 +57,21 @@ final class ChangeWatcher: @unchecked Sendable {
             if lastLook.duration(to: .now) >= .seconds(2) {
                 lastLook = .now
                 fs.library.keepCommitsSafe()
+                // run/ removed (a cleanup that took it for a runtime folder): made again, watched
+                // again, and this view's acknowledgement published again, so that a revoke still
+                // returns once this mount applied it (it returned at once, the photo still open
+                // for up to 2 s); the daemon's loop writes its registry entry again.
+                if ChangeWatcher.folderIdentity(fs.library.runDir) != runFolder {
+                    _ = mkdir(fs.library.runDir, 0o700)
+                    if let now = ChangeWatcher.folderIdentity(fs.library.runDir) {
+                        runFolder = now
+                        if ifd >= 0 { _ = inotify_add_watch(ifd, fs.library.runDir, watchMask) }
+                        ack = MountAcks.Publisher(runDir: fs.library.runDir)
+                        lastSeq = fs.model.withLock { $0.seq }
+                        ack?.publish(lastSeq)
+                        fs.refresh()
+                    }
+                }
             }
             var rang = false
             if fds[0].revents != 0 {
@@ -85,6 +100,13 @@ final class ChangeWatcher: @unchecked Sendable {
                 if lastSeq < seq { lastSeq = seq }
             }
         }
+    }
+
+    /// A real folder's device and inode (nil: missing, or not a folder: a link is not followed).
+    static func folderIdentity(_ path: String) -> [UInt64]? {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
+        return [UInt64(st.st_dev), UInt64(st.st_ino)]
     }
 
     /// Whether a buffer of inotify events names the bell (or overflowed, which may hide a ring).
