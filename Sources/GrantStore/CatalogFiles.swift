@@ -47,18 +47,48 @@ enum CatalogFiles {
         if let wal = mark?.wal, lstat(paths.database + "-wal", &st) == 0, Library.identity(st) != wal {
             try fail("-wal", replaced: true, dbHolders)
         }
-        // An index at its name that is not the one they use: each holds a read lock on its own
-        // index's byte 128 (SQLite's DMS lock) for as long as it has the library open. A process
-        // that has just opened the database and not its index yet looks the same for a moment:
-        // asked again before it counts.
-        for attempt in 0..<5 {
-            guard lstat(paths.database + "-shm", &st) == 0 else { return }
-            let onIndex = Set(holders(device: Library.identity(st), range: 128...128))
-            let strangers = otherHolders(of: paths.database).filter { !onIndex.contains($0) }
-            if strangers.isEmpty { return }
-            if attempt == 4 { try fail("-shm", replaced: true, strangers) }
-            usleep(20_000)
+        // An index at its name that is not the one they use. Each holds a read lock on its own
+        // index's byte 128 (SQLite's DMS lock) while it has the library open; one that holds the
+        // database's lock and not that one is either opening or closing (tens of milliseconds on
+        // a busy machine: a timing window gave ordinary commands a false 69 in 2-4% of runs under
+        // 25 parallel loops) or using another index. Only a process that has another file mapped
+        // under the index's name counts, read from its /proc/PID/maps: deterministic.
+        guard lstat(paths.database + "-shm", &st) == 0 else { return }
+        let index = Library.identity(st)
+        let onIndex = Set(holders(device: index, range: 128...128))
+        let strangers = dbHolders.filter { !onIndex.contains($0) && mapsAnotherIndex(pid: $0, path: paths.database + "-shm", index: index) }
+        if !strangers.isEmpty { try fail("-shm", replaced: true, strangers) }
+    }
+
+    /// Whether process `pid` has a file mapped under the index's name (`path`, or `path (deleted)`)
+    /// whose inode is not `index`'s: the index it opened, gone from or replaced at that name.
+    static func mapsAnotherIndex(pid: Int32, path: String, index: [UInt64]) -> Bool {
+        guard let text = readProc("/proc/\(pid)/maps") else { return false }
+        for line in text.split(separator: "\n") where line.hasSuffix(path) || line.hasSuffix(path + " (deleted)") {
+            // "7f..-7f.. rw-s 00000000 fe:00 16294032   /lib/photogate.sqlite-shm"
+            let f = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard f.count >= 6, let inode = UInt64(f[4]) else { continue }
+            if inode != index[1] { return true }
         }
+        return false
+    }
+
+    /// A /proc file, whole. Its size says 0, and Foundation's readers stop after a first page
+    /// (4 KiB): /proc/locks on a busy machine, or a daemon's maps, were cut, and holders missed.
+    static func readProc(_ path: String) -> String? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var out = [UInt8]()
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = Glibc.read(fd, &buf, buf.count)
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            if n == 0 { break }
+            out.append(contentsOf: buf[0..<n])
+            if out.count > 64 << 20 { break }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The processes other than this one that hold a POSIX lock in the database's shared range.
@@ -76,7 +106,7 @@ enum CatalogFiles {
         let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~UInt64(0xfff))
         let minor = (dev & 0xff) | ((dev >> 12) & ~UInt64(0xff))
         let device = String(format: "%02llx:%02llx:%llu", major, minor, identity[1])
-        guard let text = locks ?? (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) else { return [] }
+        guard let text = locks ?? readProc("/proc/locks") else { return [] }
         let me = getpid()
         var pids: [Int32] = []
         for line in text.split(separator: "\n") {
@@ -123,7 +153,7 @@ extension CatalogFiles {
     /// What the mark records: the log's identity (device, inode) and the database's, or nil when
     /// there is no mark. A mark is written whole or not at all (`mark`): one that is not two or
     /// four numbers was not written by photogate and counts as none.
-    struct Mark: Equatable { var wal: [UInt64]; var db: [UInt64]? }
+    struct Mark: Equatable { var wal: [UInt64]; var db: [UInt64]?; var folder: [UInt64]? = nil }
 
     static func markedFiles(_ paths: LibraryPaths) -> Mark? {
         let fd = pg_open_in_folder(paths.run, nil, markName, O_RDONLY, 0)
@@ -137,8 +167,23 @@ extension CatalogFiles {
         switch values.count {
         case 2: return Mark(wal: values, db: nil)
         case 4: return Mark(wal: Array(values[0..<2]), db: Array(values[2..<4]))
+        case 6:
+            // A mark of another folder (the library copied with cp -a, or moved to another disk,
+            // while it was in use): its numbers name that folder's files, not these.
+            let folder = Array(values[4..<6])
+            var st = stat()
+            guard stat(paths.root, &st) == 0, Library.identity(st) == folder else { return nil }
+            return Mark(wal: Array(values[0..<2]), db: Array(values[2..<4]), folder: folder)
         default: return nil
         }
+    }
+
+    /// The mark this process would write now, for comparing with the one there.
+    static func currentMark(_ paths: LibraryPaths, log: [UInt64]) -> Mark {
+        var st = stat()
+        let db = stat(paths.database, &st) == 0 ? Library.identity(st) : nil
+        let folder = stat(paths.root, &st) == 0 ? Library.identity(st) : nil
+        return Mark(wal: log, db: db, folder: folder)
     }
 
     static func markedLog(_ paths: LibraryPaths) -> [UInt64]? { markedFiles(paths)?.wal }
@@ -147,9 +192,13 @@ extension CatalogFiles {
     /// file, synced, and renamed into place (a kill or a full disk never leaves half a mark), the
     /// folder synced, before the commit it comes before.
     static func mark(_ paths: LibraryPaths, log: [UInt64]) throws {
-        var st = stat()
-        let db = stat(paths.database, &st) == 0 ? Library.identity(st) : nil
-        let text = Array(("\(log[0]) \(log[1])" + (db.map { " \($0[0]) \($0[1])" } ?? "") + "\n").utf8)
+        let m = currentMark(paths, log: log)
+        var numbers = log
+        if let db = m.db {
+            numbers += db
+            if let folder = m.folder { numbers += folder }
+        }
+        let text = Array((numbers.map(String.init).joined(separator: " ") + "\n").utf8)
         // A name of its own: processes starting together each write theirs (one shared temp name
         // was renamed away under another process, ENOENT).
         let temp = markName + ".\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
@@ -173,6 +222,13 @@ extension CatalogFiles {
             throw failure(e)
         }
         _ = fsync(dir)
+        // Temp marks of processes killed while writing theirs: clutter, removed.
+        for (name, _) in Directory.entries(paths.run) where name.hasPrefix(markName + ".") && name.hasSuffix(".tmp") {
+            let parts = name.split(separator: ".")
+            if parts.count >= 3, let pid = Int32(parts[1]), pid != getpid(), kill(pid, 0) != 0 && errno == ESRCH {
+                unlinkat(dir, name, 0)
+            }
+        }
     }
 
     /// At the end of the last process (its pool closed, the log emptied by the close's

@@ -287,8 +287,7 @@ public final class Library: Sendable {
         var st = stat()
         guard lstat(paths.database + "-wal", &st) == 0 else { return }
         let log = Library.identity(st)
-        let db = stat(paths.database, &st) == 0 ? Library.identity(st) : nil
-        if CatalogFiles.markedFiles(paths) != CatalogFiles.Mark(wal: log, db: db) { try CatalogFiles.mark(paths, log: log) }
+        if CatalogFiles.markedFiles(paths) != CatalogFiles.currentMark(paths, log: log) { try CatalogFiles.mark(paths, log: log) }
         marked.store(true, ordering: .relaxed)
     }
     private let marked = Atomic<Bool>(false)
@@ -486,7 +485,13 @@ public final class Library: Sendable {
     /// now (`rescueLog`), not at its next commit or at its end: a kill before then would lose it.
     /// Commands are refused meanwhile (`CatalogFiles.checkNotOrphaned`). One lstat when all is well.
     public func rescueIfLogGone() {
+        // The mark removed under a running mount (run/ cleaned away and made again): written
+        // again, or a kill and a lost log after it would go untold.
         var st = stat()
+        if marked.load(ordering: .relaxed), !logGone.load(ordering: .relaxed), CatalogFiles.markedFiles(paths) == nil,
+           lstat(paths.database + "-wal", &st) == 0 {
+            try? CatalogFiles.mark(paths, log: Library.identity(st))   // retried at the next look if run/ is not back yet
+        }
         let known = walIdentity.withLock { $0 }
         let gone = lstat(paths.database + "-wal", &st) != 0 || (known != nil && known != Library.identity(st))
         if gone && !logDamaged.load(ordering: .relaxed) { _ = saveGoneLog() }

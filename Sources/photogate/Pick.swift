@@ -101,6 +101,7 @@ struct Pick: PhotogateCommand {
                     """, .usage)
             }
             let library = try lib.open()
+            try library.markInUse()   // held open while the person chooses (CatalogFiles)
             var answering: RequestRecord?
             if let rid = request {
                 let r = try library.request(id: rid)

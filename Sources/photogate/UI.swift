@@ -44,6 +44,9 @@ struct UI: PhotogateCommand {
     }
 
     static func serve(library: Library, pickApp: AppID?, query: String, port: Int, open: Bool) throws {
+        // Held open for long, as a mount is: marked in use now, so that a catalog file replaced
+        // under it is told to every command (CatalogFiles).
+        try library.markInUse()
         let app = try WebApp(library: library, pickApp: pickApp, query: query)
         let run = library.paths.run
         let portFile = run + "/ui-port"

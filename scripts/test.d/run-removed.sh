@@ -20,6 +20,8 @@ rm -rf "$PHOTOGATE_LIBRARY/run"
 registered() { [[ -e $PHOTOGATE_LIBRARY/run/mounts/$daemon.json ]] && [[ -e $PHOTOGATE_LIBRARY/run/acks/$daemon ]]; }
 wait_until 20 registered || fail "the mount did not register again after run/ was removed: $(ls -R "$PHOTOGATE_LIBRARY/run" 2>&1)"
 [[ $(stat -c %a "$PHOTOGATE_LIBRARY/run") == 700 ]] || fail "run/ was made again with mode $(stat -c %a "$PHOTOGATE_LIBRARY/run")"
+# Its in-use mark too: else a kill and a lost log after it would go untold.
+wait_until 20 test -s "$PHOTOGATE_LIBRARY/run/catalog-in-use" || fail "the mount did not mark the library in use again"
 has "$tmp/m" "$("$pg" mounts)" || fail "mounts does not list the view after run/ was made again"
 "$pg" revoke org.example.Frame a.jpg >/dev/null
 [[ ! -e $tmp/m/a.jpg ]] || fail "a revoke returned while the running mount still showed the photo"
