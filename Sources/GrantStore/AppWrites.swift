@@ -189,6 +189,7 @@ extension Library {
             // app made and nobody touched since (an editor's temp file) is dissolved.
             if try Bool.fetchOne(db, sql: """
                 SELECT EXISTS (SELECT 1 FROM versions WHERE asset_rowid = ?1)
+                    OR EXISTS (SELECT 1 FROM sidecars WHERE asset_rowid = ?1)
                     OR EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid = ?1)
                     OR EXISTS (SELECT 1 FROM selections WHERE asset_rowid = ?1)
                     OR EXISTS (SELECT 1 FROM picks WHERE asset_rowid = ?1)
@@ -217,8 +218,8 @@ extension Library {
 
 extension Library {
     /// Bytes the app added since `since` (seconds since 1970): the sizes of the assets it made
-    /// (in Recently Deleted too: deleting does not give an app room to add again) and of the
-    /// versions it saved of any asset.
+    /// (in Recently Deleted too: deleting does not give an app room to add again), of the
+    /// versions it saved of any asset, and of the sidecar versions it wrote.
     public func bytesAdded(by app: AppID, since: Double) throws -> UInt64 {
         // On the writer's connection, as the commit that follows: a read here opened reader
         // connections (two descriptors each) in a daemon whose closes came many at once.
@@ -227,7 +228,10 @@ extension Library {
                                              arguments: [app.rawValue, since]) ?? 0
             let versions = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
                                                arguments: [app.rawValue, since]) ?? 0
-            return UInt64(max(0, assets)) + UInt64(max(0, versions))
+            // Sidecar versions are stored bytes too (issue 37): a sidecar rewritten in a loop adds.
+            let sidecars = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM sidecars WHERE app_id = ? AND created_at >= ?",
+                                              arguments: [app.rawValue, since]) ?? 0
+            return UInt64(max(0, assets)) + UInt64(max(0, versions)) + UInt64(max(0, sidecars))
         }
     }
 }

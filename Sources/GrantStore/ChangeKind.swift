@@ -9,6 +9,8 @@ enum ChangeKind: String, CaseIterable, Sendable {
     // One asset changed for everyone who sees it.
     // `date`: the capture date an app set on its own file after closing it (a file time).
     case insert, rename, trash, restore, version, shared, date
+    // A sidecar of the asset written or removed (issue 37): its views show another sidecar.
+    case sidecar
     // An asset in Recently Deleted deleted for good (by the person, or the automatic purge): no
     // view shows a trashed asset, so none changes; the log keeps who and what (`detail`).
     case purge

@@ -105,6 +105,19 @@ public final class LibraryStorePort: LibraryPort {
                                              requireConsent: true, basedOn: basedOn) }
     }
 
+    public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
+        try port { try library.read { db in try Library.sidecarDecision(db, app: app, rowID: rowID, access: access) } }
+    }
+
+    public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
+                              contentHash: (() -> String?)?) throws -> Bool {
+        try port { try library.commitSidecar(key, app: app, access: access, tempPath: tempPath, fd: fd, knownHash: contentHash) }
+    }
+
+    public func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws {
+        _ = try port { try library.removeSidecar(key, app: app, access: access) }
+    }
+
     public func appFileWriter(purpose: String) throws -> any AppFileWriter {
         try port { try StoreWriter(library: library, purpose: purpose) }
     }

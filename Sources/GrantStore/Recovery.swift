@@ -107,6 +107,7 @@ extension Library {
                 paths = try String.fetchAll(db, sql: """
                     SELECT store_path FROM assets WHERE store_path IS NOT NULL
                     UNION SELECT store_path FROM versions WHERE store_path IS NOT NULL
+                    UNION \(Library.sidecarStorePathsSQL)
                     """)
             }
             try copy.close()
@@ -188,6 +189,7 @@ extension Library {
             Set(try String.fetchAll(db, sql: """
                 SELECT store_path FROM assets WHERE store_path IS NOT NULL
                 UNION SELECT store_path FROM versions WHERE store_path IS NOT NULL
+                UNION \(Library.sidecarStorePathsSQL)
                 """))
         }
         var files: [String] = []

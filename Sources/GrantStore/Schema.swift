@@ -99,6 +99,7 @@ enum Schema {
         registerV8(&m)
         registerV9(&m)
         registerV10(&m)
+        registerV11(&m)
         return m
     }
 }

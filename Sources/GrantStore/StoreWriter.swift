@@ -130,11 +130,12 @@ public final class StoreWriter: @unchecked Sendable {
             return (try? install(library, tempPath: path, storePath: rel, durable: true)) != nil ? .kept : .later
         }
         if id.count == 16 {
-            let committed: (asset: String?, version: String?)
+            let committed: (asset: String?, version: String?, sidecar: String?)
             do {
                 committed = try library.read { db in
                     (try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE id = ?", arguments: [id]),
-                     try String.fetchOne(db, sql: "SELECT store_path FROM versions WHERE file_id = ?", arguments: [id]))
+                     try String.fetchOne(db, sql: "SELECT store_path FROM versions WHERE file_id = ?", arguments: [id]),
+                     try String.fetchOne(db, sql: "SELECT store_path FROM sidecars WHERE file_id = ?", arguments: [id]))
                 }
             } catch {
                 return .later
@@ -142,6 +143,8 @@ public final class StoreWriter: @unchecked Sendable {
             if let rel = committed.asset { return moveIntoStore(rel) }
             // A committed version of an asset (an edit): rolled forward like a new asset.
             if let rel = committed.version { return moveIntoStore(rel) }
+            // A committed sidecar version (issue 37): the same.
+            if let rel = committed.sidecar { return moveIntoStore(rel) }
         }
         let marker: ReadyMarker
         switch ReadyMarker.probe(temp: path) {

@@ -157,6 +157,17 @@ public final class Verifier {
         while let r = try versions.next() {
             out.append(CatalogEntry(id: r[0], name: r[1], hash: r[2], size: UInt64(max(0, r[3] as Int64)), storePath: r[4], referencePath: nil))
         }
+        // Sidecars (issue 37): every version's file, checked against its own hash, never an orphan.
+        let sidecars = try Row.fetchCursor(db, sql: """
+            SELECT s.file_id, a.display_name || ' (sidecar ' || s.form || ' ' || s.ext || ', version ' || s.version || ')',
+                   s.content_hash, s.byte_size, s.store_path
+            FROM sidecars s JOIN assets a ON a.rowid = s.asset_rowid
+            WHERE s.store_path IS NOT NULL
+            ORDER BY s.asset_rowid, s.form, s.ext, s.version
+            """)
+        while let r = try sidecars.next() {
+            out.append(CatalogEntry(id: r[0], name: r[1], hash: r[2], size: UInt64(max(0, r[3] as Int64)), storePath: r[4], referencePath: nil))
+        }
         return out
     }
 

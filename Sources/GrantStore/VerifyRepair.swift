@@ -227,8 +227,8 @@ struct Repair {
     func named(_ storePath: String) -> Bool? {
         do {
             return try library.read { db in
-                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ? UNION ALL SELECT 1 FROM versions WHERE store_path = ?",
-                                  arguments: [storePath, storePath]) != nil
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ?1 UNION ALL SELECT 1 FROM versions WHERE store_path = ?1 UNION ALL SELECT 1 FROM sidecars WHERE store_path = ?1",
+                                  arguments: [storePath]) != nil
             }
         } catch {
             return nil

@@ -233,7 +233,9 @@ extension Library {
                 albums.append(ViewAlbum(name: r[1], isShared: (r[2] as String) == "shared", members: members[r[0]] ?? []))
             }
         }
-        return ViewSnapshot(app: app, access: access, policy: policy, rows: rows, albums: albums, changeSeq: seq)
+        // Sidecars (issue 37) of the visible rows: few, so read whole and kept where the row is.
+        let sidecars = policy.scope == .nothing ? [] : try currentSidecars(db, rowIDs: only).filter { rows.index(ofRowID: $0.key.rowID) != nil }
+        return ViewSnapshot(app: app, access: access, policy: policy, rows: rows, albums: albums, sidecars: sidecars, changeSeq: seq)
     }
 }
 

@@ -40,7 +40,7 @@ extension Library {
                     guard mine else { continue }
                     guard let asset else { return try full() }
                     affected.insert(asset)
-                case .insert, .rename, .trash, .restore, .version, .shared, .date:
+                case .insert, .rename, .trash, .restore, .version, .shared, .date, .sidecar:
                     guard let asset else { return try full() }
                     affected.insert(asset)
                 case .albumAdd, .albumRemove, .album:
@@ -69,7 +69,7 @@ extension Library {
             let withAlbums = policy.showsAlbums && albumsChanged
             let snapshot = try Library.view(db, app: now, access: access, only: only, withAlbums: withAlbums, lean: true)
             let albums = withAlbums ? snapshot.albums : nil
-            return .patch(ViewPatch(affected: only, rows: snapshot.rows, albums: albums, changeSeq: seq))
+            return .patch(ViewPatch(affected: only, rows: snapshot.rows, albums: albums, sidecars: snapshot.sidecars, changeSeq: seq))
         }
     }
 }

@@ -112,6 +112,8 @@ extension Library {
             for r in rows {
                 for p in try String.fetchAll(db, sql: "SELECT store_path FROM versions WHERE asset_rowid = ? AND store_path IS NOT NULL", arguments: [r]) { paths.insert(p) }
                 if let p = try String.fetchOne(db, sql: "SELECT store_path FROM assets WHERE rowid = ?", arguments: [r]) { paths.insert(p) }
+                // Its sidecars' files (each version's own, never another asset's) go with it.
+                for p in try String.fetchAll(db, sql: "SELECT store_path FROM sidecars WHERE asset_rowid = ? AND store_path IS NOT NULL", arguments: [r]) { paths.insert(p) }
             }
             for a in assets {
                 try db.execute(sql: "DELETE FROM assets WHERE rowid = ?", arguments: [a.rowID])   // versions, consents, places cascade
@@ -119,7 +121,7 @@ extension Library {
             }
             // A store file another asset or version still names stays.
             let orphaned = try paths.filter { p in
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM versions WHERE store_path = ?1)", arguments: [p]) != true
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM versions WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM sidecars WHERE store_path = ?1)", arguments: [p]) != true
             }
             // Their thumbnails go too (`thumbs/<hh>/<hash>-<size>.jpg`, the web app's cache), unless
             // another asset or version has the same bytes.

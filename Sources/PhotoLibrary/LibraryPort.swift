@@ -99,6 +99,33 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
                        contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool)
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
+
+    // MARK: sidecars (issue 37)
+
+    /// Whether (and why) the app may write a sidecar of an asset: its edit decision
+    /// (`ViewPolicy.sidecarDecision`).
+    func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision
+    /// A complete temp file becomes the current content of the sidecar `key` (a new version of
+    /// it); false when it already had this content (the temp is removed). `PortError.refused` over
+    /// `Sidecars.maxSize`, `PortError.denied` when the app may not edit the photo (asked in the
+    /// commit). On a throw the temp stays the caller's.
+    func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
+                       contentHash: (() -> String?)?) throws -> Bool
+    /// Removes the sidecar `key` (its versions stay). `PortError.denied` as for `commitSidecar`.
+    func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws
+}
+
+extension LibraryPort {
+    public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
+        .never(reason: "this library keeps no sidecars")
+    }
+    public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
+                              contentHash: (() -> String?)?) throws -> Bool {
+        throw PortError.denied("this library keeps no sidecars")
+    }
+    public func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws {
+        throw PortError.denied("this library keeps no sidecars")
+    }
 }
 
 /// Temp files of one process and their commits into the library.

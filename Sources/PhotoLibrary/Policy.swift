@@ -170,3 +170,17 @@ extension ViewPolicy {
         return .needsConsent(reason: "the app did not create it and has no consent to edit it (photogate grant APP --edit ASSET, or options APP --edit-any on)")
     }
 }
+
+extension ViewPolicy {
+    /// Whether an app may write (or remove) a sidecar of an asset (issue 37): a sidecar is an edit
+    /// of its photo, so the same consent (`editDecision`): its own files always, others with the
+    /// person's consent or `edit-any`. Also an add-only app for the photos it created while it may
+    /// add (a camera card copied with its `.XMP` and `.THM` files: the sidecars come with the
+    /// photos, as the photos do), which it cannot read back.
+    public func sidecarDecision(_ f: AssetFacts, consented: Bool, editAny: Bool) -> EditDecision {
+        if access == .addOnly && f.isOwned && !f.isTrashed && !f.isShared && canCreate {
+            return .allowed(reason: "the app created the photo (an add-only app writes its own photos' sidecars, and reads none)")
+        }
+        return editDecision(f, consented: consented, editAny: editAny)
+    }
+}

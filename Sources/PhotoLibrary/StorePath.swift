@@ -14,8 +14,10 @@ import Glibc
 /// asset whose store path does not is damaged (treated as missing: not shown in views, never
 /// read, written, renamed or deleted), and `photogate verify` reports it.
 public enum StorePath {
-    /// The extensions photogate gives stored files (one per media kind).
+    /// The extensions photogate gives stored files (one per media kind, and a sidecar's own in
+    /// lowercase: `ab/<file id>.xmp`).
     static let extensions: [[UInt8]] = MediaKind.allCases.map { Array($0.preferredExtension.utf8) }
+        + Sidecars.extensions.sorted().map { Array($0.utf8) }
 
     @inline(__always) static func isHexDigit(_ c: UInt8) -> Bool {
         (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "f"))

@@ -55,19 +55,24 @@ public struct ViewSnapshot: Sendable {
     /// The same assets as columns: what a mount reads to build its in-memory view.
     public var rows: ViewRows
     public var albums: [ViewAlbum]
+    /// The current sidecars of the visible assets (issue 37), by row id then key.
+    public var sidecars: [ViewSidecar]
     /// The change log position this snapshot reflects.
     public var changeSeq: Int64
 
-    public init(app: AppRecord, access: AccessLevel, policy: ViewPolicy, entries: [ViewEntry], albums: [ViewAlbum], changeSeq: Int64) {
-        self.init(app: app, access: access, policy: policy, rows: ViewRows(entries), albums: albums, changeSeq: changeSeq)
+    public init(app: AppRecord, access: AccessLevel, policy: ViewPolicy, entries: [ViewEntry], albums: [ViewAlbum],
+                sidecars: [ViewSidecar] = [], changeSeq: Int64) {
+        self.init(app: app, access: access, policy: policy, rows: ViewRows(entries), albums: albums, sidecars: sidecars, changeSeq: changeSeq)
     }
 
-    public init(app: AppRecord, access: AccessLevel, policy: ViewPolicy, rows: ViewRows, albums: [ViewAlbum], changeSeq: Int64) {
+    public init(app: AppRecord, access: AccessLevel, policy: ViewPolicy, rows: ViewRows, albums: [ViewAlbum],
+                sidecars: [ViewSidecar] = [], changeSeq: Int64) {
         self.app = app
         self.access = access
         self.policy = policy
         self.rows = rows
         self.albums = albums
+        self.sidecars = sidecars
         self.changeSeq = changeSeq
     }
 }
@@ -274,13 +279,17 @@ public struct ViewPatch: Sendable {
     /// Every album with all its members (not filtered by visibility), when the view shows albums
     /// and they may have changed; nil when they did not.
     public var albums: [ViewAlbum]?
+    /// The current sidecars of the visible rows among `affected` (those of the other affected
+    /// rows are gone from the view).
+    public var sidecars: [ViewSidecar]
     /// The change log position this patch brings the view to.
     public var changeSeq: Int64
 
-    public init(affected: [Int64], rows: ViewRows, albums: [ViewAlbum]?, changeSeq: Int64) {
+    public init(affected: [Int64], rows: ViewRows, albums: [ViewAlbum]?, sidecars: [ViewSidecar] = [], changeSeq: Int64) {
         self.affected = affected
         self.rows = rows
         self.albums = albums
+        self.sidecars = sidecars
         self.changeSeq = changeSeq
     }
 }

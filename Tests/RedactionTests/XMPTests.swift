@@ -70,3 +70,40 @@ struct XMPTests {
         #expect(!result.changes.sawLocation)
     }
 }
+
+/// Issue 37: a sidecar read by a strip-location app (SidecarScanner).
+@Suite("Sidecar scanner")
+struct SidecarScannerTests {
+    func applied(_ bytes: [UInt8], _ r: RedactionResult) -> [UInt8] {
+        guard case .plan(let p) = r else { return [] }
+        var out = bytes
+        out.withUnsafeMutableBytes { p.apply(to: $0, fileOffset: 0) }
+        return out
+    }
+
+    @Test func anXMPSidecarLosesItsLocationAndStaysXMP() {
+        let xml = Array("""
+            <?xpacket begin='' id='W5M0MpCehiHzreSzNTczkc9d'?>
+            <x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>
+            <rdf:Description xmlns:exif='http://ns.adobe.com/exif/1.0/' exif:GPSLatitude='43,17.79N' exif:GPSLongitude='5,22.188E'>
+            <exif:GPSPosition>43.2965 5.3698</exif:GPSPosition><exif:ExposureTime>1/50</exif:ExposureTime>
+            </rdf:Description></rdf:RDF></x:xmpmeta>
+            <?xpacket end='w'?>
+            """.utf8)
+        let (has, r) = SidecarScanner.scan(xml)
+        #expect(has)
+        let out = String(decoding: applied(xml, r), as: UTF8.self)
+        for gone in ["GPSLatitude", "43,17", "GPSLongitude", "GPSPosition", "5.3698"] { #expect(!out.contains(gone), "\(gone)") }
+        #expect(out.contains("ExposureTime") && out.utf8.count == xml.count)
+        #expect(XMPScanner.scan(Array(out.utf8)).changes.isEmpty)
+    }
+
+    @Test func otherSidecarsAreServedOrRefused() {
+        let pp3 = Array("[Version]\nAppVersion=5.9\n[Exposure]\nCompensation=0\n".utf8)
+        #expect(SidecarScanner.scan(pp3) == (false, .plan(.empty)))
+        let located = Array("[Exif]\nExif.GPSInfo.GPSLatitude=43/1\n".utf8)
+        let (has, r) = SidecarScanner.scan(located)
+        #expect(has)
+        if case .refuse = r {} else { Issue.record("a non-XMP sidecar naming a GPS field was not refused: \(r)") }
+    }
+}
