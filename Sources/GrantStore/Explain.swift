@@ -30,6 +30,12 @@ public struct Explanation: Sendable {
     /// The set grants the asset is selected through, when it is not granted directly
     /// ("set 1 (album 'Summer')"): named in the reason.
     public var grantedThrough: [String] = []
+    /// The asset's current sidecars (issue 37) under the names the app sees them by, when the
+    /// asset is visible: each shows where the photo shows, and is written with the photo's edit
+    /// decision (`sidecarEdit`).
+    public var sidecars: [(name: String, sidecar: ViewSidecar)] = []
+    /// Whether the app may write the asset's sidecars (`ViewPolicy.sidecarDecision`).
+    public var sidecarEdit: EditDecision = .never(reason: "")
 
     public var visible: Bool { decision.visible }
     public var reason: String {
@@ -76,6 +82,11 @@ extension Library {
             let edits = try Int.fetchOne(db, sql: "SELECT count(*) FROM versions WHERE asset_rowid = ? AND version > 0", arguments: [asset.rowID]) ?? 0
             var e = Explanation(asset: asset, app: app, access: access, facts: facts, decision: decision, name: name,
                                 redaction: nil, currentVersion: current, edits: edits, original: nil, openError: nil)
+            let context = Library.context(app, access)
+            e.sidecarEdit = context.policy.sidecarDecision(facts, consented: facts.editConsent, editAny: context.options.editAny)
+            if decision.visible {
+                e.sidecars = try Library.currentSidecars(db, rowIDs: [asset.rowID]).map { ($0.key.name(besidePhoto: name), $0) }
+            }
             if facts.isSelected, try Int64.fetchOne(db, sql: "SELECT direct FROM selections WHERE app_id = ? AND asset_rowid = ?",
                                                     arguments: [id.rawValue, asset.rowID]) == 0 {
                 e.grantedThrough = try Library.setsCovering(db, app: id.rawValue, rowID: asset.rowID)

@@ -65,6 +65,17 @@ struct Explain: PhotogateCommand {
                 d["renameReason"] = e.decision.renameReason
                 d["version"] = e.currentVersion
                 d["edits"] = e.edits
+                d["sidecars"] = e.sidecars.map { s -> [String: Any] in
+                    var o: [String: Any] = ["name": s.name, "version": s.sidecar.version, "size": s.sidecar.size, "hasLocation": s.sidecar.hasLocation]
+                    if e.stripLocation {
+                        switch s.sidecar.redaction {
+                        case .plan(let p): o["redaction"] = p.isEmpty ? "none" : "location removed"
+                        case .refuse(let why): o["redaction"] = "refused: \(why)"
+                        }
+                    }
+                    return o
+                }
+                d["sidecarEdit"] = ["decision": e.sidecarEdit.label, "reason": e.sidecarEdit.reason] as [String: Any]
                 printJSON(d)
             } else {
                 say("\(e.asset.displayName) (\(e.asset.id)) for \(e.app.id) (\(e.access.rawValue), status \(e.app.status(for: e.access).rawValue)): \(verdict)")
@@ -79,6 +90,18 @@ struct Explain: PhotogateCommand {
                 say("  delete: \(e.decision.canDelete ? "allowed (to Recently Deleted)" : "no")")
                 say("  rename: \(e.decision.canRename ? "allowed" : "no (EACCES)") (\(e.decision.renameReason))")
                 if e.edits > 0 { say("  version: \(e.currentVersion == 0 ? "the original" : "edit \(e.currentVersion)") of \(e.edits) edit\(e.edits == 1 ? "" : "s")") }
+                for s in e.sidecars {
+                    var how = "version \(s.sidecar.version), \(s.sidecar.size) bytes"
+                    if e.stripLocation {
+                        switch s.sidecar.redaction {
+                        case .plan(let p) where !p.isEmpty: how += "; read with its location removed"
+                        case .refuse(let why): how += "; refused (EACCES): \(why)"
+                        default: break
+                        }
+                    }
+                    say("  sidecar: \(s.name) (\(how))")
+                }
+                if e.visible { say("  sidecars: \(e.sidecarEdit.isAllowed ? "may write" : "may not write (EACCES)") (\(e.sidecarEdit.reason))") }
                 if !ranges.isEmpty {
                     say("  redacted ranges (\(ranges.count)):")
                     for r in ranges { say("    offset \(r["offset"]!)  length \(r["length"]!)  \(r["kind"]!)") }

@@ -13,6 +13,11 @@ struct Versions: PhotogateCommand {
             current version (what every app reads) is marked. `photogate revert` goes back to the \
             original (or, with --to, to another version).
 
+            Then the asset's sidecars (photo.jpg.xmp, IMG_1.XMP, .pp3, .dop, .THM, .AAE), each write \
+            of one a version of it, with the photo's version current when it was written (PHOTO); a \
+            version without a hash removed it (rm). JSON: each version of the photo has `sidecars`, the \
+            sidecar versions written while it was current.
+
             Example: photogate versions IMG_0001.jpg --json
             """)
 
@@ -23,15 +28,29 @@ struct Versions: PhotogateCommand {
 
     func execute() throws {
         do {
-            let (a, versions) = try lib.open().versions(asset)
+            let library = try lib.open()
+            let (a, versions) = try library.versions(asset)
+            let sidecars = try library.sidecarVersions(a.id)
             if output.json {
-                printJSON(versions.map { versionJSON($0) })
+                printJSON(versions.map { v in
+                    var d = versionJSON(v)
+                    d["sidecars"] = sidecars.filter { $0.photoVersion == v.version }.map(sidecarVersionJSON)
+                    return d
+                })
             } else {
                 sayNote("\(a.displayName) (\(a.id))")
                 try printTable(["VERSION", "APP", "DATE", "SIZE", "TYPE", "HASH", "CURRENT"], versions.map { v in
                     [Cell(v.isOriginal ? "0 original" : String(v.version)), Cell(v.app?.rawValue ?? "-"), .date(v.date), .size(v.byteSize),
                      Cell(v.mediaKind), Cell(v.contentHash), Cell(v.isCurrent ? "*" : "")]
                 }, columns: columns)
+                if !sidecars.isEmpty {
+                    say("")
+                    try printTable(["SIDECAR", "VERSION", "APP", "DATE", "SIZE", "HASH", "PHOTO", "CURRENT"], sidecars.map { s in
+                        [Cell(s.name), Cell(String(s.version)), Cell(s.app?.rawValue ?? "-"), .date(s.date),
+                         s.contentHash == nil ? Cell("-") : .size(s.byteSize), Cell(s.contentHash ?? "(removed)"),
+                         Cell(String(s.photoVersion)), Cell(s.isCurrent ? "*" : "")]
+                    }, columns: columns)
+                }
             }
         }
     }
@@ -42,5 +61,13 @@ func versionJSON(_ v: AssetVersion) -> [String: Any] {
         "version": v.version, "original": v.isOriginal, "current": v.isCurrent, "app": v.app?.rawValue ?? NSNull(),
         "date": iso(v.date), "size": v.byteSize, "type": v.mediaKind, "hash": v.contentHash,
         "captureDate": iso(v.captureDate), "hasLocation": v.hasLocation,
+    ]
+}
+
+func sidecarVersionJSON(_ s: SidecarVersion) -> [String: Any] {
+    [
+        "name": s.name, "form": s.key.form.rawValue, "extension": s.key.ext, "version": s.version, "current": s.isCurrent,
+        "app": s.app?.rawValue ?? NSNull(), "date": iso(s.date), "size": s.byteSize, "hash": s.contentHash ?? NSNull(),
+        "removed": s.contentHash == nil, "photoVersion": s.photoVersion, "hasLocation": s.hasLocation,
     ]
 }
