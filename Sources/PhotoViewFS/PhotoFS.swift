@@ -24,7 +24,7 @@ import Glibc
 ///      kernel told (the invalidator never calls back into PhotoFS).
 ///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
-///      `albumSessions`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
+///      `albumSessions`, `waitingSidecars`, `sidecarTimes`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
 ///      `openedPaths`, `handles`, `redactionCache`, `snapshots`, `backupTrail`, `feed` (holds poll handles, notifies after
 ///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`, the recorder's state; and each handle's own lock
 ///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
@@ -74,6 +74,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     /// Files being written in `Albums/X/`, by album and name.
     let albumSessions = Mutex<[String: [String: Inode]]>([:])
     let sessionNames = Mutex<[String: Inode]>([:])
+    /// Sidecars closed before their photo was written, by inode (Writes/SidecarSessions.swift).
+    let waitingSidecars = Mutex<Set<Inode>>([])
+    /// Modification times the app set on sidecars (by the version's inode), kept for this mount
+    /// only, so that `rclone` and `rsync` run again find them unchanged.
+    let sidecarTimes = Mutex<[Inode: Timespec]>([:])
     let handles = Mutex<[UInt64: OpenEntry]>([:])
     let nextHandle = Atomic<UInt64>(1)
     let requested = Atomic<Bool>(false)

@@ -179,6 +179,8 @@ public enum MountDaemon {
         watcher.stop()
         // The access report's last batch (what the app did since the last one).
         fs.recorder.stop()
+        // Sidecars still waiting for a photo this mount never wrote are not kept (and say so).
+        fs.dropWaitingSidecars()
         // No more writes can arrive: the temp folder is settled now (files whose close returned
         // 0 but could not be committed then are committed), not left for the next start.
         fs.writer.shutDown()

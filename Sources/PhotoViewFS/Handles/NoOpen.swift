@@ -32,6 +32,12 @@ extension PhotoFS {
         // `.photogate/changes` reads from where its open got to, and `request` is written: both
         // need an open of their own.
         case .controlFile?: throw .notSupported
+        case .sidecar(let n)?:
+            let plan = try sidecarPlan(n, user: user)
+            let fd = try openSidecarFile(n)
+            defer { FDBudget.mount.close(fd) }
+            if user == nil { recorder.note(n.key.rowID, .read, counts: offset == 0) }
+            return .bytes(try AssetHandle.readBytes(fd, offset: offset, size: size, zeroing: plan))
         case nil: throw .accessDenied
         default: throw .isDirectory
         }

@@ -84,6 +84,12 @@ extension PhotoFS {
             if accmode != O_WRONLY { throw .accessDenied }
             if let other { try FDBudget.mount.charge(user: other) }
             return OpenReply(handle: newHandle(RequestHandle(opener: PhotoFS.process(of: context.pid), user: other)), directIO: true)
+        case .sidecar(let n)?:
+            // A sidecar (issue 37): read as it is stored (its location removed for a strip-location
+            // app); written as a new version of it, where the app may edit its photo.
+            if wantsWrite { return try openSidecarEdit(n, flags: flags, context: context) }
+            if let reply = try charging(other, { () throws(Errno) in try openSidecar(n, user: other) }) { return reply }
+            throw .io
         case .root?, .control?, .albumsFolder?:
             throw .isDirectory
         case nil where inode == FixedInode.albums || inode == FixedInode.shared:

@@ -75,6 +75,7 @@ extension ViewModel {
         listing = order.map(\.1)
         totalBytes = sizes.reduce(0, &+)
         setAlbums(s.albums)
+        setSidecars(s.sidecars)
     }
 
     final class Box<T>: @unchecked Sendable {

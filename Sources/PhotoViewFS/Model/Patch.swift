@@ -147,6 +147,7 @@ extension ViewModel {
         if let list = p.albums { setAlbums(list) }
         d.albumsChanged = oldAlbums != albums.mapValues(\.listing) || oldShared != shared.mapValues(\.listing)
         seq = p.changeSeq
+        patchSidecars(affected: affected, p.sidecars)
         return d
     }
 }

@@ -25,6 +25,12 @@ struct ViewModel: Sendable {
     var unsettledNames = 0
     /// Bytes of the visible assets (statfs).
     var totalBytes: UInt64 = 0
+    /// Sidecars of the visible assets (issue 37), as the library sent them, and as this view
+    /// names them (Model/SidecarNodes.swift): by key, name and inode.
+    var sidecarRows: [SidecarKey: ViewSidecar] = [:]
+    var sidecars: [SidecarKey: SidecarNode] = [:]
+    var sidecarByName: [String: SidecarKey] = [:]
+    var sidecarByIno: [Inode: SidecarKey] = [:]
 
     /// Inode numbers: keyed by the app's secret so they are stable across remounts of one app,
     /// differ between apps, and say nothing about the library. A redacted view of an asset is a

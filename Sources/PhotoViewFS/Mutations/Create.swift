@@ -23,24 +23,28 @@ extension PhotoFS {
         if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         noteAccess()
         let s = try validName(name)
+        let sidecar = PhotoFS.isSidecarFile(s)
         if isFolder(parent) {
             guard canMakeFolders else { throw .accessDenied }
             if folderChild(parent, s) != nil { throw .exists }
+            if sidecar { return try createSidecar(name: s, folder: parent, context: context) }
             return try openNewSession(try newSession(name: s, album: nil, folder: parent), context: context)
         }
         let album: String? = try model.withLock { m throws(Errno) -> String? in
             guard m.policy.canCreate else { throw .accessDenied }
             switch parent {
             case FixedInode.root:
-                if m.byName[s] != nil { throw .exists }
+                if m.byName[s] != nil || m.sidecarByName[s] != nil { throw .exists }
                 return nil
             default:
-                guard m.policy.canEditAlbums, let al = m.album(ino: parent), !al.isShared else { throw .accessDenied }
+                // Sidecars are written beside their photo at the top (or in an upload folder).
+                guard m.policy.canEditAlbums, let al = m.album(ino: parent), !al.isShared, !sidecar else { throw .accessDenied }
                 if al.byName[s] != nil { throw .exists }
                 return al.name
             }
         }
         if parent == FixedInode.root, sessionIno(s) != nil || rootFolders.withLock({ $0[s] != nil }) { throw .exists }
+        if parent == FixedInode.root, sidecar { return try createSidecar(name: s, folder: nil, context: context) }
         if let album, albumSessionIno(album, s) != nil { throw .exists }
         return try openNewSession(try newSession(name: s, album: album), context: context)
     }
@@ -91,6 +95,13 @@ extension PhotoFS {
                 return try attributesOrStale(of: inode)
             }
             if let n = node, n.editable { return (a, t) }
+            // A sidecar's times and modes (`rclone` sets them after the close): accepted without
+            // effect where the app may edit its photo.
+            if case .sidecar(let n)? = resolve(inode), n.editable {
+                if let m = changes.mtimeNow ? Timespec.now : changes.mtime { noteSidecarTime(n.ino, m) }
+                return (sidecarAttributes(n), t)
+            }
+            if case .session(let f)? = resolve(inode), f.isSidecar { return (a, t) }
         }
         throw .accessDenied   // read-only photos and control files do not change
     }

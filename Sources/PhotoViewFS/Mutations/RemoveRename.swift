@@ -66,6 +66,12 @@ extension PhotoFS {
             case .view: break
             }
         }
+        // A sidecar (issue 37): removed where the app may edit its photo. In an album, its entry
+        // follows the photo's membership: not removed there.
+        if let key = model.withLock({ $0.sidecarByName[s] }), parent == FixedInode.root || model.withLock({ $0.album(ino: parent) != nil }) {
+            guard parent == FixedInode.root else { throw .accessDenied }
+            return try unlinkSidecar(key, name: s)
+        }
         let target: Result<(Int64, String?), Errno> = model.withLock { m in
             switch parent {
             case FixedInode.root:
@@ -124,6 +130,8 @@ extension PhotoFS {
         if let folder = rootFolders.withLock({ $0[s] }), try childInode(parent: parent, name: s) == folder {
             return try renameRootFolder(s, t, flags: flags)
         }
+        // A sidecar's name follows its photo's; a file renamed over one is its next version.
+        if try renameSidecar(from: s, to: t, folder: nil, flags: flags) { return }
         // Over a visible asset: the saved file becomes its new version where the app may edit it
         // (an editor's temp-then-rename save); originals are never replaced.
         if let (targetRow, target) = model.withLock({ m in m.byName[t].flatMap { r in m.nodes[r].map { (r, $0) } } }) {
@@ -158,6 +166,9 @@ extension PhotoFS {
             if let renamed {
                 let r = try renamed.get()
                 refresh(handled: r.map { [$0] } ?? [])
+                // A sidecar waiting under rsync's temp name now has its own; a photo renamed into
+                // place is the one a waiting sidecar waits for.
+                attachWaitingSidecars()
                 return
             }
         }
@@ -171,5 +182,6 @@ extension PhotoFS {
         do { try library.renameOwnAsset(rowID: row, app: appID, access: access, to: t) } catch { throw mountErrno(for: error) }
         backupTrail.withLock { $0.noteRenamed(row, from: s, folder: nil) }
         refresh(handled: [row])
+        attachWaitingSidecars()
     }
 }

@@ -21,6 +21,8 @@ struct UploadFolder: Sendable {
         case session(Inode)
         /// A committed file of a read-write mount: the view's asset.
         case asset(rowID: Int64)
+        /// A sidecar written here (issue 37): the view's sidecar of that photo.
+        case sidecar(SidecarKey)
     }
 
     let ino: Inode
@@ -129,6 +131,8 @@ extension PhotoFS {
             return f.run { f.isNamed(addOnly: access == .addOnly) } ? ino : nil
         case .asset(let rowID):
             return model.withLock { $0.nodes[rowID]?.ino }
+        case .sidecar(let key):
+            return model.withLock { $0.sidecars[key]?.ino }
         }
     }
 
@@ -161,6 +165,9 @@ extension PhotoFS {
             case .asset(let rowID):
                 guard access == .readWrite, let n = model.withLock({ $0.nodes[rowID] }) else { continue }
                 out.append((position, name, attributes(n)))
+            case .sidecar(let key):
+                guard access == .readWrite, let n = model.withLock({ $0.sidecars[key] }) else { continue }
+                out.append((position, name, sidecarAttributes(n)))
             }
         }
         return (out, names.count)
@@ -185,7 +192,7 @@ extension PhotoFS {
             case .folder: throw .notEmpty
             case .session(let s):
                 if let sf = session(s), sf.run({ sf.isWriting }) { throw .notEmpty }
-            case .asset: continue
+            case .asset, .sidecar: continue
             }
         }
     }
@@ -253,6 +260,13 @@ extension PhotoFS {
         switch child {
         case .folder:
             throw .isDirectory
+        case .sidecar(let key):
+            guard let n = model.withLock({ $0.sidecars[key] }) else {
+                setFolderChild(parent, name, nil, ifCurrently: child)
+                throw .noEntry
+            }
+            try unlinkSidecar(key, name: n.name)
+            setFolderChild(parent, name, nil, ifCurrently: child)
         case .session(let ino):
             guard let f = session(ino) else { throw .noEntry }
             if forgetCommittedName(ino) { return }
@@ -312,6 +326,8 @@ extension PhotoFS {
             return
         }
         if targetShown, case .folder? = target { throw flags.contains(.noReplace) ? .exists : .isDirectory }
+        // A sidecar's name follows its photo's; a file renamed over one is its next version.
+        if try renameSidecar(from: from, to: to, folder: parent, flags: flags) { return }
         // Over a file it became (read-write): the saved file becomes that asset's new version
         // (rsync's changed-file flow), as at the top.
         if case .asset(let targetRow)? = folders.withLock({ $0[parent]?.children[to] }),
@@ -321,7 +337,7 @@ extension PhotoFS {
             switch child {
             case .asset(let r): sourceRow = r
             case .session(let s): sourceRow = session(s).flatMap { sf in sf.run { sf.committedRowID } }
-            case .folder: sourceRow = nil
+            case .folder, .sidecar: sourceRow = nil
             }
             guard let sourceRow, sourceRow != targetRow, let sourceIno = folderChild(parent, from),
                   try renameOver(sourceRow: sourceRow, sourceIno: sourceIno, target: target) else { throw .accessDenied }
@@ -342,6 +358,8 @@ extension PhotoFS {
         switch child {
         case .folder:
             return   // renamed above
+        case .sidecar:
+            throw .accessDenied   // (renameSidecar refused it above)
         case .session(let ino):
             guard let f = session(ino) else { throw .noEntry }
             let result: Result<Int64?, Errno> = f.run {
@@ -361,6 +379,7 @@ extension PhotoFS {
             setFolderChild(parent, to, child)
             if let r { backupTrail.withLock { $0.noteRenamed(r, from: from, folder: parent) } }
             if r != nil { refresh() }
+            attachWaitingSidecars()
         case .asset(let rowID):
             // A file it wrote, renamed to the name of its own photo it deleted just before (jhead): a save.
             if try saveOverJustDeleted(sourceRow: rowID, name: to, folder: parent) {

@@ -31,6 +31,14 @@ extension PhotoFS {
                           uid: uid, gid: gid, atime: m, mtime: m, ctime: c)
     }
 
+    /// A visible sidecar: writable where the app may edit its photo (its sidecar is an edit of it).
+    func sidecarAttributes(_ n: SidecarNode) -> Attributes {
+        let m = sidecarTimes.withLock { $0[n.ino] } ?? Timespec(seconds: n.mtime)
+        let writable = n.editable && access == .readWrite && !noOpen
+        return Attributes(ino: n.ino, mode: FileMode.regular | (writable ? 0o644 : 0o444), nlink: 1, size: n.size,
+                          uid: uid, gid: gid, atime: m, mtime: m, ctime: m)
+    }
+
     func specialAttributes(_ ino: Inode) -> Attributes {
         let content: [UInt8]? = ino == FixedInode.status ? statusContent() : ino == FixedInode.refused ? refusedContent() : nil
         let size = UInt64(content?.count ?? 0)
@@ -67,6 +75,8 @@ extension PhotoFS {
             return (specialAttributes(ino), 0)
         case .asset(let n):
             return (attributes(n), PhotoFS.longTimeout)
+        case .sidecar(let n):
+            return (sidecarAttributes(n), PhotoFS.longTimeout)
         case .album(let al, let writable):
             return (dirAttributes(al.ino, writable: writable), PhotoFS.longTimeout)
         case .uploadFolder:

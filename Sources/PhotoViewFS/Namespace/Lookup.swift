@@ -31,6 +31,7 @@ extension PhotoFS {
                     return name == "Albums" ? FixedInode.albums : FixedInode.shared
                 }
                 if let r = m.byName[name] { return m.nodes[r]?.ino }
+                if let k = m.sidecarByName[name] { return m.sidecars[k]?.ino }
                 return nil
             }
             if let found { return found }
@@ -48,10 +49,14 @@ extension PhotoFS {
             }
         case .album(let al, _):
             if let ino = model.withLock({ m in al.byName[name].flatMap { m.nodes[$0]?.ino } }) { return ino }
+            // A sidecar is where its photo is: beside it in the album too (issue 37).
+            if let ino = model.withLock({ m in m.sidecarByName[name].flatMap { k in al.byName.values.contains(k.rowID) ? m.sidecars[k]?.ino : nil } }) {
+                return ino
+            }
             return al.isShared ? nil : albumSessionIno(al.name, name)
         case .uploadFolder:
             return folderChild(parent, name)
-        case .controlFile, .asset, .aliased, .session:
+        case .controlFile, .asset, .aliased, .session, .sidecar:
             throw .notDirectory
         }
     }

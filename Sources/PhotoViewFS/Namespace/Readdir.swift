@@ -56,6 +56,10 @@ extension PhotoFS {
                 out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: attributes(n), nextOffset: index, entryTimeout: t, attrTimeout: t))
             }
             if start + nodes.count < total { return out }
+            // Sidecars, beside their photos (issue 37): after the assets, sorted by name.
+            for n in model.withLock({ m in m.sidecars.values.sorted { $0.name < $1.name } }) {
+                add(n.name, sidecarAttributes(n))
+            }
             // Files this mount is writing (not yet assets) are listed in a read-write mount only,
             // those at the top (one being written in a folder is listed there: it has its name
             // at the top once it is an asset, `flattenedName`, and no lookup there finds it).
@@ -124,6 +128,10 @@ extension PhotoFS {
             index = fixed + Int64(min(start, total))
             for n in members { add(n.name, attributes(n)) }
             if start + members.count < total { return out }
+            // The members' sidecars, beside them (issue 37).
+            for n in model.withLock({ m in m.album(ino: inode).map { m.sidecars(besideRows: Set($0.listing)) } ?? [] }) {
+                add(n.name, sidecarAttributes(n))
+            }
             if access == .readWrite,
                let (album, memberNames) = model.withLock({ m in m.album(ino: inode).map { ($0.name, Set($0.byName.keys)) } }) {
                 let pending = albumSessions.withLock { $0[album] ?? [:] }.sorted { $0.key < $1.key }
@@ -131,7 +139,7 @@ extension PhotoFS {
                     if let f = session(ino), let a = f.run({ f.isWriting && !f.hidden ? sessionAttributes(f) : nil }) { add(name, a) }
                 }
             }
-        case .controlFile, .asset, .aliased, .session:
+        case .controlFile, .asset, .aliased, .session, .sidecar:
             throw .notDirectory
         }
         return out

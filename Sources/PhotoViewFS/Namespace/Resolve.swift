@@ -22,6 +22,8 @@ enum Node {
     case aliased(AssetNode)
     /// A file this mount created (being written, or committed and still known by name).
     case session(SessionFile)
+    /// A visible sidecar of a visible asset (Model/SidecarNodes.swift).
+    case sidecar(SidecarNode)
 }
 
 extension PhotoFS {
@@ -38,6 +40,7 @@ extension PhotoFS {
         default:
             if let n = model.withLock({ m -> Node? in
                 if let r = m.byIno[ino], let n = m.nodes[r] { return .asset(n) }
+                if let k = m.sidecarByIno[ino], let n = m.sidecars[k] { return .sidecar(n) }
                 if let al = m.album(ino: ino) { return .album(al, writable: !al.isShared && m.policy.canEditAlbums) }
                 return nil
             }) { return n }

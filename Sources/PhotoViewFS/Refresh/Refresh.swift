@@ -36,9 +36,10 @@ extension PhotoFS {
     /// `handled` are assets whose name changes this mount made itself through a syscall (unlink,
     /// rename): the kernel already updated its dentries for those, and notifying again would take
     /// the directory lock that syscall may still hold.
-    public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = []) {
+    /// `handledNames`: names at the top this mount's own syscall removed (a sidecar's `rm`).
+    public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = [], handledNames: Set<String> = []) {
         refreshLock.lock()
-        let (drops, rebuilt) = refreshLocked(handled: handled, handledAlbums: handledAlbums)
+        let (drops, rebuilt) = refreshLocked(handled: handled, handledAlbums: handledAlbums, handledNames: handledNames)
         refreshLock.unlock()
         // The old view and the snapshot of a whole rebuild are freed by now.
         if let rebuilt { FreedMemory.giveBack(afterBuildOf: rebuilt) }
@@ -55,11 +56,12 @@ extension PhotoFS {
 
     /// The refresh under `refreshLock`; returns the inodes it put in `pendingDrops`, and the
     /// size of the view when it rebuilt all of it.
-    private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>) -> (Set<Inode>, rebuilt: Int?) {
-        let (seq, app, mustRebuild) = model.withLock { m in
+    private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>, handledNames: Set<String>) -> (Set<Inode>, rebuilt: Int?) {
+        let (seq, app, mustRebuild, oldSidecars) = model.withLock { m in
             // Tombstones pile up under patches: compact by rebuilding once they are a quarter.
-            (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount)
+            (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount, m.sidecars)
         }
+        defer { invalidateSidecars(old: oldSidecars, handledNames: handledNames) }
         let update: ViewUpdate
         do {
             update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild)
@@ -253,6 +255,50 @@ extension PhotoFS {
             }
         }
         return drops
+    }
+
+    /// Tells the kernel which sidecars changed (issue 37): a name gone or on another inode (a new
+    /// version, its photo renamed, revoked or with location stripped now) is deleted from its
+    /// caches, here and in the albums and upload folders that list it; the listings that gain or
+    /// lose one are dropped.
+    func invalidateSidecars(old: [SidecarKey: SidecarNode], handledNames: Set<String>) {
+        guard let inv = invalidator else { return }
+        let (new, albums) = model.withLock { m in (m.sidecars, Array(m.albums.values) + Array(m.shared.values)) }
+        if old.isEmpty && new.isEmpty { return }
+        var listings = false
+        var moved: [SidecarKey: SidecarNode] = [:]
+        for (k, o) in old {
+            let n = new[k]
+            if let n, n.ino == o.ino, n.name == o.name {
+                if n != o { inv.invalidateInode(o.ino, offset: 0, length: 0) }
+                continue
+            }
+            moved[k] = o
+            listings = true
+            inv.invalidateInode(o.ino, offset: 0, length: 0)
+            if !handledNames.contains(o.name) { inv.notifyDelete(parent: FixedInode.root, child: o.ino, name: Array(o.name.utf8)) }
+        }
+        for (k, n) in new where old[k]?.ino != n.ino || old[k]?.name != n.name { listings = true; moved[k] = moved[k] ?? n }
+        guard listings else { return }
+        var folders: [Inode] = [FixedInode.root]
+        let rows = Set(moved.keys.map(\.rowID))
+        for a in albums where !rows.isDisjoint(with: a.listing) {
+            folders.append(a.ino)
+            for (k, o) in moved where old[k] != nil && a.listing.contains(k.rowID) {
+                inv.invalidateEntry(parent: a.ino, name: Array(o.name.utf8))
+            }
+        }
+        let named: [(Inode, String)] = self.folders.withLock { fs in
+            var out: [(Inode, String)] = []
+            for (ino, folder) in fs {
+                for (name, child) in folder.children {
+                    if case .sidecar(let k) = child, moved[k] != nil { out.append((ino, name)) }
+                }
+            }
+            return out
+        }
+        for (folder, name) in named { inv.invalidateEntry(parent: folder, name: Array(name.utf8)) }
+        invalidateListings(folders)
     }
 
     /// Drops the kernel's cached listing (and attributes) of folders whose names changed.

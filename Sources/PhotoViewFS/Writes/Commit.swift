@@ -42,6 +42,9 @@ extension PhotoFS {
                 throw error
             }
         }
+        // A photo just written may be the one a sidecar waits for, and a sidecar just closed may
+        // find its photo (with no file's lock held).
+        attachWaitingSidecars()
     }
 
     /// The thread group (process) of a task id, as FUSE requests name the calling thread.
@@ -71,6 +74,7 @@ extension PhotoFS {
             switch f.state {
             case .writing:
                 if f.ready { return false }   // durable and marked: the next mount's recovery commits it
+                if f.waitingForPhoto { return false }   // a sidecar waiting for its photo (SidecarSessions.swift)
                 discardLocked(f)              // empty, or refused at its close: nothing stays
                 return true
             case .discarded:
@@ -85,14 +89,16 @@ extension PhotoFS {
         } else if drop {
             files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
             sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
-        } else if f.committedRowID != nil, !edit {
+        } else if f.isCommitted, !edit {
             keepCommitted(ino)
         }
+        attachWaitingSidecars()
     }
 
     /// Validates, makes durable and catalogs the file; refuses (and discards) what is not complete
     /// media. On success the view shows the asset before the caller's close returns.
     func commitLocked(_ f: SessionFile, last: Bool) throws(Errno) {
+        if f.isSidecar { return try commitSidecarLocked(f, last: last) }
         if let rowID = f.editing, f.failedWrite == 0 { return try commitEditLocked(f, rowID: rowID, last: last) }
         if f.failedWrite != 0 {
             let e = f.failedWrite

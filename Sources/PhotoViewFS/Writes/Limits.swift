@@ -102,7 +102,7 @@ extension PhotoFS {
         }
         for e in evicted {
             guard let f = session(e) else { continue }
-            let gone: Bool = f.run { f.handles.isEmpty && f.committedRowID != nil }
+            let gone: Bool = f.run { f.handles.isEmpty && f.isCommitted }
             if gone {
                 files.withLock { $0[e] = nil }
                 sessionNames.withLock { n in if n[f.name] == e { n[f.name] = nil } }
@@ -121,7 +121,7 @@ extension PhotoFS {
     func forgetCommittedName(_ ino: Inode) -> Bool {
         guard access == .addOnly, let f = session(ino) else { return false }
         let forgotten: Bool = f.run {
-            guard f.committedRowID != nil, f.handles.isEmpty else { return false }
+            guard f.isCommitted, f.handles.isEmpty else { return false }
             f.state = .discarded
             sessionNames.withLock { n in if n[f.name] == ino { n[f.name] = nil } }
             if let folder = f.folder { setFolderChild(folder, f.name, nil, ifCurrently: .session(ino)) }

@@ -34,6 +34,17 @@ final class SessionFile: @unchecked Sendable {
     let editing: Int64?
     /// Refused and discarded at a close: every later close of the file fails (EINVAL).
     var refusedAtClose = false
+    /// A sidecar (issue 37): a file named like one (`photo.jpg.xmp`, `IMG_1.THM`), or rsync's
+    /// temp name for one. It becomes a version of a photo's sidecar at its close, not an asset
+    /// (Writes/SidecarSessions.swift).
+    let isSidecar: Bool
+    /// The sidecar this file writes (its photo known), or nil while its photo has not arrived.
+    var sidecarKey: SidecarKey?
+    /// Closed before its photo arrived: kept (named, its bytes in its temp file) until a photo of
+    /// its name is written in this mount, then committed to it; dropped at the unmount.
+    var waitingForPhoto = false
+    /// When it began waiting (monotonic seconds).
+    var waitingSince: Double = 0
     /// For an edit: the original's path of the version it was made from (the view's `node.path`),
     /// checked again where the new version commits (`LibraryPort.commitVersion`).
     let basedOn: String?
@@ -87,8 +98,10 @@ final class SessionFile: @unchecked Sendable {
 
     /// A session with no temp file yet: `useTemp` gives it one.
     init(id: String, ino: Inode, tempPath: String, name: String, album: String?, folder: Inode?, editing: Int64? = nil,
-         basedOn: String? = nil) {
+         basedOn: String? = nil, isSidecar: Bool = false, sidecarKey: SidecarKey? = nil) {
         self.id = id
+        self.isSidecar = isSidecar
+        self.sidecarKey = sidecarKey
         self.basedOn = basedOn
         self.folder = folder
         self.editing = editing
@@ -144,8 +157,10 @@ final class SessionFile: @unchecked Sendable {
         case .discarded: return false
         }
     }
+    /// The asset this file became (nil for a sidecar, which became no asset of its own).
     var committedRowID: Int64? {
-        if case .committed(let r) = state { return r }
+        if case .committed(let r) = state, !isSidecar { return r }
         return nil
     }
+    var isCommitted: Bool { if case .committed = state { return true }; return false }
 }

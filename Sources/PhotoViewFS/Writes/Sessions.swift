@@ -10,12 +10,15 @@ extension PhotoFS {
     /// or rename them right after close (`cp -a`, `rsync -a`, `tar x`): the oldest are forgotten.
     static let keptCommittedNames = 1024
 
-    /// A new, empty file being written under `name`.
-    func newSession(name: String, album: String?, folder: Inode? = nil) throws(Errno) -> SessionFile {
+    /// A new, empty file being written under `name`; `sidecar`: one that becomes a sidecar (of the
+    /// photo `key`, or of one still to come: Writes/SidecarSessions.swift), with the inode its
+    /// first version will have.
+    func newSession(name: String, album: String?, folder: Inode? = nil, sidecar: Bool = false, key sidecarKey: SidecarKey? = nil) throws(Errno) -> SessionFile {
         let temp = try makeSessionTemp()
         let key = model.withLock { $0.app.inodeKey }
-        let ino = ViewModel.assetInode(key: key, id: temp.id, strip: false)
-        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, name: name, album: album, folder: folder)
+        let ino = sidecar ? ViewModel.sidecarInode(key: key, fileID: temp.id, strip: false) : ViewModel.assetInode(key: key, id: temp.id, strip: false)
+        let f = SessionFile(id: temp.id, ino: ino, tempPath: temp.path, name: name, album: album, folder: folder,
+                            isSidecar: sidecar, sidecarKey: sidecarKey)
         f.useTemp(fd: temp.fd, size: 0, hasher: writer.newContentHasher())
         files.withLock { $0[ino] = f }
         if let folder {
