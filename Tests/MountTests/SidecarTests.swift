@@ -300,4 +300,30 @@ struct Sidecars {
         o = try f.pgStatus("verify")
         #expect(o.status == 76 && o.stdout.contains("damaged") && o.stdout.contains("sidecar"), "verify: \(o.status) \(o.stdout)")
     }
+
+    /// A name that says the file is not media is refused at its create (EPERM), before any byte
+    /// is sent (before: at its close, EINVAL, after the whole file was written): cp says so and
+    /// goes on, `refused` lists it; rclone fails that file alone and exits 1 (`--exclude` leaves
+    /// it out, and then it exits 0: see rcloneAndRsyncCopyACameraCardWithItsSidecars).
+    @Test func aNameThatSaysNotMediaIsRefusedAtItsCreate() throws {
+        let f = try MountFixture()
+        try f.pg("authorize", editor, "--status", "limited")
+        let m = try f.mount(editor)
+        try TestMedia.write(Array("notes\n".utf8), to: f.dir + "/notes.txt")
+        #expect(openErrno(m + "/notes.txt", O_WRONLY | O_CREAT | O_TRUNC) == EPERM)
+        #expect(openErrno(m + "/.notes.txt.a1B2c3", O_WRONLY | O_CREAT | O_EXCL) == EPERM)   // rsync's temp name for it
+        var o = try tool("cp", [f.dir + "/notes.txt", m + "/"])
+        #expect(o.status != 0 && o.stderr.contains("Operation not permitted"), "cp: \(o.status) \(o.stderr)")
+        #expect(!listing(m).contains("notes.txt"))
+        #expect(try f.pg("refused", editor).stdout.contains("notes.txt"))
+        // rclone: only the .txt fails, at its open; every other file of the card is kept.
+        let card = try card(f)
+        o = try tool("rclone", ["copy", card, m + "/", "--retries", "1"])
+        #expect(o.status == 1, "rclone with the .txt: \(o.status)")
+        let errors = o.stderr.split(separator: "\n").filter { $0.contains("ERROR") }
+        #expect(!errors.isEmpty && errors.allSatisfy { $0.contains("readme.txt") && $0.contains("operation not permitted") }, "\(errors)")
+        try f.unmount(m)
+        try cardIsKept(f, owner: editor)
+        try verifyClean(f)
+    }
 }

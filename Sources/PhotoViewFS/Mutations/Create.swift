@@ -23,6 +23,14 @@ extension PhotoFS {
         if noOpen { throw .readOnly }   // a no-open mount is read-only (its kernel mount too)
         noteAccess()
         let s = try validName(name)
+        // A name that says the file is not media (`notes.txt`) is refused here, before its bytes
+        // are sent, rather than at its close (issue 37): EPERM, a kind of file a library does not
+        // keep, as for symlinks and device nodes.
+        if let why = Sidecars.refusal(forNewName: s), model.withLock({ $0.policy.canCreate }) || isFolder(parent) {
+            log("refused to create \(s) for \(appID): \(why)")
+            noteRefusal(s, why)
+            throw .permission
+        }
         let sidecar = PhotoFS.isSidecarFile(s)
         if isFolder(parent) {
             guard canMakeFolders else { throw .accessDenied }
