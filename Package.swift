@@ -9,6 +9,7 @@ import PackageDescription
 //   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift),
 //                and LibraryPort, all a mount asks of the library
 //   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
+//   Confined     decoders of files apps wrote (libvips, ffmpeg) in bubblewrap, under prlimit and timeout
 //   GrantStore   the library folder and its database (GRDB on SQLite); implements LibraryPort
 //   PhotoViewFS  the FUSE adapter: one app's view of the library as a filesystem, over LibraryPort
 //   WebUI        the person's local web app (`photogate ui`): Hummingbird on loopback, pages and
@@ -42,15 +43,16 @@ let package = Package(
         .target(name: "FUSE", dependencies: ["CFuse3", "PGSystem", "Threads"]),
         .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),
+        .target(name: "Confined", dependencies: ["PGSystem"]),
         .target(
             name: "GrantStore",
             dependencies: ["PhotoLibrary", "Redaction", "PGSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads", "PGSystem"]),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads", "PGSystem", "Confined"]),
         .target(name: "Picker"),
         .target(
             name: "WebUI",
-            dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "PGSystem", "Threads", .product(name: "Hummingbird", package: "hummingbird"),
+            dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "PGSystem", "Threads", "Confined", .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log")],
             resources: [.embedInCode("Assets/index.html"), .embedInCode("Assets/app.js"), .embedInCode("Assets/app.css"),
                         .embedInCode("Assets/placeholder.svg")]
