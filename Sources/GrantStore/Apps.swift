@@ -9,7 +9,7 @@ extension AppRecord {
         self.init(id: id, readWrite: AuthorizationStatus(rawValue: row["rw_status"]) ?? .notDetermined,
                   addOnly: AuthorizationStatus(rawValue: row["ao_status"]) ?? .notDetermined,
                   options: AppOptions(stripLocation: row["strip_location"], preventPrompt: row["prevent_prompt"],
-                                      editAny: (row["edit_any"] as Bool?) ?? false),
+                                      editAny: (row["edit_any"] as Bool?) ?? false, compatible: (row["compatible"] as Bool?) ?? false),
                   secret: [UInt8]((row["secret"] as Data?) ?? Data(count: 16)),
                   createdAt: Date(timeIntervalSince1970: row["created_at"]))
     }
@@ -97,7 +97,7 @@ extension Library {
     /// Sets an app's options. An unknown app is refused (`unknownApp`) unless `registering`.
     @discardableResult
     public func setOptions(_ id: AppID, stripLocation: Bool? = nil, preventPrompt: Bool? = nil, editAny: Bool? = nil,
-                           registering: Bool = false) throws -> AppRecord {
+                           compatible: Bool? = nil, registering: Bool = false) throws -> AppRecord {
         try write { db in
             let before = registering ? try Library.ensureApp(db, id) : try Library.requireApp(db, id)
             if let s = stripLocation {
@@ -111,11 +111,14 @@ extension Library {
                 // Consent to every asset answers the app's pending edit requests.
                 if e { try db.execute(sql: "DELETE FROM requests WHERE app_id = ? AND kind = 'edit'", arguments: [id.rawValue]) }
             }
+            if let c = compatible {
+                try db.execute(sql: "UPDATE apps SET compatible = ? WHERE id = ?", arguments: [c, id.rawValue])
+            }
             let after = try Library.fetchApp(db, id)!
             if after.options != before.options {
                 try Library.record(db, .options, app: id.rawValue)
                 try ViewDelta.recordStatus(db, app: id.rawValue,
-                                           detail: "strip-location=\(after.options.stripLocation ? "on" : "off") prevent-prompt=\(after.options.preventPrompt ? "on" : "off") edit-any=\(after.options.editAny ? "on" : "off")")
+                                           detail: "strip-location=\(after.options.stripLocation ? "on" : "off") prevent-prompt=\(after.options.preventPrompt ? "on" : "off") edit-any=\(after.options.editAny ? "on" : "off") compatible=\(after.options.compatible ? "on" : "off")")
             }
             return after
         }

@@ -100,6 +100,7 @@ enum Schema {
         registerV9(&m)
         registerV10(&m)
         registerV11(&m)
+        registerV12Compatible(&m)
         return m
     }
 }

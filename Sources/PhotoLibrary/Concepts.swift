@@ -54,26 +54,31 @@ public enum AuthorizationStatus: String, CaseIterable, Sendable, Codable {
     }
 }
 
-/// Per-app options (the picker's Options menu and PhotoKit's prevent-automatic-alert key), and
-/// `editAny`: the app may edit every asset it can see without asking (a trusted editor).
+/// Per-app options (the picker's Options menu and PhotoKit's prevent-automatic-alert key),
+/// `editAny`: the app may edit every asset it can see without asking (a trusted editor), and
+/// `compatible`: the app reads HEIC/HEIF photos as JPEG (PhotoKit's `.compatible`
+/// representation, iOS's "Transfer to Mac or PC: Automatic"), for apps that cannot decode HEIC.
 public struct AppOptions: Equatable, Sendable, Codable {
     public var stripLocation: Bool
     public var preventPrompt: Bool
     public var editAny: Bool
-    public init(stripLocation: Bool = false, preventPrompt: Bool = false, editAny: Bool = false) {
+    public var compatible: Bool
+    public init(stripLocation: Bool = false, preventPrompt: Bool = false, editAny: Bool = false, compatible: Bool = false) {
         self.stripLocation = stripLocation
         self.preventPrompt = preventPrompt
         self.editAny = editAny
+        self.compatible = compatible
     }
 
-    enum CodingKeys: String, CodingKey { case stripLocation, preventPrompt, editAny }
+    enum CodingKeys: String, CodingKey { case stripLocation, preventPrompt, editAny, compatible }
 
-    /// Options written before `editAny` existed decode with it off.
+    /// Options written before `editAny` or `compatible` existed decode with them off.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         stripLocation = try c.decode(Bool.self, forKey: .stripLocation)
         preventPrompt = try c.decode(Bool.self, forKey: .preventPrompt)
         editAny = try c.decodeIfPresent(Bool.self, forKey: .editAny) ?? false
+        compatible = try c.decodeIfPresent(Bool.self, forKey: .compatible) ?? false
     }
 }
 

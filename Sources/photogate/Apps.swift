@@ -6,7 +6,8 @@ func statusJSON(_ a: AppRecord) -> [String: Any] {
         "app": a.id.rawValue,
         "readWrite": a.readWrite.rawValue,
         "addOnly": a.addOnly.rawValue,
-        "options": ["stripLocation": a.options.stripLocation, "preventPrompt": a.options.preventPrompt, "editAny": a.options.editAny],
+        "options": ["stripLocation": a.options.stripLocation, "preventPrompt": a.options.preventPrompt, "editAny": a.options.editAny,
+                    "compatible": a.options.compatible],
     ]
 }
 
@@ -37,5 +38,6 @@ func optionsText(_ a: AppRecord) -> String {
     if a.options.stripLocation { o.append("strip-location") }
     if a.options.preventPrompt { o.append("prevent-prompt") }
     if a.options.editAny { o.append("edit-any") }
+    if a.options.compatible { o.append("compatible") }
     return o.isEmpty ? "-" : o.joined(separator: ",")
 }

@@ -9,7 +9,7 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
 struct Options: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "options",
-        abstract: "Show or set an app's options: strip-location, prevent-prompt and edit-any.",
+        abstract: "Show or set an app's options: strip-location, prevent-prompt, edit-any and compatible.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate options <app> [<options>]",
         discussion: """
@@ -17,6 +17,8 @@ struct Options: PhotogateCommand {
             prevent-prompt: touching the mount while not-determined records no request (nor an edit request).
             edit-any: the app may edit every asset it can see without asking (a trusted editor); turning \
             it on answers the app's pending edit requests.
+            compatible: the app sees HEIC/HEIF photos as JPEG (IMG_0001.HEIC as IMG_0001.jpg), made on \
+            first use and cached in the library, for apps that cannot read HEIC; it cannot save them.
 
             Setting options of an app that is not known yet is refused (exit 66) unless --new-app \
             registers it (e.g. to set strip-location before its first mount).
@@ -28,6 +30,7 @@ struct Options: PhotogateCommand {
     @Option(help: "on or off.") var stripLocation: Toggle?
     @Option(help: "on or off.") var preventPrompt: Toggle?
     @Option(help: "on or off.") var editAny: Toggle?
+    @Option(help: "on or off.") var compatible: Toggle?
     @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
@@ -37,19 +40,20 @@ struct Options: PhotogateCommand {
             let id = try parseApp(app)
             let library = try lib.open()
             let record: AppRecord
-            if stripLocation == nil && preventPrompt == nil && editAny == nil {
+            if stripLocation == nil && preventPrompt == nil && editAny == nil && compatible == nil {
                 record = try library.requireApp(id)
             } else {
                 record = try library.setOptions(id, stripLocation: stripLocation?.bool, preventPrompt: preventPrompt?.bool,
-                                                editAny: editAny?.bool, registering: newApp)
+                                                editAny: editAny?.bool, compatible: compatible?.bool, registering: newApp)
             }
             if output.json {
                 printJSON(["app": id.rawValue, "stripLocation": record.options.stripLocation, "preventPrompt": record.options.preventPrompt,
-                           "editAny": record.options.editAny] as [String: Any])
+                           "editAny": record.options.editAny, "compatible": record.options.compatible] as [String: Any])
             } else {
                 say("strip-location: \(record.options.stripLocation ? "on" : "off")")
                 say("prevent-prompt: \(record.options.preventPrompt ? "on" : "off")")
                 say("edit-any: \(record.options.editAny ? "on" : "off")")
+                say("compatible: \(record.options.compatible ? "on" : "off")")
             }
         }
     }

@@ -17,9 +17,10 @@ struct Status: PhotogateCommand {
                 printJSON(statusJSON(a))
             } else if outputIsPiped || columns.columns != nil {
                 // For scripts (issue 16): one row, a column per field.
-                try printTable(["APP", "READ-WRITE", "ADD-ONLY", "STRIP-LOCATION", "PREVENT-PROMPT", "EDIT-ANY"],
+                try printTable(["APP", "READ-WRITE", "ADD-ONLY", "STRIP-LOCATION", "PREVENT-PROMPT", "EDIT-ANY", "COMPATIBLE"],
                                [[a.id.rawValue, a.readWrite.rawValue, a.addOnly.rawValue, a.options.stripLocation ? "on" : "off",
-                                 a.options.preventPrompt ? "on" : "off", a.options.editAny ? "on" : "off"]], columns: columns)
+                                 a.options.preventPrompt ? "on" : "off", a.options.editAny ? "on" : "off",
+                                 a.options.compatible ? "on" : "off"]], columns: columns)
             } else {
                 say("app:             \(a.id)")
                 say("read-write:      \(a.readWrite.rawValue)")
@@ -27,6 +28,7 @@ struct Status: PhotogateCommand {
                 say("strip-location:  \(a.options.stripLocation ? "on" : "off")")
                 say("prevent-prompt:  \(a.options.preventPrompt ? "on" : "off")")
                 say("edit-any:        \(a.options.editAny ? "on" : "off")")
+                say("compatible:      \(a.options.compatible ? "on" : "off")")
             }
         }
     }

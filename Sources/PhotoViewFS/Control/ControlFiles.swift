@@ -33,7 +33,7 @@ extension PhotoFS {
             "readWrite": app.readWrite.rawValue,
             "addOnly": app.addOnly.rawValue,
             "options": ["stripLocation": app.options.stripLocation, "preventPrompt": app.options.preventPrompt,
-                        "editAny": app.options.editAny],
+                        "editAny": app.options.editAny, "compatible": app.options.compatible],
             "readPath": readPathBox.withLock { $0?() } ?? (passthrough ? "passthrough" : "daemon"),
             // Who opens files: the daemon, or the kernel alone (a no-open mount).
             "opens": (noOpen ? MountRecord.Opens.kernel : .daemon).rawValue,
