@@ -11,6 +11,9 @@ import PhotoLibrary
 enum FactsReader {
     /// Where the facts are, after the asset columns (`Library.AssetColumn`).
     static let owned = Int32(Library.AssetColumn.allCases.count), selectionStrip = owned + 1, pickStrip = owned + 2, consent = owned + 3
+    /// Whether the current version is a HEIF image (from the table's column: a lean view reads
+    /// the media kind column as NULL, this fact all the same).
+    static let heif = owned + 4
     static let shared = Library.AssetColumn.isShared.rawValue, trashed = Library.AssetColumn.trashedAt.rawValue
     static let hasLocation = Library.AssetColumn.hasLocation.rawValue
 
@@ -20,7 +23,8 @@ enum FactsReader {
     static func sql(columns: String, filter: String, withConsent: Bool = true) -> String {
         """
         SELECT \(columns), a.owner_app IS :app, s.strip_location, p.strip_location, \
-        \(withConsent ? "EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid)" : "0")
+        \(withConsent ? "EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid)" : "0"), \
+        a.media_kind = 'heif'
         FROM assets a
         LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
         LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
@@ -55,7 +59,7 @@ enum FactsReader {
     /// `sql` without the joins: the grant columns are NULL and the consent 0, for
     /// `facts(_:grants:)` to fill in from `Grants`.
     static func sqlUnjoined(columns: String, filter: String) -> String {
-        "SELECT \(columns), a.owner_app IS :app, NULL, NULL, 0 FROM assets a WHERE \(filter) ORDER BY a.rowid"
+        "SELECT \(columns), a.owner_app IS :app, NULL, NULL, 0, a.media_kind = 'heif' FROM assets a WHERE \(filter) ORDER BY a.rowid"
     }
 
     static let allColumns = Library.assetColumns.split(separator: ",")
@@ -69,7 +73,7 @@ enum FactsReader {
                           isSelected: selected, isPicked: picked,
                           selectionStripsLocation: selected && int(selectionStrip) != 0,
                           pickStripsLocation: picked && int(pickStrip) != 0,
-                          editConsent: int(consent) != 0, hasLocation: int(hasLocation) != 0)
+                          editConsent: int(consent) != 0, hasLocation: int(hasLocation) != 0, isHEIF: int(heif) != 0)
     }
 
     /// The facts of the row `h` stands on (the C API: the view build's loop).

@@ -14,6 +14,8 @@ public struct LibraryPaths: Sendable {
     public var store: String { root + "/store" }
     public var tmp: String { root + "/tmp" }
     public var run: String { root + "/run" }
+    /// What the library makes from its photos and can make again (`CompatibleCache`).
+    public var cache: String { root + "/cache" }
     /// Written after every committed change; mount daemons watch it with inotify.
     public var bell: String { run + "/bell" }
     public var marker: String { root + "/LIBRARY" }
@@ -42,6 +44,7 @@ public struct LibraryPaths: Sendable {
 extension LibraryPaths: LibraryLocations {
     public var storeRoot: String { store }
     public var runDir: String { run }
+    public var cacheRoot: String { cache }
 }
 
 /// One photo library: the store of originals plus the catalog and grant database.

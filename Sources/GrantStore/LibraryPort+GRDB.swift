@@ -10,6 +10,7 @@ import Redaction
 extension Library: LibraryLocations {
     public var storeRoot: String { paths.store }
     public var runDir: String { paths.run }
+    public var cacheRoot: String { paths.cache }
 }
 
 /// `LibraryPort` on a GRDB library. A separate type rather than a conformance of `Library`, whose
@@ -21,6 +22,7 @@ public final class LibraryStorePort: LibraryPort {
 
     public var storeRoot: String { library.paths.store }
     public var runDir: String { library.paths.run }
+    public var cacheRoot: String { library.paths.cache }
 
     public func registerApp(_ id: AppID) throws { _ = try port { try library.registerApp(id) } }
 

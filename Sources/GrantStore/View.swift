@@ -169,6 +169,8 @@ extension Library {
             if context.stripsLocation(facts) { f.insert(.strip) }
             // The mount shows the file writable exactly where an open for writing would save.
             if context.editDecision(facts).isAllowed { f.insert(.editable) }
+            // Shown as a JPEG under another name than its display name: names to settle.
+            if context.servesCompatible(facts) { f.insert(.compatible); needsNaming = true }
             if facts.isShared { f.insert(.shared) }
             if facts.hasLocation { f.insert(.hasLocation) }
             if trashed { f.insert(.trashed) }
@@ -211,13 +213,14 @@ extension Library {
         let policy = Library.context(app, access).policy
         if needsNaming && only == nil {
             let items = (0..<rows.count).map { i in
-                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!, ownName: rows.ownName(i))
+                ViewNaming.Item(key: Int64(i), displayName: rows.text(.displayName, i)!, ownName: rows.ownName(i),
+                                compatible: rows.flags[i].contains(.compatible))
             }
             let names = ViewNaming.assign(items)
             for item in items where names[item.key] != nil && names[item.key] != item.displayName {
                 rows.renamed[Int(item.key)] = names[item.key]
             }
-            rows.unsettledNames = items.count { names[$0.key] != ($0.ownName ?? $0.displayName) }
+            rows.unsettledNames = items.count { names[$0.key] != rows.naturalName(Int($0.key)) }
         }
         // display names are unique and never reserved: without own names there is nothing to settle
         var albums: [ViewAlbum] = []
@@ -247,8 +250,11 @@ extension Library {
     /// display name: when none of the app's own files is named otherwise (display names are
     /// unique and never reserved, so nothing can clash), checked through the index of app-owned
     /// assets.
+    /// An app with the `compatible` option sees its HEIF photos under `.jpg` names: those are
+    /// renamed too, and every one of them takes part (any may clash).
     static func renamedInView(_ db: Database, app: AppRecord, access: AccessLevel) throws -> [Int64: String]? {
-        guard try hasRenamedOwnFiles(db, app) else { return nil }
+        let compatible = app.options.compatible && Library.context(app, access).policy.scope != .nothing
+        guard try compatible || hasRenamedOwnFiles(db, app) else { return nil }
         // Exactly what `ViewNaming.assign` gives over the whole visible set, over the few assets
         // that take part in a clash: the app's own files, and every visible asset whose display
         // name the assignment considered, until no new one turns up. Any other visible asset keeps
@@ -260,12 +266,14 @@ extension Library {
             for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments)
             where members[asset.rowID] == nil && context.isVisible(facts) {
                 members[asset.rowID] = ViewNaming.Item(key: asset.rowID, displayName: asset.displayName,
-                                                       ownName: facts.isOwned ? asset.ownerName : nil)
+                                                       ownName: facts.isOwned ? asset.ownerName : nil,
+                                                       compatible: context.servesCompatible(facts))
                 added = true
             }
             return added
         }
         _ = try add("a.owner_app = :app AND a.trashed_at IS NULL", [:])
+        if compatible { _ = try add("a.media_kind = 'heif' AND a.trashed_at IS NULL", [:]) }
         var queried = Set<String>()
         while true {
             var tried: Set<String>? = []

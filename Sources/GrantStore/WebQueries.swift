@@ -132,6 +132,7 @@ extension Library {
             return (assets, orphaned.filter(StorePath.isValid))
         }
         for rel in files { unlink(paths.store + "/" + rel) }
+        removeCompatibleFiles(of: assets.map(\.id))
         for h in thumbs {
             for name in ["small.jpg", "large.jpg", "small.jpg.failed", "large.jpg.failed"] {
                 unlink("\(paths.root)/thumbs/\(h.prefix(2))/\(h)-\(name)")

@@ -58,17 +58,26 @@ public enum ViewNaming {
         public var key: Int64
         public var displayName: String
         public var ownName: String?   // set only for the viewing app's own assets
-        public init(key: Int64, displayName: String, ownName: String?) {
+        /// The view shows it as a JPEG (`AppContext.servesCompatible`; never one of the app's own).
+        public var compatible: Bool
+        public init(key: Int64, displayName: String, ownName: String?, compatible: Bool = false) {
             self.key = key
             self.displayName = displayName
             self.ownName = ownName
+            self.compatible = compatible
         }
+
+        var natural: String { ViewNaming.natural(displayName: displayName, ownName: ownName, compatible: compatible) }
     }
 
     /// The name an asset has in a view before clashes are settled: the app's own name for an
-    /// asset it created (when it gave one), else the library's display name.
+    /// asset it created (when it gave one), else the library's display name, with `.jpg` for
+    /// its stem where the view shows it as a JPEG (`DisplayName.compatibleName`).
     @inline(__always)
-    public static func natural(displayName: String, ownName: String?) -> String { ownName ?? displayName }
+    public static func natural(displayName: String, ownName: String?, compatible: Bool = false) -> String {
+        if let ownName { return ownName }
+        return compatible ? DisplayName.compatibleName(displayName) : displayName
+    }
 
     /// Assigns a unique name to every item: the one place the name an app sees is decided (the
     /// mount, `assets --app`, `explain`, the history and name resolution read its answer). Items
@@ -86,19 +95,23 @@ public enum ViewNaming {
         var taken = reserved
         taken.reserveCapacity(items.count + reserved.count)
         var result = [Int64: String](minimumCapacity: items.count)
-        var pending: [Item] = []
+        var pending: [Item] = [], converted: [Item] = []
         for item in items {
-            tried?.insert(item.ownName ?? item.displayName)
+            tried?.insert(item.natural)
             if let own = item.ownName, !taken.contains(own) {
                 taken.insert(own)
                 result[item.key] = own
+            } else if item.compatible {
+                converted.append(item)
             } else {
                 pending.append(item)
             }
         }
-        for item in pending {
-            let base = natural(displayName: item.displayName, ownName: item.ownName)
-            let name = DisplayName.unique(base) { tried?.insert($0); return taken.contains($0) }
+        // Photos shown as JPEG name themselves last: a real `IMG_0001.jpg` keeps its name whether
+        // the app's compatible option is on or off, and `IMG_0001.HEIC` beside it becomes
+        // `IMG_0001-1.jpg`.
+        for item in pending + converted {
+            let name = DisplayName.unique(item.natural) { tried?.insert($0); return taken.contains($0) }
             taken.insert(name)
             result[item.key] = name
         }

@@ -37,6 +37,9 @@ public struct AssetDecision: Equatable, Sendable {
     public var canRename: Bool
     /// Why it may or may not be renamed (`explain` prints it).
     public var renameReason: String
+    /// The app reads the asset as a JPEG made from it (its `compatible` option, a HEIF photo it
+    /// did not create), under the name's stem with `.jpg`.
+    public var compatible: Bool = false
 
     public var reason: String { reasons.joined(separator: "; ") }
     public var stripReason: String? { stripReasons.isEmpty ? nil : stripReasons.joined(separator: "; ") }
@@ -62,9 +65,23 @@ extension AppContext {
     /// What an open for writing acts on, what `explain` prints, and what a mount's file modes say
     /// (writable exactly where this allows: jhead and exiftran look at the mode or ask
     /// `access(W_OK)` before they save).
+    /// A photo the app reads as a compatible JPEG is never: the JPEG the library made is not the
+    /// photo, and a save of it would put a re-encoding in place of the HEIC for every app (EACCES,
+    /// no request).
     @inline(__always)
     public func editDecision(_ f: AssetFacts) -> EditDecision {
-        policy.editDecision(f, consented: f.editConsent, editAny: options.editAny)
+        let edit = policy.editDecision(f, consented: f.editConsent, editAny: options.editAny)
+        if case .never = edit { return edit }
+        guard policy.isVisible(f), servesCompatible(f) else { return edit }
+        return .never(reason: "the app reads it as a JPEG made from the HEIF original (its compatible option is on): that JPEG is not the photo, so it cannot be saved as a version of it")
+    }
+
+    /// Whether the app reads the asset as a JPEG made from it: its `compatible` option is on and
+    /// the asset is a HEIF photo it sees and did not create. The app's own files stay as it wrote
+    /// them (it wrote HEIC, and its `rsync` or `cp -a` run again must find the same names).
+    @inline(__always)
+    public func servesCompatible(_ f: AssetFacts) -> Bool {
+        options.compatible && f.isHEIF && !f.isOwned
     }
 
     /// The whole answer, with the reasons `explain` prints.
@@ -90,10 +107,12 @@ extension AppContext {
         if options.stripLocation { stripWhy.append("the app's strip-location option is on") }
         if f.isSelected && f.selectionStripsLocation { stripWhy.append("its grant strips location") }
         if f.isPicked && f.pickStripsLocation { stripWhy.append("it was picked without location") }
-        return AssetDecision(visible: visible, reasons: why, stripLocation: stripsLocation(f), stripReasons: stripWhy,
-                             edit: editDecision(f),
-                             canDelete: p.canDelete(f), canRename: p.canRename(f),
-                             renameReason: p.renameRefusal(f) ?? "the app created it, and names what it created")
+        var d = AssetDecision(visible: visible, reasons: why, stripLocation: stripsLocation(f), stripReasons: stripWhy,
+                              edit: editDecision(f),
+                              canDelete: p.canDelete(f), canRename: p.canRename(f),
+                              renameReason: p.renameRefusal(f) ?? "the app created it, and names what it created")
+        d.compatible = visible && servesCompatible(f)
+        return d
     }
 
     /// Why the asset may not be granted to the app this way, or nil when it may. A limited

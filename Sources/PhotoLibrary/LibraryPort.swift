@@ -9,6 +9,17 @@ public protocol LibraryLocations: Sendable {
     /// The run folder (`<library>/run`): its bell file is rung after every committed change, and
     /// running mounts register there.
     var runDir: String { get }
+    /// The library's private cache (`<library>/cache`): the JPEGs of `compatible` views
+    /// (`CompatibleCache`).
+    var cacheRoot: String { get }
+}
+
+extension LibraryLocations {
+    /// Beside the run folder, in the library's own folder.
+    public var cacheRoot: String {
+        guard let slash = runDir.lastIndex(of: "/") else { return "cache" }
+        return String(runDir[..<slash]) + "/cache"
+    }
 }
 
 /// Everything a mount asks of the library: the port between the FUSE adapter (PhotoViewFS) and

@@ -60,6 +60,13 @@ public enum DisplayName {
         return (String(name[..<dot]), ext)
     }
 
+    /// The name a HEIF photo has in a view that shows it as a JPEG (the `compatible` option): its
+    /// stem and `.jpg`, "IMG_0001.HEIC" -> "IMG_0001.jpg", still within 255 bytes.
+    public static func compatibleName(_ name: String) -> String {
+        let (stem, _) = split(name)
+        return truncate(stem, to: maxBytes - 4) + ".jpg"
+    }
+
     /// The n-th alternative of a name: "IMG_0001.jpg" -> "IMG_0001-2.jpg". Deterministic, and
     /// still within 255 bytes.
     public static func alternative(_ name: String, _ n: Int) -> String {

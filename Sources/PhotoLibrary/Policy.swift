@@ -15,10 +15,13 @@ public struct AssetFacts: Equatable, Sendable {
     public var editConsent: Bool
     /// The asset's metadata holds a GPS position.
     public var hasLocation: Bool
+    /// Its current version is a HEIF image (HEIC, HEIF, AVIF): an app with the `compatible`
+    /// option reads it as a JPEG.
+    public var isHEIF: Bool
 
     public init(isShared: Bool = false, isTrashed: Bool = false, isOwned: Bool = false,
                 isSelected: Bool = false, isPicked: Bool = false, selectionStripsLocation: Bool = false,
-                pickStripsLocation: Bool = false, editConsent: Bool = false, hasLocation: Bool = false) {
+                pickStripsLocation: Bool = false, editConsent: Bool = false, hasLocation: Bool = false, isHEIF: Bool = false) {
         self.isShared = isShared
         self.isTrashed = isTrashed
         self.isOwned = isOwned
@@ -28,6 +31,7 @@ public struct AssetFacts: Equatable, Sendable {
         self.pickStripsLocation = pickStripsLocation
         self.editConsent = editConsent
         self.hasLocation = hasLocation
+        self.isHEIF = isHEIF
     }
 }
 

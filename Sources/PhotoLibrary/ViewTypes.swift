@@ -15,9 +15,11 @@ public struct ViewEntry: Sendable {
     public var stripLocation: Bool
     /// The app may save over it (`AppContext.editDecision` allows): its file is writable in a mount.
     public var isEditable: Bool
+    /// The app reads it as a JPEG made from it (`AppContext.servesCompatible`).
+    public var compatible: Bool
 
     public init(asset: Asset, name: String, isOwned: Bool, isPicked: Bool, isSelected: Bool, stripLocation: Bool,
-                isEditable: Bool = false) {
+                isEditable: Bool = false, compatible: Bool = false) {
         self.asset = asset
         self.name = name
         self.isOwned = isOwned
@@ -25,6 +27,7 @@ public struct ViewEntry: Sendable {
         self.isSelected = isSelected
         self.stripLocation = stripLocation
         self.isEditable = isEditable
+        self.compatible = compatible
     }
 }
 
@@ -104,6 +107,8 @@ public struct ViewRows: Sendable {
         public static let ownerAppNull = Flags(rawValue: 1 << 9)
         public static let storePathNull = Flags(rawValue: 1 << 10)
         public static let referencePathNull = Flags(rawValue: 1 << 11)
+        /// Shown as a JPEG made from it (the app's `compatible` option, a HEIF photo).
+        public static let compatible = Flags(rawValue: 1 << 12)
     }
 
     public private(set) var rowIDs: [Int64] = []
@@ -139,6 +144,7 @@ public struct ViewRows: Sendable {
             if a.isShared { f.insert(.shared) }
             if a.hasLocation { f.insert(.hasLocation) }
             if a.trashedDate != nil { f.insert(.trashed) }
+            if e.compatible { f.insert(.compatible) }
             if a.ownerName == nil { f.insert(.ownerNameNull) }
             if a.owner == nil { f.insert(.ownerAppNull) }
             if a.storePath == nil { f.insert(.storePathNull) }
@@ -224,7 +230,7 @@ public struct ViewRows: Sendable {
     /// The name row `i` has before clashes are settled (`ViewNaming.natural`): what a patch
     /// carries, and what a view shows while no name is unsettled.
     public func naturalName(_ i: Int) -> String {
-        ViewNaming.natural(displayName: text(.displayName, i)!, ownName: ownName(i))
+        ViewNaming.natural(displayName: text(.displayName, i)!, ownName: ownName(i), compatible: flags[i].contains(.compatible))
     }
 
     /// The name the app sees for row `i` in a whole view (not a patch).
@@ -244,7 +250,8 @@ public struct ViewRows: Sendable {
     public func entry(_ i: Int) -> ViewEntry {
         let a = asset(i), f = flags[i]
         return ViewEntry(asset: a, name: renamed[i] ?? a.displayName, isOwned: f.contains(.owned), isPicked: f.contains(.picked),
-                         isSelected: f.contains(.selected), stripLocation: f.contains(.strip), isEditable: f.contains(.editable))
+                         isSelected: f.contains(.selected), stripLocation: f.contains(.strip), isEditable: f.contains(.editable),
+                         compatible: f.contains(.compatible))
     }
 
     public func entries() -> [ViewEntry] { (0..<count).map(entry) }

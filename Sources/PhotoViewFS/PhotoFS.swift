@@ -15,7 +15,8 @@ import Glibc
 /// Handles/ (one type per kind of open file), Writes/ (files being written and edits, their
 /// commit), Mutations/ (create, mkdir, rmdir, unlink, rename, upload folders), Control/
 /// (`.photogate/`), Refresh/ (catching up with the library, invalidations, the watcher), Model/
-/// (the in-memory view), Errors/ (the errno mapping), Daemon/ (the process that runs a mount).
+/// (the in-memory view), Errors/ (the errno mapping), Daemon/ (the process that runs a mount),
+/// Compatible/ (HEIF photos served as JPEG to an app with the `compatible` option).
 ///
 /// LOCKS, and the order they nest in (a lock may be taken while holding only those above it):
 ///   1. `SessionFile.lock` (`f.run`): one file being written; never two at once. Held across
@@ -86,6 +87,8 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let invalidatorBox = Mutex<Invalidator?>(nil)
     /// Redactions by inode (OpenFiles.swift `redaction(for:)`); those of removed inodes go at refreshes.
     let redactionCache = Mutex<[Inode: RedactionResult]>([:])
+    /// The JPEGs of a `compatible` view (Compatible/), made in the library's cache.
+    let compatibles: CompatibleFiles
     /// The content of `.photogate/status` and `refused` as last opened, by inode: an open at the
     /// same content shares it (SnapshotHandle) rather than keeping a copy of its own.
     let snapshots = Mutex<[Inode: [UInt8]]>([:])
@@ -148,6 +151,7 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
         gid = owner?.gid ?? getgid()
         ownerOnly = owner != nil
         recorder = AccessRecorder(app: app, library: library, log: log)
+        compatibles = CompatibleFiles(cacheRoot: library.cacheRoot, log: log)
     }
 
     public func setInvalidator(_ i: Invalidator?) { invalidatorBox.withLock { $0 = i } }

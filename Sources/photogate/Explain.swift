@@ -60,6 +60,7 @@ struct Explain: PhotogateCommand {
                 if let s = e.stripReason { d["stripReason"] = s }
                 if let r = refused { d["refusal"] = r }
                 d["edit"] = ["decision": e.edit.label, "reason": e.edit.reason] as [String: Any]
+                d["compatible"] = e.decision.compatible
                 d["delete"] = e.decision.canDelete
                 d["rename"] = e.decision.canRename
                 d["renameReason"] = e.decision.renameReason
@@ -85,6 +86,7 @@ struct Explain: PhotogateCommand {
                 }
                 say("  why: \(e.reason)")
                 if let s = e.stripReason { say("  strip-location: \(s)") }
+                if e.decision.compatible { say("  compatible: read as a JPEG made from it (the app's compatible option is on)") }
                 if let r = refused { say("  refusal: \(r)") }
                 say("  edit: \(e.edit.label) (\(e.edit.reason))")
                 say("  delete: \(e.decision.canDelete ? "allowed (to Recently Deleted)" : "no")")

@@ -112,6 +112,11 @@ extension PhotoFS {
         default: nil
         }
         if let (node, aliased) = asset {
+            // A JPEG made from a HEIF photo (Compatible/) is not the photo: never saved over it.
+            if wantsWrite && node.compatible {
+                if other == nil { recorder.note(node.rowID, .refused) }
+                throw .accessDenied
+            }
             // Writing makes a new version, where the app may edit (originals are never modified).
             if wantsWrite { return try openEdit(node, flags: flags, context: context) }
             if let reply = try charging(other, { () throws(Errno) in try openAsset(inode, node, aliased: aliased, user: other) }) {
@@ -167,6 +172,7 @@ extension PhotoFS {
     /// A visible asset's original opened for reading by the general path (an alias, location
     /// stripped, a path too long for the fast one).
     func openAsset(_ inode: Inode, _ node: AssetNode, aliased: Bool, user: UInt32?) throws(Errno) -> OpenReply? {
+        if node.compatible { return try openCompatible(inode, node, aliased: aliased, user: user) }
         let plan = try readPlan(for: node, user: user)
         let fd = try openOriginal(node, user: user)
         if user == nil { recorder.note(node.rowID, .read) }   // another user's read is not the app's
@@ -177,13 +183,14 @@ extension PhotoFS {
     }
 
     /// The open most opens are: an original read as it is (a visible asset's own inode, not an
-    /// alias; location not stripped). Its path is written into a buffer on the stack, and the
-    /// handle is kept inline (`OpenEntry.asset`): nothing is allocated. nil: not such an open,
-    /// for the general path to decide.
+    /// alias; location not stripped; not a JPEG made from it). Its path is written into a buffer
+    /// on the stack, and the handle is kept inline (`OpenEntry.asset`): nothing is allocated.
+    /// nil: not such an open, for the general path to decide.
     func openForReading(_ inode: Inode, user: UInt32? = nil) throws(Errno) -> OpenReply? {
         enum Outcome { case elsewhere, failed(Errno), opened(NodeStore.OpenBrief, Int32, Int) }
         let outcome = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: PhotoFS.briefPathCapacity) { buf -> Outcome in
-            guard let b = model.withLock({ $0.store.brief(ino: inode, pathInto: buf) }), b.bits & NodeStore.strip == 0 else {
+            guard let b = model.withLock({ $0.store.brief(ino: inode, pathInto: buf) }),
+                  b.bits & (NodeStore.strip | NodeStore.compatible) == 0 else {
                 return .elsewhere
             }
             let path = UnsafeRawPointer(buf.baseAddress!).assumingMemoryBound(to: CChar.self)

@@ -20,7 +20,7 @@ extension ViewModel {
         // inode tables on a worker; the text, the other columns and then the name table here.
         // Everything large is allocated on this thread, before: see `FreedMemory`.
         let inoBox = Box([UInt64](unsafeUninitializedCapacity: n) { _, count in count = n })   // each written before read
-        let text = Box([UInt8]()), ends = Box([UInt32]()), mtimes = Box([Int]()), ctimes = Box([Int]()), bits = Box([UInt8]())
+        let text = Box([UInt8]()), ends = Box([UInt32]()), mtimes = Box([Int]()), ctimes = Box([Int]()), bits = Box([NodeStore.Bits]())
         let tables = TableBuild(n: n)
         NativeThread.concurrentPerform(iterations: 2) { task in
             if task == 1 {
@@ -29,7 +29,7 @@ extension ViewModel {
                 return
             }
             // Task 0 runs on this thread (so these are allocated here).
-            var tx = [UInt8](), en = [UInt32](), mt = [Int](), ct = [Int](), bi = [UInt8]()
+            var tx = [UInt8](), en = [UInt32](), mt = [Int](), ct = [Int](), bi = [NodeStore.Bits]()
             en.reserveCapacity(n * 3); mt.reserveCapacity(n); ct.reserveCapacity(n); bi.reserveCapacity(n)
             // At most the snapshot's text (its id, name and path are three of its fields) and renamed names.
             tx.reserveCapacity(r.arena.count + r.renamed.values.reduce(0) { $0 + $1.utf8.count })
@@ -87,7 +87,7 @@ extension ViewModel {
     /// Strings. Asset inodes have bit 62 set, so they never meet the fixed inodes (1...7).
     static func assetInodes(_ r: ViewRows, key: (UInt64, UInt64), into out: UnsafeMutableBufferPointer<UInt64>) {
         var label: [UInt8] = []
-        let assetPrefix = Array("asset/".utf8), redacted = Array("/redacted".utf8)
+        let assetPrefix = Array("asset/".utf8), redacted = Array("/redacted".utf8), jpeg = Array(ViewModel.compatibleLabel.utf8)
         for i in 0..<r.count {
             let f = r.flags[i]
             label.removeAll(keepingCapacity: true)
@@ -99,6 +99,7 @@ extension ViewModel {
                 r.withBytes(.id, i) { id in r.withBytes(.storePath, i) { sp in tag = ViewModel.versionTag(id: id, storePath: sp) } }
                 if let tag { label.append(contentsOf: tag) }
             }
+            if f.contains(.compatible) { label.append(contentsOf: jpeg) }
             out[i] = (SipHash24.hash(key: key, label) >> 2) | (1 << 62)
         }
     }

@@ -14,7 +14,7 @@ final class NodeStore: @unchecked Sendable {
     private(set) var sizes: [UInt64]
     private(set) var mtimes: [Int]
     private(set) var ctimes: [Int]
-    private(set) var bits: [UInt8]
+    private(set) var bits: [Bits]
     /// id, name, path of each node (path relative to `storeRoot` when `inStore`).
     private(set) var text: [UInt8]
     private(set) var ends: [UInt32]
@@ -27,13 +27,17 @@ final class NodeStore: @unchecked Sendable {
     /// Tombstoned slots.
     private(set) var deadCount = 0
 
-    static let strip: UInt8 = 1, owned: UInt8 = 2, shared: UInt8 = 4, selected: UInt8 = 8, picked: UInt8 = 16, inStore: UInt8 = 32
-    static let editable: UInt8 = 64
-    static let dead: UInt8 = 128
+    /// A node's flags (16 bits: the eight of a byte were taken before `compatible`).
+    typealias Bits = UInt16
+    static let strip: Bits = 1, owned: Bits = 2, shared: Bits = 4, selected: Bits = 8, picked: Bits = 16, inStore: Bits = 32
+    static let editable: Bits = 64
+    /// Served as a JPEG made from it (the app's `compatible` option; Compatible/).
+    static let compatible: Bits = 256
+    static let dead: Bits = 128
 
     /// A node's bits from its row's flags.
-    static func bits(_ f: ViewRows.Flags) -> UInt8 {
-        var b: UInt8 = 0
+    static func bits(_ f: ViewRows.Flags) -> Bits {
+        var b: Bits = 0
         if f.contains(.referencePathNull) { b |= inStore }
         if f.contains(.strip) { b |= strip }
         if f.contains(.owned) { b |= owned }
@@ -41,10 +45,11 @@ final class NodeStore: @unchecked Sendable {
         if f.contains(.selected) { b |= selected }
         if f.contains(.picked) { b |= picked }
         if f.contains(.editable) { b |= editable }
+        if f.contains(.compatible) { b |= compatible }
         return b
     }
 
-    init(rowIDs: [Int64], inos: [UInt64], sizes: [UInt64], mtimes: [Int], ctimes: [Int], bits: [UInt8], text: [UInt8],
+    init(rowIDs: [Int64], inos: [UInt64], sizes: [UInt64], mtimes: [Int], ctimes: [Int], bits: [Bits], text: [UInt8],
          ends: [UInt32], storeRoot: String, byRow: IndexTable, byName: IndexTable, byIno: IndexTable) {
         self.rowIDs = rowIDs; self.inos = inos; self.sizes = sizes; self.mtimes = mtimes; self.ctimes = ctimes
         self.bits = bits; self.text = text; self.ends = ends; self.storeRoot = storeRoot
@@ -66,7 +71,7 @@ final class NodeStore: @unchecked Sendable {
 
     /// Appends a node and indexes it. The caller has checked that its row id, name and inode
     /// are free.
-    func append(rowID: Int64, ino: UInt64, size: UInt64, mtime: Int, ctime: Int, bits b: UInt8,
+    func append(rowID: Int64, ino: UInt64, size: UInt64, mtime: Int, ctime: Int, bits b: Bits,
                 id: UnsafeBufferPointer<UInt8>, name: UnsafeBufferPointer<UInt8>, path: UnsafeBufferPointer<UInt8>) {
         if (slotCount + 1) * 2 > byRow.capacity { rebuildTables(capacity: max(16, slotCount * 2)) }
         let index = Int32(slotCount)
@@ -147,7 +152,7 @@ final class NodeStore: @unchecked Sendable {
         let ino: Inode
         let size: UInt64
         let ctime: Int
-        let bits: UInt8
+        let bits: Bits
     }
 
     /// The node with inode `ino`, with its original's absolute path written into `buf` and ended
@@ -183,7 +188,7 @@ final class NodeStore: @unchecked Sendable {
                          mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storePath(i) : string(i, 2),
                          inStore: b & NodeStore.inStore != 0, strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
                          selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0,
-                         editable: b & NodeStore.editable != 0)
+                         editable: b & NodeStore.editable != 0, compatible: b & NodeStore.compatible != 0)
     }
 
     /// Whether the bytes at `range` of `text` are `q`: the one comparison of names and fields.

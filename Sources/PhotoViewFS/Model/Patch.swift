@@ -48,7 +48,7 @@ extension ViewModel {
         let key = app.inodeKey
         let affected = Set(p.affected)
         // The new nodes, checked before anything changes.
-        struct New { var node: AssetNode; var bits: UInt8; var stored: String }
+        struct New { var node: AssetNode; var bits: NodeStore.Bits; var stored: String }
         var news: [Int64: New] = [:]
         var names = Set<String>(), inodes = Set<UInt64>()
         for i in 0..<r.count {
@@ -56,13 +56,14 @@ extension ViewModel {
             guard affected.contains(rowID) else { return nil }
             let f = r.flags[i]
             let owned = f.contains(.owned)
-            let name = owned && !f.contains(.ownerNameNull) ? r.text(.ownerName, i)! : r.text(.displayName, i)!
+            // Its own name, else its display name, with `.jpg` where it is served as a JPEG.
+            let name = r.naturalName(i)
             guard !DisplayName.reserved.contains(name), names.insert(name).inserted else { return nil }
             if let j = st.index(ofName: name), !affected.contains(st.rowIDs[j]) { return nil }
             let id = r.text(.id, i)!
-            let strip = f.contains(.strip)
+            let strip = f.contains(.strip), compatible = f.contains(.compatible)
             let ino = ViewModel.assetInode(key: key, id: id, strip: strip,
-                                           storePath: f.contains(.referencePathNull) ? r.text(.storePath, i) : nil)
+                                           storePath: f.contains(.referencePathNull) ? r.text(.storePath, i) : nil, compatible: compatible)
             guard !FixedInode.all.contains(ino), inodes.insert(ino).inserted else { return nil }
             if let j = st.index(ofIno: ino), !affected.contains(st.rowIDs[j]) { return nil }
             let inStore = f.contains(.referencePathNull)
@@ -71,7 +72,7 @@ extension ViewModel {
                                  mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
                                  path: inStore ? st.storeRoot + "/" + stored : stored, inStore: inStore, strip: strip, owned: owned,
                                  shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked),
-                                 editable: f.contains(.editable))
+                                 editable: f.contains(.editable), compatible: compatible)
             news[rowID] = New(node: node, bits: NodeStore.bits(f), stored: stored)
         }
         // What changed.

@@ -51,12 +51,17 @@ struct ViewModel: Sendable {
         return Array("/v/".utf8) + fileID
     }
 
-    static func assetInode(key: (UInt64, UInt64), id: String, strip: Bool, storePath: String? = nil) -> Inode {
+    /// `compatible`: the JPEG made from it (Compatible/) is another file, so another inode too.
+    static func assetInode(key: (UInt64, UInt64), id: String, strip: Bool, storePath: String? = nil, compatible: Bool = false) -> Inode {
+        let jpeg = compatible ? ViewModel.compatibleLabel : ""
         if let storePath, let tag = versionTag(id: Array(id.utf8), storePath: Array(storePath.utf8)) {
-            return inode(key: key, "asset/" + id + (strip ? "/redacted" : "") + String(decoding: tag, as: UTF8.self))
+            return inode(key: key, "asset/" + id + (strip ? "/redacted" : "") + String(decoding: tag, as: UTF8.self) + jpeg)
         }
-        return inode(key: key, "asset/" + id + (strip ? "/redacted" : ""))
+        return inode(key: key, "asset/" + id + (strip ? "/redacted" : "") + jpeg)
     }
+
+    /// The end of a compatible node's inode label.
+    static let compatibleLabel = "/jpeg"
 
     /// Albums with only their visible members.
     mutating func setAlbums(_ list: [ViewAlbum]) {

@@ -74,6 +74,8 @@ extension PhotoFS {
         case .controlFile:
             return (specialAttributes(ino), 0)
         case .asset(let n):
+            // A JPEG made from a HEIF photo (Compatible/): its size, made before it is told.
+            if n.compatible { return compatibleAttributes(n) }
             return (attributes(n), PhotoFS.longTimeout)
         case .sidecar(let n):
             return (sidecarAttributes(n), PhotoFS.longTimeout)
@@ -83,7 +85,7 @@ extension PhotoFS {
             guard let a = folderAttributes(ino) else { throw .noEntry }
             return (a, PhotoFS.longTimeout)
         case .aliased(let n):
-            var a = attributes(n)
+            var a = n.compatible ? compatibleAttributes(n).0 : attributes(n)
             a.ino = ino
             return (a, 0)
         case .session(let f):

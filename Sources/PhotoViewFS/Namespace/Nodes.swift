@@ -34,6 +34,8 @@ struct AssetNode: Sendable, Equatable {
     /// The app may save over it (the library's one edit decision, at the view's last refresh):
     /// its mode says writable. The open for writing asks the library again, and enforces.
     let editable: Bool
+    /// Served as a JPEG made from its HEIF original (Compatible/): its size is the JPEG's.
+    var compatible: Bool = false
     /// 1 + the albums of the view it is listed in: one inode, listed in several folders, counted
     /// once by `du`, `tar` and `rsync -H`.
     var nlink: UInt32 = 1

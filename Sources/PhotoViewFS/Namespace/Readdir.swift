@@ -23,9 +23,11 @@ extension PhotoFS {
         let t = PhotoFS.longTimeout
         var out: [DirectoryEntry] = []
         var index: Int64 = 0
-        func add(_ name: String, _ a: Attributes) {
+        func add(_ name: String, _ a: Attributes, attrTimeout: Double = t) {
             index += 1
-            if index > offset { out.append(DirectoryEntry(name: Array(name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: t)) }
+            if index > offset {
+                out.append(DirectoryEntry(name: Array(name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: attrTimeout))
+            }
         }
         guard let node = resolve(inode) else { throw .noEntry }
         let own = dirAttributes(inode, writable: false)
@@ -53,7 +55,9 @@ extension PhotoFS {
             index = fixed + Int64(min(start, total))
             for n in nodes {
                 index += 1
-                out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: attributes(n), nextOffset: index, entryTimeout: t, attrTimeout: t))
+                // A JPEG not made yet (Compatible/) is listed without a cache time for its size.
+                let (a, at) = listedAttributes(n)
+                out.append(DirectoryEntry(name: Array(n.name.utf8), attributes: a, nextOffset: index, entryTimeout: t, attrTimeout: at))
             }
             if start + nodes.count < total { return out }
             // Sidecars, beside their photos (issue 37): after the assets, sorted by name.
@@ -126,7 +130,10 @@ extension PhotoFS {
             }) else { throw .noEntry }
             // Offsets: members[k] is fixed + k + 1, then the files being written in the album.
             index = fixed + Int64(min(start, total))
-            for n in members { add(n.name, attributes(n)) }
+            for n in members {
+                let (a, at) = listedAttributes(n)
+                add(n.name, a, attrTimeout: at)
+            }
             if start + members.count < total { return out }
             // The members' sidecars, beside them (issue 37).
             for n in model.withLock({ m in m.album(ino: inode).map { m.sidecars(besideRows: Set($0.listing)) } ?? [] }) {
