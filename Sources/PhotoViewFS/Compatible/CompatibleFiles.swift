@@ -19,10 +19,10 @@ import Glibc
 ///   asks it (the request waits), and then read from the cache. A JPEG encoder's output size
 ///   cannot be computed without encoding. A listing does not make them (its entries of JPEGs
 ///   not made yet carry no cache time, so a `stat` asks again).
-/// - Upright and in sRGB: libheif applies the HEIF transforms (`irot`, `imir`) and libvips drops
-///   the EXIF orientation then (the JPEG's says 1), any other EXIF orientation is applied
-///   (`thumbnail` autorotates), the embedded profile (Display P3 on iPhones) is converted to
-///   sRGB, which the JPEG carries. The EXIF (capture date, camera) is carried over; XMP is not
+/// - Upright and in sRGB: libheif applies the HEIF transforms (`irot`, `imir`), which are what
+///   says how a HEIF is turned (its EXIF orientation is informative only, and libvips drops it:
+///   the JPEG's says 1, so no viewer turns the pixels twice); the embedded profile (Display P3 on
+///   iPhones) is converted to sRGB, which the JPEG carries. The EXIF (capture date, camera) is carried over; XMP is not
 ///   (libvips 8.14 does not carry a HEIF's XMP). Quality 90, no resizing.
 /// - Strip-location: the app's JPEG is another file (`-nogps`), its location zeroed by the same
 ///   planner as every redacted read (Redaction), checked before it is kept; a JPEG whose
@@ -184,7 +184,7 @@ final class CompatibleFiles: @unchecked Sendable {
         }
         lseek(source, 0, SEEK_SET)
         // thumbnail_source with a box no photo reaches and `--size down`: decoded at full size,
-        // autorotated, converted to sRGB, saved as a JPEG with its EXIF.
+        // upright, converted to sRGB, saved as a JPEG with its EXIF.
         let command = Confined.command(["/usr/bin/vips", "thumbnail_source", "[descriptor=0]", ".jpg[Q=90]", "100000",
                                         "--height", "100000", "--size", "down", "--export-profile", "srgb"],
                                        memoryBytes: CompatibleFiles.memoryLimit, cpuSeconds: CompatibleFiles.cpuSeconds,
