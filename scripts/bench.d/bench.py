@@ -23,6 +23,7 @@ import rows_library  # noqa: E402,F401
 import rows_writes  # noqa: E402,F401
 import rows_report  # noqa: E402,F401
 import rows_webui  # noqa: E402,F401
+import rows_compatible  # noqa: E402,F401
 
 
 # --- main ---------------------------------------------------------------------------------------
