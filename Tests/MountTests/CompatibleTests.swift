@@ -258,6 +258,11 @@ struct Compatible {
         #expect(after.count == 1 && after[path]?.ino == file.ino && after[path]?.ctime == file.ctime,
                 "the cached JPEG was made again: \(made) -> \(after)")
         try f.unmount(mp)
+        // Deleted for good, the photo leaves no copy of its pixels in the cache.
+        try f.pg("delete", "IMG_0001.HEIC")
+        #expect(Self.cached(f.library).count == 1, "Recently Deleted keeps it (it may come back)")
+        try f.pg("trash", "--delete", "IMG_0001.HEIC")
+        #expect(Self.cached(f.library).isEmpty)
     }
 
     @Test func aNoOpenMountReadsTheSameJPEG() throws {
