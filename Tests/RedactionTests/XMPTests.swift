@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Redaction
 
 @Suite("XMP scanner")
@@ -96,6 +97,51 @@ struct SidecarScannerTests {
         for gone in ["GPSLatitude", "43,17", "GPSLongitude", "GPSPosition", "5.3698"] { #expect(!out.contains(gone), "\(gone)") }
         #expect(out.contains("ExposureTime") && out.utf8.count == xml.count)
         #expect(XMPScanner.scan(Array(out.utf8)).changes.isEmpty)
+    }
+
+    /// What a red team read through a strip-location view (issue 37): each is refused now.
+    @Test func sidecarsThatCouldCarryAPlaceUnseenAreRefused() throws {
+        func refused(_ b: [UInt8], _ what: String) {
+            if case .refuse = SidecarScanner.scan(b).redaction {} else { Issue.record("\(what) was served") }
+        }
+        // A JPEG with GPS cut short (no end marker: its metadata cannot be parsed with
+        // confidence): refused as such a photo is, never searched as text.
+        let jpeg = try TestMedia.jpeg(tag: "thm", gps: true)
+        for bytes in [jpeg, Array(jpeg.dropLast(2))] {
+            if case .plan(let p) = SidecarScanner.scan(bytes).redaction { #expect(!p.isEmpty, "a JPEG's GPS is not zeroed") }
+        }
+        // A JPEG whose first segment runs past the end: the scanner throws, and the bytes were
+        // then searched as text (binary EXIF names no field in words) and served as they are.
+        let broken: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE1, 0xFF, 0xF0] + Array("Exif".utf8) + [0, 0] + [UInt8](repeating: 0x4D, count: 200)
+        refused(broken, "a JPEG whose metadata cannot be parsed, under a sidecar name")
+        // UTF-16 XMP, with or without a byte-order mark.
+        let xmp = "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description xmlns:exif='http://ns.adobe.com/exif/1.0/' exif:GPSLatitude='48,51.5N'/></rdf:RDF></x:xmpmeta>"
+        refused([0xFF, 0xFE] + xmp.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }, "UTF-16 XMP")
+        refused(xmp.utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }, "UTF-16 XMP without a BOM")
+        // Places the XMP scanner does not know, and prefixes it does not expect.
+        let otherPrefix = Array("<R:RDF xmlns:R='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><R:Description xmlns:photoshop='http://ns.adobe.com/photoshop/1.0/' photoshop:City='Paris' photoshop:city='Lyon'/></R:RDF>".utf8)
+        let shown = String(decoding: applied(otherPrefix, SidecarScanner.scan(otherPrefix).redaction), as: UTF8.self)
+        #expect(!shown.contains("Paris") && !shown.contains("Lyon"), "a city under another rdf prefix was served: \(shown)")
+        refused(Array("<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description xmlns:xmpDM='http://ns.adobe.com/xmp/1.0/DynamicMedia/' xmpDM:shotLocation='Eiffel Tower'/></rdf:RDF></x:xmpmeta>".utf8), "xmpDM:shotLocation")
+        refused(Array("<x:xmpmeta><rdf:RDF><rdf:Description xmlns:dwc='http://rs.tdwg.org/dwc/terms/' dwc:locality='Paris'/></rdf:RDF></x:xmpmeta>".utf8), "dwc:locality")
+        refused(Array("<plist><dict><key>lat</key><real>48.85</real><key>lng</key><real>2.29</real></dict></plist>".utf8), "a property list's lat/lng")
+        refused(Array("[Location]\nLat=48.85\nLon=2.29\n".utf8), "a profile's Lat=/Lon=")
+    }
+
+    /// Namespace declarations are looked up by a walk of a list: a packet of thousands cost
+    /// minutes of a daemon's CPU at a close. Past 256 the packet is not tokenized (blanked whole
+    /// when it names a place, like any packet that cannot be parsed with confidence).
+    @Test func aPacketOfThousandsOfNamespacesIsNotTokenized() {
+        var x = "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description"
+        for i in 0..<300 { x += " xmlns:n\(i)='u\(i)'" }
+        x += " xmlns:exif='http://ns.adobe.com/exif/1.0/' exif:GPSLatitude='48,51.5N'>"
+        for i in 0..<300 { x += "<n\(i):a/>" }
+        x += "</rdf:Description></rdf:RDF></x:xmpmeta>"
+        let (_, r) = SidecarScanner.scan(Array(x.utf8))
+        let out = String(decoding: applied(Array(x.utf8), r), as: UTF8.self)
+        #expect(!out.contains("48,51"), "the location of a packet with 300 namespaces was served")
+        // Not tokenized: blanked whole (a tokenized packet keeps its other elements).
+        #expect(!out.contains("<n299:a/>"), "a packet of 300 namespace declarations was tokenized")
     }
 
     @Test func otherSidecarsAreServedOrRefused() {
