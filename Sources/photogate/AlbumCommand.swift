@@ -25,8 +25,8 @@ struct AlbumCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "add",
                                                         abstract: "Add assets (ids or display names; - reads stdin) to an album.",
                                                         discussion: "Example: photogate album add Holidays IMG_0001.jpg 3f2a9c0d1e4b5a6c")
-        @Argument(help: "The album name.") var name: String
-        @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]
+        @Argument(help: "The album name.", completion: Complete.userAlbums) var name: String
+        @Argument(help: "Assets: ids or display names; - reads them from standard input.", completion: Complete.assets) var assets: [String]
         @OptionGroup var lib: LibraryOption
         func execute() throws {
             do {
@@ -40,8 +40,8 @@ struct AlbumCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "remove",
                                                         abstract: "Remove assets from an album (they stay in the library).",
                                                         discussion: "Example: photogate album remove Holidays IMG_0001.jpg")
-        @Argument(help: "The album name.") var name: String
-        @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]
+        @Argument(help: "The album name.", completion: Complete.userAlbums) var name: String
+        @Argument(help: "Assets: ids or display names; - reads them from standard input.", completion: Complete.assets) var assets: [String]
         @OptionGroup var lib: LibraryOption
         func execute() throws {
             do {
@@ -55,7 +55,7 @@ struct AlbumCommand: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "delete",
                                                         abstract: "Delete a user album (its assets stay in the library).",
                                                         discussion: "Example: photogate album delete Holidays")
-        @Argument(help: "The album name.") var name: String
+        @Argument(help: "The album name.", completion: Complete.userAlbums) var name: String
         @OptionGroup var lib: LibraryOption
         func execute() throws {
             do {

@@ -22,16 +22,16 @@ struct Assets: PhotogateCommand {
               photogate assets --owner org.example.Camera
             """)
 
-    @Option(help: "Only the assets of this album.")
+    @Option(help: "Only the assets of this album.", completion: Complete.albums)
     var album: String?
 
-    @Option(help: "Only what this app may see.")
+    @Option(help: "Only what this app may see.", completion: Complete.apps)
     var app: String?
 
     @Option(help: "With --app: the access level of the view (read-write or add-only).")
     var access: AccessLevel = .readWrite
 
-    @Option(help: "Only the assets this app created (its own files).")
+    @Option(help: "Only the assets this app created (its own files).", completion: Complete.apps)
     var owner: String?
 
     @OptionGroup var filter: SetFilterOptions

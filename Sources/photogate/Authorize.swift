@@ -15,7 +15,7 @@ struct Authorize: PhotogateCommand {
             Example: photogate authorize org.example.Editor --access read-write --status limited
             """)
 
-    @Argument(help: "The app id (reverse-DNS).") var app: String
+    @Argument(help: "The app id (reverse-DNS).", completion: Complete.apps) var app: String
     @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
     @Option(help: "not-determined, restricted, denied, authorized or limited.") var status: AuthorizationStatus
     @OptionGroup var lib: LibraryOption

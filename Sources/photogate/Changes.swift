@@ -21,7 +21,7 @@ struct Changes: PhotogateCommand {
             Example: photogate changes org.example.Editor --since 41 --json
             """)
 
-    @Argument(help: "The app id.") var app: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
     @Option(help: "Only changes after this token.") var since: Int64 = 0
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag

@@ -19,7 +19,7 @@ struct Delete: PhotogateCommand {
               photogate assets --json | jq -r '.[] | select(.size > 50000000) | .id' \\
                 | photogate delete -
             """)
-    @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
+    @Argument(help: "Assets: ids or display names; - reads them from standard input.", completion: Complete.assets) var assets: [String] = []
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {

@@ -18,8 +18,8 @@ struct Explain: PhotogateCommand {
             Example: photogate explain org.example.Editor IMG_0001.jpg --json
             """)
 
-    @Argument(help: "The app id.") var app: String
-    @Argument(help: "The asset: an id, or a name as the app sees it, else a library display name (see `photogate help grant`).") var asset: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
+    @Argument(help: "The asset: an id, or a name as the app sees it, else a library display name (see `photogate help grant`).", completion: Complete.assets) var asset: String
     @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag

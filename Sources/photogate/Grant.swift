@@ -42,13 +42,13 @@ struct Grant: PhotogateCommand {
               photogate grant org.example.NewApp --new-app 3f2a9c0d1e4b5a6c
             """)
 
-    @Argument(help: "The app id.") var app: String
-    @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
+    @Argument(help: "Assets: ids or display names; - reads them from standard input.", completion: Complete.assets) var assets: [String] = []
     @Flag(help: "Hand the assets over as picked (PHPicker): visible whatever the app's library status.") var picked = false
     @Flag(help: "Strip location from these assets when this app reads them.") var stripLocation = false
     @Flag(help: "Consent to the app editing these assets (saving new versions); answers its edit requests.") var edit = false
     @Flag(help: "Register the app if it is not known yet (otherwise an unknown app is refused, exit 66).") var newApp = false
-    @Option(help: "Grant the members of this album, as they change (a set grant that stays live).") var album: String?
+    @Option(help: "Grant the members of this album, as they change (a set grant that stays live).", completion: Complete.albums) var album: String?
     @OptionGroup var filter: SetFilterOptions
     @OptionGroup var lib: LibraryOption
 

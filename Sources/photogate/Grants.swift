@@ -16,7 +16,7 @@ struct Grants: PhotogateCommand {
                                                           photogate grants org.example.Editor --json
                                                           photogate grants org.example.Frame --sets
                                                         """)
-    @Argument(help: "The app id.") var app: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
     @Flag(help: "List the app's set grants (album, date range, kind) instead, with the number of assets each covers now.") var sets = false
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag

@@ -29,10 +29,10 @@ struct Import: PhotogateCommand {
     @Flag(help: "Index the files where they are instead of copying them into the library.")
     var reference = false
 
-    @Option(help: "Put the imported assets in this album (created if needed).")
+    @Option(help: "Put the imported assets in this album (created if needed).", completion: Complete.userAlbums)
     var album: String?
 
-    @Option(help: "Import as cloud-shared assets in this shared album (created if needed).")
+    @Option(help: "Import as cloud-shared assets in this shared album (created if needed).", completion: Complete.sharedAlbums)
     var shared: String?
 
     @OptionGroup var lib: LibraryOption

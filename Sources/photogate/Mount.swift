@@ -43,8 +43,8 @@ struct Mount: PhotogateCommand {
               mount -t fuse.photogate -o library=/srv/photos org.example.Editor /mnt/editor
             """)
 
-    @Argument(help: "The app id.") var app: String
-    @Argument(help: "An existing, empty folder.") var mountpoint: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
+    @Argument(help: "An existing, empty folder.", completion: .directory) var mountpoint: String
     @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
     @Flag(help: "Stay attached; log on stderr.") var foreground = false
     @Option(name: .customShort("o"), help: ArgumentHelp("Mount options, comma-separated (e.g. allow_other, access=add-only, library=DIR).", valueName: "options"))

@@ -26,7 +26,7 @@ struct Options: PhotogateCommand {
             Example: photogate options org.example.Editor --strip-location on
             """)
 
-    @Argument(help: "The app id.") var app: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
     @Option(help: "on or off.") var stripLocation: Toggle?
     @Option(help: "on or off.") var preventPrompt: Toggle?
     @Option(help: "on or off.") var editAny: Toggle?

@@ -38,6 +38,13 @@ struct Photogate: ParsableCommand {
         // Everything photogate creates (library files, logs, what its daemons make) is owner-only.
         LibraryPrivacy.restrictUmask()
         let args = Array(CommandLine.arguments.dropFirst())
+        // A completion script asking for candidates (`Complete`): whatever goes wrong (a script
+        // of an older photogate naming an argument this one does not have, say), nothing may
+        // land in the middle of the person's command line: only the candidates, on stdout.
+        if args.first == "---completion" {
+            let null = open("/dev/null", O_WRONLY | O_CLOEXEC)
+            if null >= 0 { dup2(null, 2); close(null) }
+        }
         // Only a line that can be mount.fuse3's needs the subcommands' names (cheap now: every
         // command names itself, so none is derived from its type's name).
         let names = configuration.subcommands.map { $0._commandName }

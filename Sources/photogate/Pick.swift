@@ -54,7 +54,7 @@ struct Pick: PhotogateCommand {
               photogate pick --request 3             # answer a picker request
             """)
 
-    @Argument(help: "The app id (not needed with --request).") var app: String?
+    @Argument(help: "The app id (not needed with --request).", completion: Complete.apps) var app: String?
     @Flag(help: "What confirming does (default: --selection for a limited app, else --deliver).") var mode: PickMode?
     @Flag(help: "Apply each change at once, so a running mount shows it live.") var continuous = false
     @Flag var media: PickMedia?

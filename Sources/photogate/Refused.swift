@@ -14,7 +14,7 @@ struct Refused: PhotogateCommand {
 
             Example: photogate refused org.example.Camera --json
             """)
-    @Argument(help: "Only this app's.") var app: String?
+    @Argument(help: "Only this app's.", completion: Complete.apps) var app: String?
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption

@@ -32,10 +32,10 @@ struct Report: PhotogateCommand {
               photogate report --retention 7
             """)
 
-    @Argument(help: "Only this app's.") var app: String?
+    @Argument(help: "Only this app's.", completion: Complete.apps) var app: String?
     @Option(help: ArgumentHelp("Only what was last done at or after this: YYYY-MM-DD (UTC), an ISO 8601 time, or an age such as 7d, 24h, 30m.", valueName: "date"))
     var since: String?
-    @Option(help: ArgumentHelp("Only this photo (an id or a name).", valueName: "asset")) var asset: String?
+    @Option(help: ArgumentHelp("Only this photo (an id or a name).", valueName: "asset"), completion: Complete.assets) var asset: String?
     @Flag(help: "Forget the report (the app's, or every app's).") var clear = false
     @Option(help: ArgumentHelp("Keep this many days (1 to 3650; default 30); older days are dropped now.", valueName: "days"))
     var retention: Int?

@@ -6,7 +6,7 @@ struct Restore: PhotogateCommand {
         commandName: "restore",
         abstract: "Bring assets back from Recently Deleted.",
         discussion: "Example: photogate restore IMG_0001.jpg")
-    @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String]
+    @Argument(help: "Assets: ids or display names; - reads them from standard input.", completion: Complete.trashedAssets) var assets: [String]
     @OptionGroup var lib: LibraryOption
 
     func execute() throws {

@@ -19,7 +19,7 @@ struct Revert: PhotogateCommand {
               photogate revert IMG_0001.jpg --to 2
             """)
 
-    @Argument(help: "The asset: id or display name.") var asset: String
+    @Argument(help: "The asset: id or display name.", completion: Complete.assets) var asset: String
     @Option(help: "The version to make current (0, the original, by default).") var to: Int = 0
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag

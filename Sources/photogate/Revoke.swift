@@ -20,12 +20,12 @@ struct Revoke: PhotogateCommand {
               photogate revoke org.example.Frame --set 2                  # numbers: photogate grants APP
             """)
 
-    @Argument(help: "The app id.") var app: String
-    @Argument(help: "Assets: ids or display names; - reads them from standard input.") var assets: [String] = []
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
+    @Argument(help: "Assets: ids or display names; - reads them from standard input.", completion: Complete.assets) var assets: [String] = []
     @Flag(help: "Revoke the whole selection (with --picked, the picked assets too).") var all = false
     @Flag(help: "Revoke picked assets instead of the selection.") var picked = false
     @Flag(help: "Take back edit consent for these assets (the versions already saved stay).") var edit = false
-    @Option(help: "Take back the app's set grants of this album.") var album: String?
+    @Option(help: "Take back the app's set grants of this album.", completion: Complete.albums) var album: String?
     @Option(help: "Take back the set grant with this number (photogate grants APP lists them).") var set: Int64?
     @OptionGroup var lib: LibraryOption
 

@@ -42,7 +42,7 @@ struct Run: PhotogateCommand {
               photogate run org.example.Batch --bind ~/work:/work --share-net -- /work/resize.sh
             """)
 
-    @Argument(help: "The app id.") var app: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
     @Option(help: "read-write or add-only.") var access: AccessLevel = .readWrite
     @Option(help: ArgumentHelp("Where the view appears inside (default: the XDG pictures folder, else ~/Pictures).", valueName: "dir"))
     var pictures: String?

@@ -5,7 +5,7 @@ struct Status: PhotogateCommand {
     static let configuration = CommandConfiguration(commandName: "status",
                                                     abstract: "Show an app's status for both access levels and its options.",
                                                     discussion: "Example: photogate status org.example.Editor --json")
-    @Argument(help: "The app id.") var app: String
+    @Argument(help: "The app id.", completion: Complete.apps) var app: String
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption

@@ -189,7 +189,8 @@ struct CommandFailure: Error {
 }
 
 struct LibraryOption: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The library folder (default: $PHOTOGATE_LIBRARY, else $XDG_DATA_HOME/photogate, else ~/.local/share/photogate).", valueName: "dir"))
+    @Option(name: .long, help: ArgumentHelp("The library folder (default: $PHOTOGATE_LIBRARY, else $XDG_DATA_HOME/photogate, else ~/.local/share/photogate).", valueName: "dir"),
+            completion: .directory)
     var library: String?
 
     var paths: LibraryPaths { LibraryPaths.resolve(library) }

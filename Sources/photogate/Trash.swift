@@ -39,7 +39,7 @@ struct Trash: PhotogateCommand {
     @Option(help: ArgumentHelp("Delete for good, automatically, what has been in Recently Deleted for more than this many days; off: never (the default).",
                                valueName: "days|off"))
     var purgeAfter: String?
-    @Argument(help: "With --delete: the assets.") var assets: [String] = []
+    @Argument(help: "With --delete: the assets.", completion: Complete.trashedAssets) var assets: [String] = []
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption

@@ -20,7 +20,7 @@ struct Unmount: PhotogateCommand {
             Example: photogate unmount ~/mnt/editor   (fusermount3 -u works too)
             """)
 
-    @Argument(help: "The mount point.") var mountpoint: String
+    @Argument(help: "The mount point.", completion: .directory) var mountpoint: String
     @Option(help: "How long to wait for the view's daemon to end, in seconds.") var timeout: Double = 10
     @OptionGroup var lib: LibraryOption
 

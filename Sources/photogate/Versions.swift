@@ -21,7 +21,7 @@ struct Versions: PhotogateCommand {
             Example: photogate versions IMG_0001.jpg --json
             """)
 
-    @Argument(help: "The asset: id or display name.") var asset: String
+    @Argument(help: "The asset: id or display name.", completion: Complete.assets) var asset: String
     @OptionGroup var lib: LibraryOption
     @OptionGroup var output: JSONFlag
     @OptionGroup var columns: ColumnsOption
