@@ -18,7 +18,8 @@ struct Assets: PhotogateCommand {
 
             Examples:
               photogate assets --app org.example.Editor --json | jq -r '.[].id'
-              photogate assets --taken-after 2024-06-01 --taken-before 2024-07-01 --kind photo
+              photogate assets --taken-after 2024-06-01 --taken-before 2024-07-01 \\
+                --kind photo
               photogate assets --owner org.example.Camera
             """)
 

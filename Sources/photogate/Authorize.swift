@@ -5,14 +5,15 @@ import PhotoLibrary
 struct Authorize: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "authorize",
-        abstract: "Set an app's authorization status for one access level (answers its pending requests).",
+        abstract: "Set an app's authorization status for one access level.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate authorize <app> --status <status> [<options>]",
         discussion: """
             Statuses: not-determined, restricted, denied, authorized, limited (read-write only). \
-            Running mounts of the app change at once.
+            Running mounts of the app change at once. It answers the app's pending requests for that \
+            access level.
 
-            Example: photogate authorize org.example.Editor --access read-write --status limited
+            Example: photogate authorize org.example.Editor --status limited
             """)
 
     @Argument(help: "The app id (reverse-DNS).", completion: Complete.apps) var app: String

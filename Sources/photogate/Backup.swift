@@ -9,7 +9,7 @@ import Glibc
 struct Backup: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",
-        abstract: "Copy the library (its catalog and its store) into a new folder, consistently, while mounts run.",
+        abstract: "Copy the library into a new folder, consistently, while mounts run.",
         usage: "photogate backup <dest> [<options>]",
         discussion: """
             The catalog is copied as of one moment through SQLite's online backup (mounts and \

@@ -5,11 +5,11 @@ import GrantStore
 struct Changes: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "changes",
-        abstract: "The persistent change history of an app's view (PhotoKit's persistent change tokens).",
+        abstract: "List the persistent change history of an app's view.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate changes <app> [--since <since>] [<options>]",
         discussion: """
-            Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and \
+            As PhotoKit's persistent change tokens do. Each entry has a token, a kind (inserted, removed, updated, status), the asset's id and \
             the name the app sees (the app's own files under the names it gave them: use the id to \
             act on an asset from a script). Pass the last token you processed to --since to get only what came after it. Tokens \
             survive daemon restarts. A token older than the retained history is expired (exit 73): \

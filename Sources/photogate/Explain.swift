@@ -7,10 +7,11 @@ import Redaction
 struct Explain: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "explain",
-        abstract: "Say what an app gets for an asset, and why: visible or not, redacted byte ranges, or refused.",
+        abstract: "Say what an app gets for an asset, and why.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate explain <app> <asset> [<options>]",
         discussion: """
+            Whether the app sees it, which byte ranges it reads redacted, or why it is refused. \
             With strip-location (the app's option or the asset's grant), an app reads the file with \
             its location bytes zeroed in place: same size, every other byte unchanged. If the file's \
             metadata cannot be parsed with confidence, the app cannot open it at all (EACCES).

@@ -4,7 +4,7 @@ import GrantStore
 struct Grant: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "grant",
-        abstract: "Add assets to an app's limited selection (or hand them over as picked).",
+        abstract: "Add assets to an app's selection, or hand them over as picked.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate grant <app> [<assets> ...] [<options>]",
         discussion: """
@@ -38,7 +38,8 @@ struct Grant: PhotogateCommand {
                 | photogate grant org.example.Editor -
               photogate grant org.example.Editor --edit IMG_0001.jpg
               photogate grant org.example.Frame --album "Summer 2024"
-              photogate grant org.example.Frame --taken-after 2024-06-01 --taken-before 2024-07-01 --kind photo
+              photogate grant org.example.Frame --taken-after 2024-06-01 \\
+                --taken-before 2024-07-01 --kind photo
               photogate grant org.example.NewApp --new-app 3f2a9c0d1e4b5a6c
             """)
 

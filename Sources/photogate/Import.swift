@@ -8,7 +8,7 @@ import Glibc
 struct Import: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Add photos and videos (files and folders, recursively) to the library.",
+        abstract: "Add photos and videos (files, or folders recursively) to the library.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate import <paths> ... [<options>]",
         discussion: """

@@ -34,7 +34,7 @@ struct Mount: PhotogateCommand {
 
             fstab (mount.fuse3 runs `photogate SOURCE MOUNTPOINT -o OPTIONS`; photogate must be \
             on the default PATH, e.g. /usr/local/bin):
-              photogate#org.example.Camera /camera fuse.photogate access=add-only,nofail 0 0
+              photogate#org.example.Camera /cam fuse.photogate access=add-only,nofail 0 0
 
             Examples:
               photogate mount org.example.Editor ~/mnt/editor

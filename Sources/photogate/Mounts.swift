@@ -6,7 +6,7 @@ import PhotoViewFS
 struct Mounts: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "mounts",
-        abstract: "List mounts: app, access level, mount point, pid, state and read path.",
+        abstract: "List mounts: app, access, mount point, pid, state and read path.",
         usage: "photogate mounts [--all] [<options>]",
         discussion: """
             Only mounts whose daemon runs are "live". A daemon that died without unmounting (killed \

@@ -9,7 +9,7 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
 struct Options: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "options",
-        abstract: "Show or set an app's options: strip-location, prevent-prompt, edit-any and compatible.",
+        abstract: "Show or set an app's options: location, prompts, edits, HEIC as JPEG.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate options <app> [<options>]",
         discussion: """

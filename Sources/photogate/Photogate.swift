@@ -12,7 +12,7 @@ let photogateVersion = "0.16.0"
 struct Photogate: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "photogate",
-        abstract: "Give every app its own limited view of a photo library, as a FUSE filesystem.",
+        abstract: "Give every app its own limited view of a photo library (FUSE).",
         discussion: """
             A library is a folder with the original files (the store) and a database of assets, albums, \
             apps and their grants. Each app mounts its own view: only what the person granted it, \

@@ -31,7 +31,7 @@ enum PickMedia: String, EnumerableFlag {
 struct Pick: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "pick",
-        abstract: "Choose what an app gets in a full-screen picker (a terminal UI; works in tmux and over SSH).",
+        abstract: "Choose what an app gets in a full-screen picker in the terminal.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate pick [<app>] [<options>]",
         discussion: """
@@ -45,7 +45,7 @@ struct Pick: PhotogateCommand {
             live (Escape then takes the changes back). --request answers an app's \
             `picker` request from `photogate requests`; confirming removes it.
 
-            The picker needs a terminal. From a script, use `photogate grant` \
+            The picker needs a terminal (tmux and SSH work). From a script, use `photogate grant` \
             (with --picked to hand assets over as picked).
 
             Examples:

@@ -8,7 +8,7 @@ import Glibc
 struct Report: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "report",
-        abstract: "What each app did through its mounts: the photos it read, created, edited, deleted or was refused.",
+        abstract: "Show what each app did to which photos through its mounts.",
         usage: "photogate report [<app>] [--since <date>] [--asset <asset>] [<options>]",
         discussion: """
             Like iOS's App Privacy Report and Android's privacy dashboard, but naming the photos. A \

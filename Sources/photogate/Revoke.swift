@@ -15,9 +15,9 @@ struct Revoke: PhotogateCommand {
             Examples:
               photogate revoke org.example.Editor IMG_0001.jpg
               photogate revoke org.example.Editor --all
-              photogate revoke org.example.Editor --edit IMG_0001.jpg   # takes edit consent back
-              photogate revoke org.example.Frame --album "Summer 2024"    # a set grant of the album
-              photogate revoke org.example.Frame --set 2                  # numbers: photogate grants APP
+              photogate revoke org.example.Editor --edit IMG_0001.jpg   # edit consent
+              photogate revoke org.example.Frame --album "Summer 2024"  # a set grant
+              photogate revoke org.example.Frame --set 2   # its number in `grants --sets`
             """)
 
     @Argument(help: "The app id.", completion: Complete.apps) var app: String

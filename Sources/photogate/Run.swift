@@ -13,7 +13,7 @@ import Glibc
 struct Run: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run a command in a sandbox (bubblewrap) whose pictures folder is the app's view.",
+        abstract: "Run a command in a sandbox whose pictures folder is the app's view.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate run <app> [<options>] -- [<command> ...]",
         discussion: """
@@ -38,8 +38,10 @@ struct Run: PhotogateCommand {
 
             Examples:
               photogate run org.example.Editor -- gimp
-              photogate run org.example.Camera --access add-only --pictures /out -- ./capture.sh
-              photogate run org.example.Batch --bind ~/work:/work --share-net -- /work/resize.sh
+              photogate run org.example.Camera --access add-only --pictures /out \\
+                -- ./capture.sh
+              photogate run org.example.Batch --bind ~/work:/work --share-net \\
+                -- /work/resize.sh
             """)
 
     @Argument(help: "The app id.", completion: Complete.apps) var app: String

@@ -5,7 +5,7 @@ import GrantStore
 struct Trash: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "trash",
-        abstract: "List Recently Deleted (who deleted each asset, and when); delete some or all for good.",
+        abstract: "List Recently Deleted, and delete some or all of it for good.",
         usage: "photogate trash [--delete <asset> ... | --empty] [<options>]",
         discussion: """
             Assets go to Recently Deleted when you delete them (photogate delete) or an app does (rm \

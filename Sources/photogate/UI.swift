@@ -11,7 +11,7 @@ import Glibc
 struct UI: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "ui",
-        abstract: "Serve the web app: see every app's access, answer requests, choose photos from thumbnails.",
+        abstract: "Serve the web app: apps' access, requests and a photo picker.",
         usage: "photogate ui [--port <port>] [--open] [<options>]",
         discussion: """
             Prints the address to open, with a one-time secret, as the first line of standard \

@@ -10,7 +10,7 @@ import Glibc
 struct Verify: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check every original against its catalog hash, and that every file in the library is accounted for.",
+        abstract: "Check every original's hash, and that every file is accounted for.",
         // A short synopsis: argument-parser does not wrap the generated one at 80 columns (issue 16).
         usage: "photogate verify [--repair] [<options>]",
         discussion: """

@@ -6,7 +6,7 @@ import PhotoLibrary
 struct Versions: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "versions",
-        abstract: "List the versions of an asset: the original and each edit an app saved.",
+        abstract: "List an asset's versions: its original and each edit an app saved.",
         discussion: """
             Version 0 is the original, which no edit ever modifies or deletes; 1, 2, 3... are the edits, \
             in the order they were saved, each with the app that saved it, its date, size and hash. The \

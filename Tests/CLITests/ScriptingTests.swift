@@ -137,6 +137,63 @@ import TestSupport
         }
     }
 
+    /// Every command, subcommands of subcommands too (`album add`), as a word list.
+    static func allCommands(_ c: CLI) throws -> [[String]] {
+        var out: [[String]] = [[]]
+        var i = 0
+        while i < out.count {
+            let help = try c.run(out[i] + ["--help"], env: ["COLUMNS": "1000"]).stdout
+            var inSub = false
+            for l in help.split(separator: "\n", omittingEmptySubsequences: false) {
+                if l.hasPrefix("SUBCOMMANDS:") { inSub = true; continue }
+                if inSub && l.isEmpty { inSub = false }
+                guard inSub, l.hasPrefix("  "), !l.hasPrefix("   ") else { continue }
+                let name = String(l.dropFirst(2).prefix { $0 != " " })
+                if name != "help" { out.append(out[i] + [name]) }
+            }
+            i += 1
+        }
+        return out
+    }
+
+    /// Issue 38: examples and tables in `--help` are never broken mid-line at 80 columns.
+    /// argument-parser wraps every line of a discussion at the screen width and carries the rest
+    /// to column 0, so an example (`  photogate grant ... --kind photo`) longer than the screen
+    /// became a command and a stray line. So: an indented line (an example, a table row) is
+    /// followed by a blank line or another indented line, never by text at column 0; and a
+    /// one-line `Example: photogate ...` stays one line.
+    @Test func examplesAndTablesAreNotBrokenAt80Columns() throws {
+        let c = try CLI(initialize: false)
+        let commands = try Self.allCommands(c)
+        #expect(commands.contains(["album", "add"]) && commands.count >= 30, "\(commands)")
+        for cmd in commands {
+            let o = try c.run(cmd + ["--help"], env: ["COLUMNS": "80"])
+            let lines = o.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            for (i, l) in lines.enumerated() {
+                #expect(l.count <= 80, "\(cmd) line over 80: \(l)")
+                guard i + 1 < lines.count, !lines[i + 1].isEmpty else { continue }
+                let next = lines[i + 1]
+                let indent = l.prefix { $0 == " " }.count
+                let verbatim = (indent > 0 && indent < 20) || l.hasPrefix("Example: ")
+                #expect(!(verbatim && !next.hasPrefix(" ")), "\(cmd): an example or table row broken mid-line:\n\(l)\n\(next)")
+            }
+        }
+    }
+
+    /// The abstract (`OVERVIEW:`, the man page's NAME line, the shells' completion menus) is one
+    /// complete sentence that fits on its line at 80 columns: it was cut mid-sentence in the man
+    /// pages of 12 of 28 commands.
+    @Test func abstractsAreCompleteSentencesThatFitOneLine() throws {
+        let c = try CLI(initialize: false)
+        for cmd in try Self.allCommands(c) {
+            let help = try c.run(cmd + ["--help"], env: ["COLUMNS": "80"]).stdout
+            let first = help.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            #expect(first.count > 2 && first[0].hasPrefix("OVERVIEW: ") && first[1].isEmpty, "\(cmd): the abstract wraps: \(first.prefix(2))")
+            let abstract = String(first[0].dropFirst("OVERVIEW: ".count))
+            #expect(abstract.hasSuffix(".") && abstract.first?.isUppercase == true, "\(cmd): \(abstract)")
+        }
+    }
+
     @Test func versionIsPrinted() throws {
         let o = try CLI(initialize: false).run("--version")
         #expect(o.status == 0)
