@@ -46,6 +46,16 @@ done
 grep -q "ExecStart=$prefix/bin/photogate mount" "$prefix/lib/systemd/user/photogate@.service" || fail "the unit does not name the installed binary"
 grep -qx "Exec=$prefix/bin/photogate ui --open" "$prefix/share/applications/photogate.desktop" || fail "the desktop entry does not open the installed web app"
 if command -v man >/dev/null; then MANPATH="$prefix/share/man" man -P cat photogate-mount >/dev/null 2>&1 || fail "man photogate-mount"; fi
+# The README the man pages name (issue 38), and pages with their whole NAME line, SYNOPSIS first.
+cmp "$root/README.md" "$prefix/share/doc/photogate/README.md" || fail "the README is not installed where the man pages say"
+[[ -s "$prefix/share/man/man1/photogate-album-add.1" ]] || fail "no man page for album add"
+if command -v man >/dev/null; then
+    page=$(MANPATH="$prefix/share/man" MANWIDTH=250 man -P cat photogate-grant 2>&1) || fail "man photogate-grant: $page"
+    abstract=$("$pg" grant --help | sed -n 's/^OVERVIEW: //p')
+    [[ $page == *"photogate-grant - $abstract"* ]] || fail "man photogate-grant: NAME is not the whole abstract: $(head -5 <<<"$page")"
+    [[ $page == *SYNOPSIS*DESCRIPTION*"SEE ALSO"* ]] || fail "man photogate-grant: sections out of order"
+    [[ $page == *"$prefix/share/doc/photogate/README.md"* ]] || fail "man photogate-grant: SEE ALSO does not name the installed README"
+fi
 
 export PHOTOGATE_LIBRARY="$tmp/library"
 mkdir -p "$tmp/src" "$tmp/mnt"
@@ -53,6 +63,18 @@ cp "$corpus/exif.jpg" "$tmp/src/a.jpg"
 "$pg" init >/dev/null
 "$pg" import "$tmp/src" >/dev/null
 "$pg" authorize org.example.Installed --access read-write --status authorized >/dev/null
+# The installed bash completion, with the installed binary on the PATH, completes the app id and
+# the photo's name from the library (issue 38).
+complete_line() {
+    PATH="$prefix/bin:$PATH" bash --norc --noprofile -c '
+        source "$1"; shift
+        COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+        COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; COMPREPLY=()
+        _photogate photogate "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+        printf "%s\n" "${COMPREPLY[@]}"' bash "$prefix/share/bash-completion/completions/photogate" "$@"
+}
+[[ $(complete_line photogate grant org.example.Ins) == org.example.Installed ]] || fail "bash completion of an app id: $(complete_line photogate grant org.example.Ins)"
+[[ $(complete_line photogate grant org.example.Installed "") == a.jpg ]] || fail "bash completion of an asset name: $(complete_line photogate grant org.example.Installed "")"
 on_exit "force_unmount '$tmp/mnt'"
 "$pg" mount org.example.Installed "$tmp/mnt" >/dev/null || fail "mount: $(cat "$tmp"/library/run/logs/*.log 2>/dev/null)"
 cmp "$tmp/src/a.jpg" "$tmp/mnt/a.jpg" || fail "the file read through the mount differs"
