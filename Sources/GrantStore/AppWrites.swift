@@ -186,12 +186,13 @@ extension Library {
             // organized or shared (in an album, granted or picked for an app, edit consent
             // given), keeps it all: it goes to Recently Deleted, where the person can still
             // restore it, as an `rm` would send it, instead of being dissolved. Only a file the
-            // app made and nobody touched since (an editor's temp file) is dissolved.
+            // app made and nobody touched since (an editor's temp file) is dissolved: a set grant
+            // that took it in (a date range, a kind) is not the person's touch.
             if try Bool.fetchOne(db, sql: """
                 SELECT EXISTS (SELECT 1 FROM versions WHERE asset_rowid = ?1)
                     OR EXISTS (SELECT 1 FROM sidecars WHERE asset_rowid = ?1)
                     OR EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid = ?1)
-                    OR EXISTS (SELECT 1 FROM selections WHERE asset_rowid = ?1)
+                    OR EXISTS (SELECT 1 FROM selections WHERE asset_rowid = ?1 AND direct = 1)
                     OR EXISTS (SELECT 1 FROM picks WHERE asset_rowid = ?1)
                     OR EXISTS (SELECT 1 FROM edit_consents WHERE asset_rowid = ?1)
                 """, arguments: [rowID]) == true {

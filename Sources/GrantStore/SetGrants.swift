@@ -22,7 +22,7 @@ extension Schema {
         m.registerMigration("v9-set-grants") { db in
             try db.execute(sql: """
                 CREATE TABLE set_grants (
-                    id INTEGER PRIMARY KEY,
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
                     app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
                     album_id INTEGER REFERENCES albums(id) ON DELETE CASCADE,
                     taken_after REAL,

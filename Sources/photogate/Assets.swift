@@ -13,7 +13,7 @@ struct Assets: PhotogateCommand {
             With --app the list is computed by the same policy code the mount uses, and names are the \
             names that app sees.
 
-            --taken-after/--taken-before take a day (YYYY-MM-DD, midnight local time) or an ISO 8601 \
+            --taken-after/--taken-before take a day (YYYY-MM-DD, on the camera's clock: UTC) or an ISO 8601 \
             time; --taken-after includes its moment, --taken-before excludes its own.
 
             Examples:

@@ -26,7 +26,7 @@ struct Grant: PhotogateCommand {
             `photogate grants APP` lists the sets with their numbers, `photogate revoke APP --set N` \
             (or --album NAME) takes one back, and `photogate explain` names the set a photo is \
             granted through. A photo also granted by name stays granted when its set goes. Days are \
-            midnight local time; --taken-before excludes its own moment.
+            midnight on the camera's clock (UTC); --taken-before excludes its own moment.
 
             --edit gives the person's consent to edits instead: the app may save new versions of these \
             assets whenever it can see them (it may always edit what it created). It answers the app's \

@@ -4,12 +4,14 @@ import GrantStore
 import PhotoLibrary
 
 /// Which assets, by capture date and kind (issue 38): `assets` filters with them, and `grant`
-/// makes a set grant of them that stays live. A day (`2024-06-01`) is midnight in the local time
-/// zone, as a person reads a date; a time with an offset (`2024-06-01T12:00:00+02:00`) is exact.
+/// makes a set grant of them that stays live. A day (`2024-06-01`) or a time without an offset is
+/// read on the camera's clock: capture times a camera wrote without an offset are kept as UTC,
+/// so a day is UTC midnight (local midnight put a photo taken on 1 August, 02:00 on the camera,
+/// in a July set west of UTC); a time with an offset (`2024-06-01T12:00:00+02:00`) is exact.
 /// `--taken-after` includes its moment, `--taken-before` excludes its own: June 2024 is
 /// `--taken-after 2024-06-01 --taken-before 2024-07-01`.
 struct SetFilterOptions: ParsableArguments {
-    @Option(name: .customLong("taken-after"), help: ArgumentHelp("Only assets captured at or after this day or time (YYYY-MM-DD, local time, or ISO 8601 with an offset).", valueName: "date"))
+    @Option(name: .customLong("taken-after"), help: ArgumentHelp("Only assets captured at or after this day or time (YYYY-MM-DD on the camera's clock, or ISO 8601 with an offset).", valueName: "date"))
     var takenAfter: String?
     @Option(name: .customLong("taken-before"), help: ArgumentHelp("Only assets captured before this day or time.", valueName: "date"))
     var takenBefore: String?
@@ -46,7 +48,7 @@ struct SetFilterOptions: ParsableArguments {
     static func parseDate(_ s: String, _ flag: String) throws -> Date {
         let day = DateFormatter()
         day.locale = Locale(identifier: "en_US_POSIX")
-        day.timeZone = TimeZone.current
+        day.timeZone = TimeZone(identifier: "UTC")!
         day.dateFormat = "yyyy-MM-dd"
         if s.count == 10, let d = day.date(from: s) { return d }
         let iso = ISO8601DateFormatter()
@@ -56,7 +58,7 @@ struct SetFilterOptions: ParsableArguments {
         }
         let local = DateFormatter()
         local.locale = Locale(identifier: "en_US_POSIX")
-        local.timeZone = TimeZone.current
+        local.timeZone = TimeZone(identifier: "UTC")!
         for f in ["yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd HH:mm"] {
             local.dateFormat = f
             if let d = local.date(from: s) { return d }

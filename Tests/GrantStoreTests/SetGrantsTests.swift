@@ -115,6 +115,32 @@ import TestSupport
         #expect(try !t.library.explain(frame, asset: "g.jpg", access: .readWrite).stripLocation)
     }
 
+    /// A set number is never reused: a `revoke APP --set N` copied from an old listing must not
+    /// take back another set (a red-team finding: after revoke --all the next set got 4 again).
+    @Test func setNumbersAreNeverReused() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["a.jpg"], album: "Trip")
+        try limited(t)
+        let first = try t.library.grantSet(frame, SetGrant(album: "Trip")).id
+        _ = try t.library.revokeAll(frame)
+        let second = try t.library.grantSet(frame, SetGrant(album: "Trip")).id
+        #expect(second != first)
+    }
+
+    /// An editor's temp file that another app's set took in (a kind, a date range) is still
+    /// dissolved into the version it saved: a set is not the person's touch (it went to Recently
+    /// Deleted, a full copy of the photo kept there).
+    @Test func anEditorsTempFileInAnotherAppsSetIsStillDissolved() throws {
+        let t = try TempLibrary()
+        try limited(t)
+        _ = try t.library.grantSet(frame, SetGrant(mediaClass: .photo))
+        let temp = try t.appFile(editor, "tmp1.jpg")
+        #expect(try visible(t, frame).contains("tmp1.jpg"))
+        try t.library.dissolveOwnAsset(rowID: temp.rowID, app: editor)
+        #expect(try t.library.trash().isEmpty, "the temp file went to Recently Deleted")
+        #expect(try !visible(t, frame).contains("tmp1.jpg"))
+    }
+
     @Test func aSetNeedsAConditionAndAKnownAlbumAndApp() throws {
         let t = try TempLibrary()
         try limited(t)
