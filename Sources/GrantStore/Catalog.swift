@@ -356,11 +356,7 @@ extension Library {
             var out: [GrantRecord] = []
             let covering = try db.cachedStatement(sql: """
                 SELECT g.id FROM set_grants g, assets a
-                WHERE g.app_id = ?1 AND a.rowid = ?2
-                  AND (g.album_id IS NULL OR EXISTS (SELECT 1 FROM album_assets m WHERE m.album_id = g.album_id AND m.asset_rowid = a.rowid))
-                  AND (g.taken_after IS NULL OR a.capture_date >= g.taken_after)
-                  AND (g.taken_before IS NULL OR a.capture_date < g.taken_before)
-                  AND (g.media_class IS NULL OR a.media_class = g.media_class)
+                WHERE g.app_id = ?1 AND a.rowid = ?2 AND \(Library.setCovers)
                 ORDER BY g.id
                 """)
             for (table, kind, col) in [("selections", GrantKind.selected, "granted_at"), ("picks", .picked, "picked_at")] {

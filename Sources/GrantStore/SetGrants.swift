@@ -85,9 +85,13 @@ extension Library {
     /// Whether an asset is in one of the app's sets, and whether every set it is in strips its
     /// location (nil: in none). Shared assets are in none (a limited app never sees them, and a
     /// selection of one is refused: `grantRefusal`).
-    static let setCoverSQL = """
-        SELECT min(g.strip_location) FROM set_grants g, assets a
-        WHERE g.app_id = ?1 AND a.rowid = ?2 AND a.is_shared = 0
+    static let setCoverSQL = "SELECT min(g.strip_location) FROM set_grants g, assets a WHERE g.app_id = ?1 AND a.rowid = ?2 AND \(setCovers)"
+
+    /// The one statement of what a set covers: set grant `g` covers asset `a` (never a shared
+    /// one). Every query about sets uses it (`setCoverSQL`, `setsCovering`, `setMembers`, `grants`).
+    /// lists the same for one set.
+    static let setCovers = """
+        a.is_shared = 0
           AND (g.album_id IS NULL OR EXISTS (SELECT 1 FROM album_assets m WHERE m.album_id = g.album_id AND m.asset_rowid = a.rowid))
           AND (g.taken_after IS NULL OR a.capture_date >= g.taken_after)
           AND (g.taken_before IS NULL OR a.capture_date < g.taken_before)
@@ -134,18 +138,10 @@ extension Library {
         }
     }
 
-    /// The assets a set covers now (for the app's grant).
-    static func setMembers(_ db: Database, _ set: SetGrant, albumID: Int64?) throws -> [Int64] {
-        var conditions = ["a.is_shared = 0"]
-        var args: [DatabaseValueConvertible?] = []
-        if let albumID {
-            conditions.append("a.rowid IN (SELECT asset_rowid FROM album_assets WHERE album_id = ?)"); args.append(albumID)
-        }
-        if let d = set.takenAfter { conditions.append("a.capture_date >= ?"); args.append(d.timeIntervalSince1970) }
-        if let d = set.takenBefore { conditions.append("a.capture_date < ?"); args.append(d.timeIntervalSince1970) }
-        if let k = set.mediaClass { conditions.append("a.media_class = ?"); args.append(k.rawValue) }
-        return try Int64.fetchAll(db, sql: "SELECT a.rowid FROM assets a WHERE \(conditions.joined(separator: " AND ")) ORDER BY a.rowid",
-                                  arguments: StatementArguments(args) ?? [])
+    /// The assets the set grant numbered `id` covers now.
+    static func setMembers(_ db: Database, setID id: Int64) throws -> [Int64] {
+        try Int64.fetchAll(db, sql: "SELECT a.rowid FROM assets a, set_grants g WHERE g.id = ? AND \(setCovers) ORDER BY a.rowid",
+                           arguments: [id])
     }
 
     /// Grants the app a set that stays live. Returns the set's id and how many assets it covers
@@ -176,7 +172,7 @@ extension Library {
                                      set.mediaClass?.rawValue, set.stripLocation, Library.now()])
                 id = db.lastInsertedRowID
             }
-            let members = try Library.setMembers(db, set, albumID: albumID)
+            let members = try Library.setMembers(db, setID: id)
             let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM selections WHERE app_id = ?", arguments: [app.rawValue]) ?? 0
             try ViewDelta.tracking(db, members) {
                 try Library.refreshSetSelections(db, members, apps: [app.rawValue])
@@ -229,7 +225,7 @@ extension Library {
                                  mediaClass: (r[4] as String?).flatMap(MediaClass.init(rawValue:)), stripLocation: (r[5] as Int64) != 0)
                 s.id = r[0]
                 s.grantedAt = Date(timeIntervalSince1970: r[6])
-                s.members = try Library.setMembers(db, s, albumID: r[7]).count
+                s.members = try Library.setMembers(db, setID: s.id).count
                 return s
             }
         }
@@ -239,11 +235,7 @@ extension Library {
     static func setsCovering(_ db: Database, app: String, rowID: Int64) throws -> [String] {
         try Row.fetchAll(db, sql: """
             SELECT g.id, al.name, g.taken_after, g.taken_before, g.media_class FROM set_grants g LEFT JOIN albums al ON al.id = g.album_id, assets a
-            WHERE g.app_id = ?1 AND a.rowid = ?2 AND a.is_shared = 0
-              AND (g.album_id IS NULL OR EXISTS (SELECT 1 FROM album_assets m WHERE m.album_id = g.album_id AND m.asset_rowid = a.rowid))
-              AND (g.taken_after IS NULL OR a.capture_date >= g.taken_after)
-              AND (g.taken_before IS NULL OR a.capture_date < g.taken_before)
-              AND (g.media_class IS NULL OR a.media_class = g.media_class)
+            WHERE g.app_id = ?1 AND a.rowid = ?2 AND \(setCovers)
             ORDER BY g.id
             """, arguments: [app, rowID]).map { r in
             let s = SetGrant(album: r[1], takenAfter: (r[2] as Double?).map { Date(timeIntervalSince1970: $0) },
