@@ -89,7 +89,6 @@ extension Library {
 
     /// The one statement of what a set covers: set grant `g` covers asset `a` (never a shared
     /// one). Every query about sets uses it (`setCoverSQL`, `setsCovering`, `setMembers`, `grants`).
-    /// lists the same for one set.
     static let setCovers = """
         a.is_shared = 0
           AND (g.album_id IS NULL OR EXISTS (SELECT 1 FROM album_assets m WHERE m.album_id = g.album_id AND m.asset_rowid = a.rowid))
