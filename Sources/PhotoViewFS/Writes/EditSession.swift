@@ -32,17 +32,24 @@ extension PhotoFS {
             log("edit decision for \(node.name) failed: \(error)")
             throw mountErrno(for: error)
         }
+        try enforce(decision, rowID: node.rowID, what: node.name)
+    }
+
+    /// An edit decision at an open for writing (of a photo, or of one of its sidecars): allowed
+    /// returns; a missing consent records the app's `edit` request (the library honours
+    /// prevent-prompt and its caps) and refuses; never refuses. Each refusal is in the report.
+    func enforce(_ decision: EditDecision, rowID: Int64, what: @autoclosure () -> String) throws(Errno) {
         switch decision {
         case .allowed:
             return
         case .needsConsent:
-            do { try library.recordEditRequest(app: appID, rowID: node.rowID) } catch {
-                log("could not record an edit request for \(node.name): \(error)")
+            do { try library.recordEditRequest(app: appID, rowID: rowID) } catch {
+                log("could not record an edit request for \(what()): \(error)")
             }
-            recorder.note(node.rowID, .refused)
+            recorder.note(rowID, .refused)
             throw .accessDenied
         case .never:
-            recorder.note(node.rowID, .refused)
+            recorder.note(rowID, .refused)
             throw .accessDenied
         }
     }

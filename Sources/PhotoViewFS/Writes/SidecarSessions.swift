@@ -72,19 +72,7 @@ extension PhotoFS {
             log("sidecar decision for row \(key.rowID) failed: \(error)")
             throw mountErrno(for: error)
         }
-        switch decision {
-        case .allowed:
-            return
-        case .needsConsent:
-            do { try library.recordEditRequest(app: appID, rowID: key.rowID) } catch {
-                log("could not record an edit request for row \(key.rowID): \(error)")
-            }
-            recorder.note(key.rowID, .refused)
-            throw .accessDenied
-        case .never:
-            recorder.note(key.rowID, .refused)
-            throw .accessDenied
-        }
+        try enforce(decision, rowID: key.rowID, what: "row \(key.rowID)")
     }
 
     /// create(2) of a sidecar's name (at the top, or in an upload folder).
