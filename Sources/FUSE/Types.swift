@@ -62,10 +62,16 @@ public struct Attributes: Sendable, Equatable {
     public var ctime: Timespec
     public var blksize: UInt32
 
+    /// st_blksize, the I/O size the kernel tells programs to use: 1 MiB, the largest write
+    /// request (`MountOptions.maxWrite`'s default). `cp` writes in blocks of the larger of the two
+    /// files' (with 4 KiB here it wrote 128 KiB blocks: 8 requests, each a round trip through the
+    /// daemon, where one will do), and stdio and Python buffer that much.
+    public static let preferredIOSize: UInt32 = 1 << 20
+
     public init(ino: Inode, mode: UInt32, nlink: UInt32 = 1, size: UInt64 = 0,
                 uid: UInt32 = 0, gid: UInt32 = 0,
                 atime: Timespec = .zero, mtime: Timespec = .zero, ctime: Timespec = .zero,
-                blksize: UInt32 = 4096) {
+                blksize: UInt32 = Attributes.preferredIOSize) {
         self.ino = ino
         self.mode = mode
         self.nlink = nlink

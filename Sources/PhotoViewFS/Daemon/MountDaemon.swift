@@ -27,6 +27,10 @@ public enum MountDaemon {
         public var extraOptions: [String]
         public var passthrough: Bool
         public var allowOther: Bool
+        /// Most requests served at once. 16: each close of a file being written waits for its
+        /// fsync on the thread that serves it, so with 4 (the old number) four writers closing
+        /// at once stopped every other writer's writes (issue 39); libfuse starts threads only
+        /// when all are busy, so an idle mount keeps few.
         public var threads: Int
         /// A no-open mount: read-only, opens that never reach the daemon (PhotoFS.noOpen).
         public var noOpen: Bool
@@ -38,7 +42,7 @@ public enum MountDaemon {
         /// `photogate run` whose command runs as an unprivileged id): PhotoFS's owner.
         public var owner: MountOwner?
         public init(app: AppID, access: AccessLevel, mountpoint: String, extraOptions: [String] = [], passthrough: Bool = true,
-                    allowOther: Bool = false, threads: Int = 4, noOpen: Bool = false, whileProcess: (pid: pid_t, pidfd: Int32)? = nil,
+                    allowOther: Bool = false, threads: Int = 16, noOpen: Bool = false, whileProcess: (pid: pid_t, pidfd: Int32)? = nil,
                     owner: MountOwner? = nil) {
             self.app = app
             self.access = access
