@@ -274,6 +274,13 @@ public final class StoreWriter: @unchecked Sendable {
         let dest = try library.storeFile(rel, of: (tempPath as NSString).lastPathComponent)
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
+        // Linked there already (a group commit's save whose temp name recovery finds): rename(2)
+        // between two names of one file does nothing, so the temp name goes this way.
+        if StoreWriter.sameFile(tempPath, dest) {
+            guard unlink(tempPath) == 0 else { throw StoreWriter.ioError(errno, "unlink \(tempPath)") }
+            if durable { fsyncDirectory(of: dest) }
+            return
+        }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
         if durable { fsyncDirectory(of: dest) }
     }
@@ -294,16 +301,38 @@ public final class StoreWriter: @unchecked Sendable {
     /// same files again makes no duplicates.
     /// `knownHash`: asked once the file is found to be media, the file's content hash computed
     /// while it was written, or nil (no closure, or nil from it: hashed here).
+    ///
+    /// Group commit (issue 39): the file is marked ready and fsynced, one sync that makes it
+    /// durable as a save recovery commits; its row then commits without a sync of the log, and
+    /// `GroupCommit` syncs the log for a batch of saves (see there). Where the temp folder takes
+    /// no marker, the log is synced here, as before.
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
                               album: String? = nil, reuseSameContent: ReuseRule = .sameName,
                               knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
-        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
-        return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
-                                      album: album, reuse: reuseSameContent, knownHash: knownHash)
+        let marked = try StoreWriter.mark(fd: fd, tempPath: tempPath, ReadyMarker(app: app, name: name, album: album))
+        guard fsync(fd) == 0 else {
+            let e = errno
+            if marked { _ = pg_fremovexattr(fd, ReadyMarker.xattr) }
+            throw StoreWriter.ioError(e, "fsync")
+        }
+        do {
+            return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
+                                          album: album, reuse: reuseSameContent, knownHash: knownHash, grouped: marked)
+        } catch {
+            // Not saved (refused, or the catalog failed): nothing may commit it after a crash.
+            // (Not durable: a crash before the next sync may still find the marker, and recovery
+            // then decides again as this commit did.)
+            if marked { _ = pg_fremovexattr(fd, ReadyMarker.xattr) }
+            throw error
+        }
     }
 
+    /// `grouped`: the temp file is marked ready and durable (`commitAppFile`): the log is not
+    /// synced here but by the library's group commit, and the file is linked into the store (its
+    /// temp name stays, the record until then). Recovery commits with `grouped` false.
     static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                       album: String?, reuse: ReuseRule = .sameName, knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
+                       album: String?, reuse: ReuseRule = .sameName, knownHash: (() -> String?)? = nil,
+                       grouped: Bool = false) throws -> AppFileCommit {
         // The data is durable already (fsynced by the caller, or by markReady before a crash).
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
@@ -331,6 +360,15 @@ public final class StoreWriter: @unchecked Sendable {
         // the app's close is told it is saved (a log removed under the daemon: EIO, the temp file
         // kept as it was). The rename needs no sync of its own: if it is lost, recovery finds the
         // row and renames again.
+        if grouped {
+            // A log removed or replaced under the process fails the close now (EIO), as a sync would.
+            try library.syncLog(sync: false)
+            if reused || StoreWriter.link(library, tempPath: tempPath, storePath: rel) {
+                library.groupCommit.add(tempPath)
+                return AppFileCommit(asset: asset, reused: reused)
+            }
+            // No link (a filesystem without hard links): synced and renamed here.
+        }
         try library.syncLog()
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         if reused {
@@ -339,6 +377,31 @@ public final class StoreWriter: @unchecked Sendable {
         }
         try? StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: false)   // else recovery moves it
         return AppFileCommit(asset: asset, reused: false)
+    }
+
+    /// Sets a temp file's ready marker, its extended attribute: durable once the file is fsynced.
+    /// False where the filesystem takes no user attributes (`markReady` then writes a `.ready` file).
+    static func mark(fd: Int32, tempPath: String, _ marker: ReadyMarker) throws -> Bool {
+        let data = try JSONEncoder().encode(marker)
+        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
+        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
+        return tagged
+    }
+
+    /// A committed temp file's second name, at its store path: readers find it there at once,
+    /// and the temp name stays until the group commit has synced its row. False when there is no
+    /// link (the caller renames).
+    static func link(_ library: Library, tempPath: String, storePath rel: String) -> Bool {
+        guard let dest = try? library.storeFile(rel, of: (tempPath as NSString).lastPathComponent) else { return false }
+        let dir = (dest as NSString).deletingLastPathComponent
+        if mkdir(dir, 0o700) != 0 && errno != EEXIST { return false }
+        if Glibc.link(tempPath, dest) == 0 { return true }
+        return errno == EEXIST && StoreWriter.sameFile(tempPath, dest)
+    }
+
+    static func sameFile(_ a: String, _ b: String) -> Bool {
+        var sa = stat(), sb = stat()
+        return lstat(a, &sa) == 0 && lstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 
     /// The app's asset that a new file of this content (and, for `.sameName`, this name) turns
@@ -394,10 +457,11 @@ public final class StoreWriter: @unchecked Sendable {
     /// the filesystem has no user xattrs, a sidecar file.
     public func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {
         _ = try StoreWriter.scan(fd: fd)
-        let marker = ReadyMarker(app: app, name: name, album: album)
-        let data = try JSONEncoder().encode(marker)
-        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
-        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
+        try StoreWriter.markDurably(fd: fd, tempPath: tempPath, ReadyMarker(app: app, name: name, album: album))
+    }
+
+    static func markDurably(fd: Int32, tempPath: String, _ marker: ReadyMarker) throws {
+        let tagged = try mark(fd: fd, tempPath: tempPath, marker)
         guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
         if !tagged { try marker.write(tempPath + ".ready") }
     }
@@ -407,12 +471,7 @@ public final class StoreWriter: @unchecked Sendable {
     public func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {
         _ = try StoreWriter.scan(fd: fd)
         guard let asset = try library.asset(rowID: rowID) else { throw LibraryError.unknownAssets([String(rowID)]) }
-        let marker = ReadyMarker(app: app, name: asset.displayName, album: nil, edit: asset.id)
-        let data = try JSONEncoder().encode(marker)
-        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
-        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
-        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
-        if !tagged { try marker.write(tempPath + ".ready") }
+        try StoreWriter.markDurably(fd: fd, tempPath: tempPath, ReadyMarker(app: app, name: asset.displayName, album: nil, edit: asset.id))
     }
 
     public func clearReady(tempPath: String) {
