@@ -504,8 +504,9 @@ final class SessionCore: @unchecked Sendable {
         cfuse_unwant(conn, UInt64(FUSE_CAP_SPLICE_MOVE))
         // Splicing requests in only pays with a write_buf handler; ours copies to memory anyway.
         cfuse_unwant(conn, UInt64(FUSE_CAP_SPLICE_READ))
-        // open(O_TRUNC) arrives as setattr(size: 0) + open: one place to truncate.
-        cfuse_unwant(conn, UInt64(FUSE_CAP_ATOMIC_O_TRUNC))
+        // open(O_TRUNC): in one request where the file system asks (MountOptions.atomicOpenTruncate),
+        // else an open without O_TRUNC, then setattr(size: 0).
+        if options.atomicOpenTruncate { _ = cfuse_want(conn, UInt64(FUSE_CAP_ATOMIC_O_TRUNC)) } else { cfuse_unwant(conn, UInt64(FUSE_CAP_ATOMIC_O_TRUNC)) }
         // The kernel clears setuid/setgid itself.
         cfuse_unwant(conn, UInt64(FUSE_CAP_HANDLE_KILLPRIV))
         cfuse_unwant(conn, UInt64(FUSE_CAP_EXPORT_SUPPORT))

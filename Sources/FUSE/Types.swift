@@ -236,8 +236,8 @@ public struct SetAttributes: Sendable, Equatable {
     public var mode: UInt32?
     public var uid: UInt32?
     public var gid: UInt32?
-    /// truncate / ftruncate / open(O_TRUNC) (the wrapper turns off atomic O_TRUNC, so an
-    /// O_TRUNC open arrives as setattr(size: 0) followed by open).
+    /// truncate / ftruncate, and open(O_TRUNC) unless `MountOptions.atomicOpenTruncate` (then it
+    /// arrives as open with O_TRUNC in its flags; else as open, then setattr(size: 0)).
     public var size: UInt64?
     public var atime: Timespec?
     public var mtime: Timespec?
@@ -343,6 +343,9 @@ public struct MountOptions: Sendable {
     public var maxRead: UInt32?
     /// Largest write request; default 1 MiB (which also lets reads be 1 MiB: max_pages 256).
     public var maxWrite: UInt32?
+    /// FUSE_CAP_ATOMIC_O_TRUNC: open(O_TRUNC) arrives as one open with O_TRUNC in its flags,
+    /// which the file system truncates itself; off, as an open without it, then setattr(size: 0).
+    public var atomicOpenTruncate: Bool
     /// libfuse debug logging of every request on stderr.
     public var debug: Bool
     /// The only users whose requests are served (nil: all the kernel lets in): a mount with
@@ -353,7 +356,8 @@ public struct MountOptions: Sendable {
     public init(fsName: String, subtype: String, allowOther: Bool = false,
                 defaultPermissions: Bool = false, extra: [String] = [], threads: Int = 4,
                 passthrough: Bool = true, readdirplus: Bool = true, writebackCache: Bool = false,
-                maxRead: UInt32? = nil, maxWrite: UInt32? = nil, debug: Bool = false, onlyUsers: Set<UInt32>? = nil) {
+                maxRead: UInt32? = nil, maxWrite: UInt32? = nil, atomicOpenTruncate: Bool = false, debug: Bool = false,
+                onlyUsers: Set<UInt32>? = nil) {
         self.fsName = fsName
         self.subtype = subtype
         self.allowOther = allowOther
@@ -365,6 +369,7 @@ public struct MountOptions: Sendable {
         self.writebackCache = writebackCache
         self.maxRead = maxRead
         self.maxWrite = maxWrite
+        self.atomicOpenTruncate = atomicOpenTruncate
         self.debug = debug
         self.onlyUsers = onlyUsers
     }

@@ -204,6 +204,40 @@ struct Resources {
         #expect(unmount.status == 0, "\(unmount.stderr)")
     }
 
+    /// A save that empties the photo at its open (open O_TRUNC: one request, issue 39) copies
+    /// nothing of the version it replaces, so it is charged nothing against the limit at its
+    /// open: with the limit spent by two edits open in place, an O_TRUNC open of a third photo
+    /// works (it got EDQUOT when every open copied the version first) and saves a new version.
+    @Test func aSaveThatEmptiesThePhotoAtItsOpenCopiesNothing() throws {
+        let f = try MountFixture()
+        let names = (0..<3).map { "p\($0).jpg" }
+        try importPadded(names, padding: 1 << 20, env: f.env)
+        let app = "org.example.TruncQuota"
+        try f.pg("authorize", app, "--status", "authorized")
+        try f.pg("options", app, "--edit-any", "on")
+        let mp = f.dir + "/trunc"
+        try FileManager.default.createDirectory(atPath: mp, withIntermediateDirectories: true)
+        var env = f.env
+        env["PHOTOGATE_WRITE_LIMIT_MB"] = "3"   // two photos of just over 1 MiB, not three
+        let m = try TestSupport.run(TestSupport.photogateBinary, ["mount", app, mp], environment: env)
+        #expect(m.status == 0, "\(m.stderr)")
+        defer { _ = try? TestSupport.run(TestSupport.photogateBinary, ["unmount", mp], environment: f.env); if isMounted(mp) { FUSECleanup.abortAndDetach(mp) } }
+        let a = open(mp + "/p0.jpg", O_RDWR | O_CLOEXEC), b = open(mp + "/p1.jpg", O_RDWR | O_CLOEXEC)
+        #expect(a >= 0 && b >= 0, "two edit opens within the limit")
+        #expect(openErrno(mp + "/p2.jpg", O_RDWR | O_CLOEXEC) == EDQUOT, "a third in-place edit open past the limit")
+        let c = open(mp + "/p2.jpg", O_WRONLY | O_TRUNC | O_CLOEXEC)
+        #expect(c >= 0, "an O_TRUNC open copies nothing: \(String(cString: strerror(errno)))")
+        let photo = try TestMedia.jpeg(tag: "written over p2")
+        #expect(photo.withUnsafeBytes { write(c, $0.baseAddress, $0.count) } == photo.count)
+        #expect(errnoOf { close(c) } == 0, "saved")
+        #expect(errnoOf { close(a) } == 0 && errnoOf { close(b) } == 0)
+        #expect(readAll(mp + "/p2.jpg") == photo ? true : false, "the save is the photo's current version")
+        let id = try #require(try f.assetsJSON().first { $0["name"] as? String == "p2.jpg" }?["id"] as? String)
+        let obj = try JSONSerialization.jsonObject(with: Data(try f.pg("versions", id, "--json").stdout.utf8))
+        let versions = (obj as? [[String: Any]]) ?? ((obj as? [String: Any])?["versions"] as? [[String: Any]] ?? [])
+        #expect(versions.count == 2, "p2.jpg: the original and the save: \(obj)")
+    }
+
     /// Opening one granted file until the daemon's budget is spent (issue 14: 20,000 opens broke
     /// the mount): the excess open fails with EMFILE, and the mount keeps working (a new file is
     /// written, and once the app lets go, opens work again).

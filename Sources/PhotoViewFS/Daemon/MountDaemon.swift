@@ -88,7 +88,9 @@ public enum MountDaemon {
                                 // A view for another user (a root `run`'s command) serves that user
                                 // and the daemon's own (root, checking it is the view): its path is
                                 // in the mount table for every user to read.
-                                onlyUsers: settings.owner.map { [$0.uid, getuid()] })
+                                // open(O_TRUNC) in one request: a save over a photo then skips the
+                                // copy of the version it empties at once (PhotoFS.open).
+                                atomicOpenTruncate: true, onlyUsers: settings.owner.map { [$0.uid, getuid()] })
         // Descriptors: the soft limit goes up to the hard limit, and an app's opens of originals
         // may hold all but a reserve (FDBudget.swift).
         let budget = FDBudget.mount

@@ -42,7 +42,24 @@ extension PhotoFS {
         return r
     }
 
+    /// open(O_TRUNC) arrives in one request (`MountOptions.atomicOpenTruncate`): it is opened as
+    /// without O_TRUNC, then truncated through the new handle, as when the kernel sent the open
+    /// and then setattr(size: 0); but a save over a photo (an edit) does not copy the version
+    /// first only to empty the copy (issue 39: a 5 MB save copied 5 MB at its open).
     public func open(_ inode: Inode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
+        guard flags & O_TRUNC != 0, !noOpen else { return try openFile(inode, flags: flags, context: context, truncating: false) }
+        let reply = try openFile(inode, flags: flags & ~O_TRUNC, context: context, truncating: true)
+        do throws(Errno) {
+            _ = try setattr(inode, SetAttributes(size: 0), handle: reply.handle, context: context)
+        } catch {
+            release(inode, handle: reply.handle, flags: flags)
+            throw error
+        }
+        return reply
+    }
+
+    /// `truncating`: the file will be truncated through this open at once (O_TRUNC).
+    func openFile(_ inode: Inode, flags: Int32, context: RequestContext, truncating: Bool) throws(Errno) -> OpenReply {
         noteAccess()
         // No-open: ENOSYS makes the kernel treat this open as done and send no OPEN again, for
         // any file of the mount. What each read may get is decided per read (readWithoutHandle).
@@ -118,7 +135,7 @@ extension PhotoFS {
                 throw .accessDenied
             }
             // Writing makes a new version, where the app may edit (originals are never modified).
-            if wantsWrite { return try openEdit(node, flags: flags, context: context) }
+            if wantsWrite { return try openEdit(node, flags: flags, context: context, truncating: truncating) }
             if let reply = try charging(other, { () throws(Errno) in try openAsset(inode, node, aliased: aliased, user: other) }) {
                 return reply
             }

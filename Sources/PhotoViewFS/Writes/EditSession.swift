@@ -55,7 +55,8 @@ extension PhotoFS {
     }
 
     /// open(2) for writing of a visible asset the app may edit.
-    func openEdit(_ node: AssetNode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
+    /// `truncating`: the open empties the file at once (O_TRUNC): nothing of the version is copied.
+    func openEdit(_ node: AssetNode, flags: Int32, context: RequestContext, truncating: Bool = false) throws(Errno) -> OpenReply {
         try mayEdit(node)
         // Open for reading and writing: the app can read the photo through it (an edit handle
         // serves its bytes), so it is a read too, whether or not it saves anything.
@@ -85,7 +86,7 @@ extension PhotoFS {
         // the mount's limit and the disk reserve before a byte is copied (EDQUOT, ENOSPC: the
         // open fails and leaves nothing), counted until the edit ends (`uncount`, at its commit
         // or discard). Else an app holding edit opens filled the disk past the reserve.
-        do throws(Errno) { try admitGrowth(f, to: node.size) } catch {
+        do throws(Errno) { try admitGrowth(f, to: truncating ? 0 : node.size) } catch {
             dropSessionTemp(temp)
             throw error
         }
@@ -100,9 +101,13 @@ extension PhotoFS {
             let src = try openOriginal(node)
             defer { FDBudget.mount.close(src) }
             if let plan {
-                let copied = try readShown(src, plan: plan, into: temp.fd)
-                size = copied.size
+                // Truncated at once: only the hash of what the app was shown (a save of exactly
+                // those bytes is then no version, as after a copy).
+                let copied = try readShown(src, plan: plan, into: truncating ? nil : temp.fd)
+                size = truncating ? 0 : copied.size
                 shown = copied.hash
+            } else if truncating {
+                size = 0
             } else {
                 let copied = pg_copy_fd(src, temp.fd)
                 guard copied >= 0 else {
