@@ -175,7 +175,7 @@ final class CompatibleFiles: @unchecked Sendable {
         guard out >= 0 else {
             let e = errno
             log("compatible: cannot write in \(p.folder): \(String(cString: strerror(e)))")
-            return .failure(e == ENOSPC || e == EDQUOT ? Errno(e) : .io)
+            return .failure(.system(e))
         }
         var keep = false
         defer {

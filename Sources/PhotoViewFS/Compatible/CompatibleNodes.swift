@@ -64,7 +64,7 @@ extension PhotoFS {
             let fd = try FDBudget.mount.opening { Glibc.open(made.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
             if fd < 0 {
                 let e = errno
-                if e == EMFILE || e == ENFILE { throw Errno(e) }
+                if e == EMFILE || e == ENFILE { throw .system(e) }
                 if e == ENOENT { continue }   // evicted meanwhile: made again
                 log("cannot open the JPEG of \(node.name): \(String(cString: strerror(e)))")
                 throw .io

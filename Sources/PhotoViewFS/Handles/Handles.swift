@@ -62,7 +62,7 @@ struct AssetHandle: Sendable {
     static func readBytes(_ fd: Int32, offset: Int64, size: Int, zeroing plan: RedactionPlan?) throws(Errno) -> [UInt8] {
         var buf = [UInt8](repeating: 0, count: size)
         let n = buf.withUnsafeMutableBytes { b in pread(fd, b.baseAddress, size, off_t(offset)) }
-        if n < 0 { throw Errno(errno) }
+        if n < 0 { throw .system(errno) }
         buf.removeLast(size - n)
         if let plan { buf.withUnsafeMutableBytes { b in plan.apply(to: b, fileOffset: UInt64(offset)) } }
         return buf

@@ -279,8 +279,7 @@ extension PhotoFS {
         guard fd >= 0 else {
             let e = errno
             log("cannot open original of \(describe().name): \(String(cString: strerror(e)))")
-            if e == EMFILE || e == ENFILE { throw Errno(e) }
-            throw .io
+            throw .system(e)
         }
         // Told by the catalog, not by the path: a prefix test on the path took a referenced original
         // in a folder whose name only looks like the store's (é composed against e + U+0301: two

@@ -105,7 +105,7 @@ extension PhotoFS {
             log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not added")
             noteRefusal(f.name, "a write failed: \(String(cString: strerror(e)))")
             discardLocked(f)
-            throw Errno(e)
+            throw .system(e)
         }
         // The person may have withdrawn the app's access while it wrote (denied, or add-only no
         // longer authorized): what it wrote after is not added.
@@ -141,14 +141,14 @@ extension PhotoFS {
                 } else {
                     hideLocked(f)
                 }
-                throw .invalid
+                throw mountErrno(for: error)
             case .notDurable(let why)?:
                 throw failUndurable(f, "could not add \(f.name)", why)
             case .noSpace?:
                 log("no space to add \(f.name)")
                 noteRefusal(f.name, "no space left on the library's disk")
                 discardLocked(f)
-                throw .noSpace
+                throw mountErrno(for: error)
             default:
                 // The database is busy or failing: keep the file durable and marked, so that no
                 // close that returned 0 loses it; the last release or the next mount commits it.

@@ -113,7 +113,7 @@ extension PhotoFS {
                 guard copied >= 0 else {
                     let e = errno
                     log("cannot open \(node.name) for editing: \(String(cString: strerror(e)))")
-                    throw e == ENOSPC || e == EDQUOT ? Errno(e) : .io
+                    throw .system(e)
                 }
                 size = UInt64(copied)
             }
@@ -172,7 +172,7 @@ extension PhotoFS {
         var offset: UInt64 = 0
         while true {
             let n = pread(fd, buffer.baseAddress, chunk, off_t(offset))
-            if n < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+            if n < 0 { if errno == EINTR { continue }; throw .system(errno) }
             if n == 0 { break }
             let part = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<n])
             plan?.apply(to: part, fileOffset: offset)
@@ -180,7 +180,7 @@ extension PhotoFS {
             var done = 0
             while let out, done < n {
                 let w = pwrite(out, part.baseAddress! + done, n - done, off_t(offset) + off_t(done))
-                if w < 0 { if errno == EINTR { continue }; throw Errno(errno) }
+                if w < 0 { if errno == EINTR { continue }; throw .system(errno) }
                 done += w
             }
             offset += UInt64(n)
@@ -194,7 +194,7 @@ extension PhotoFS {
         let original = try openOriginal(node)
         defer { FDBudget.mount.close(original) }
         var a = stat(), b = stat()
-        guard fstat(fd, &a) == 0, fstat(original, &b) == 0 else { throw Errno(errno) }
+        guard fstat(fd, &a) == 0, fstat(original, &b) == 0 else { throw .system(errno) }
         guard a.st_size == b.st_size else { return false }
         return try readShown(fd, plan: nil).hash == readShown(original, plan: plan).hash
     }
@@ -226,7 +226,7 @@ extension PhotoFS {
             guard Glibc.fsync(f.fd) == 0 else {
                 let e = errno
                 discardLocked(f)
-                throw Errno(e)
+                throw .system(e)
             }
         }
         if let (errno, why) = addRefusal(f) {
@@ -266,15 +266,15 @@ extension PhotoFS {
                     writer.clearReady(tempPath: f.tempPath)   // refused: not to be committed after a crash
                     f.dirty = false
                 }
-                throw .invalid
+                throw mountErrno(for: error)
             case .noSpace?:
                 discardLocked(f)
-                throw .noSpace
+                throw mountErrno(for: error)
             case .denied(let why)?:
                 log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
                 noteRefusal(f.name, "edit refused: \(why); the current version stays")
                 discardLocked(f)
-                throw .accessDenied
+                throw mountErrno(for: error)
             case .notDurable(let why)?:
                 throw failUndurable(f, "could not save the edit of \(f.name)", why)
             default:

@@ -50,7 +50,7 @@ extension PhotoFS {
             guard f.isWriting, f.fd >= 0 else { throw .noEntry }
             if let size = changes.size {
                 if size > f.counted { try admitGrowth(f, to: size) }
-                if ftruncate(f.fd, off_t(size)) != 0 { f.hash?.invalidate(); throw Errno(errno) }
+                if ftruncate(f.fd, off_t(size)) != 0 { f.hash?.invalidate(); throw .system(errno) }
                 f.hash?.noteTruncate(to: size)
                 f.size = size
                 f.dirty = true
@@ -63,7 +63,7 @@ extension PhotoFS {
                 let a = changes.atimeNow ? now : (changes.atime ?? m)
                 var times = [timespec(tv_sec: Int(a.seconds), tv_nsec: Int(a.nanoseconds)),
                              timespec(tv_sec: Int(m.seconds), tv_nsec: Int(m.nanoseconds))]
-                if futimens(f.fd, &times) != 0 { throw Errno(errno) }
+                if futimens(f.fd, &times) != 0 { throw .system(errno) }
                 f.mtime = m
                 // Through an open of the app's own file (`touch -d` opens it for writing, then sets
                 // the time through it): the file's time, as once it is closed (Create.swift's
@@ -99,7 +99,7 @@ extension PhotoFS {
             if let row = f.editing, !stillVisible(rowID: row, ino: f.ino) { throw .accessDenied }
             var buf = [UInt8](repeating: 0, count: size)
             let n = buf.withUnsafeMutableBytes { b in pread(f.fd, b.baseAddress, size, off_t(offset)) }
-            if n < 0 { throw Errno(errno) }
+            if n < 0 { throw .system(errno) }
             buf.removeLast(size - n)
             return .bytes(buf)
         }
@@ -109,7 +109,7 @@ extension PhotoFS {
         let f = h.file
         try f.run { () throws(Errno) in
             guard h.isCurrentLocked, f.isWriting, f.fd >= 0 else { return }
-            if Glibc.fsync(f.fd) != 0 { throw Errno(errno) }
+            if Glibc.fsync(f.fd) != 0 { throw .system(errno) }
         }
     }
 }

@@ -156,7 +156,7 @@ extension PhotoFS {
                     f.failedWrite = e
                     f.dirty = true
                     f.hash?.invalidate()
-                    throw Errno(e)   // ENOSPC reaches the writer
+                    throw .system(e)   // ENOSPC reaches the writer
                 }
                 done += n
             }

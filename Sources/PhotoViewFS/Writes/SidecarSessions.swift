@@ -93,7 +93,7 @@ extension PhotoFS {
             log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not kept")
             noteRefusal(f.name, "a write failed: \(String(cString: strerror(e)))")
             discardLocked(f)
-            throw Errno(e)
+            throw .system(e)
         }
         if f.size > Sidecars.maxSize {
             let why = "a sidecar of \(f.size) bytes is over the \(Sidecars.maxSize >> 20) MiB a library keeps"
@@ -127,7 +127,7 @@ extension PhotoFS {
         guard Glibc.fsync(f.fd) == 0 else {
             let e = errno
             discardLocked(f)
-            throw Errno(e)
+            throw .system(e)
         }
         if let (errno, why) = addRefusal(f) {
             log("refused \(f.name) from \(appID): \(why)")
@@ -295,7 +295,7 @@ extension PhotoFS {
         guard fd >= 0 else {
             let e = errno
             log("cannot open the sidecar \(n.name): \(String(cString: strerror(e)))")
-            throw e == EMFILE || e == ENFILE ? Errno(e) : .io
+            throw .system(e)
         }
         var st = stat()
         guard fstat(fd, &st) == 0, UInt64(st.st_size) == n.size else {
