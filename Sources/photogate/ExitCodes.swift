@@ -10,10 +10,40 @@ struct ExitCodes: PhotogateCommand {
         abstract: "List the exit codes of every command (stable for scripts).",
         discussion: table(width: helpWidth()))
 
+    @Flag(name: .long, help: "Print the table as the Markdown page docs/exit-codes.md (generated from this list).")
+    var markdown = false
+
     func execute() throws {
+        if markdown {
+            FileHandle.standardOutput.write(Data(Self.markdownPage().utf8))
+            return
+        }
         for e in Exit.allCases {
             say("\(String(e.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0)) \(e.meaning)")
         }
+    }
+
+    /// docs/exit-codes.md, whole: written from `Exit`, never by hand (a test compares the file
+    /// with this output, so the page and the code cannot drift apart).
+    static func markdownPage() -> String {
+        var page = """
+            # Exit codes
+
+            <!-- Generated from the code (enum Exit, Sources/photogate/Support.swift): do not edit.
+                 After changing the code: photogate exit-codes --markdown > docs/exit-codes.md -->
+
+            Every photogate command exits with one of these codes. They are stable: scripts may
+            branch on them, and a code is never renumbered. `photogate exit-codes` prints the same
+            list, and `photogate help exit-codes` (`man photogate-exit-codes`) shows it.
+
+            | code | meaning |
+            |---|---|
+
+            """
+        for e in Exit.allCases {
+            page += "| \(e.rawValue) | \(e.meaning.replacingOccurrences(of: "|", with: "\\|")) |\n"
+        }
+        return page
     }
 
     /// The codes as `--help` shows them: "  CODE meaning", each meaning wrapped under itself

@@ -7,7 +7,9 @@ import PhotoViewFS
 import Glibc
 #endif
 
-/// The documented, stable exit codes. Scripts branch on them; never renumber.
+/// The documented, stable exit codes: the one list. `photogate exit-codes` and its `--help` print
+/// it, and docs/exit-codes.md is its `--markdown` output (a test keeps them equal). Scripts branch
+/// on the numbers; never renumber.
 enum Exit: Int32, CaseIterable {
     case success = 0
     case failure = 1
@@ -31,16 +33,34 @@ enum Exit: Int32, CaseIterable {
         case .failure: return "other failure (I/O error, unexpected state)"
         case .usage: return "usage: bad arguments, invalid app id, invalid option value"
         case .badInput: return "bad input: a file is not a photo or video, is truncated or unreadable (import still imports the rest)"
-        case .notFound: return "not found: unknown app, asset, album or request; for unmount, nothing mounted there, or not a photogate view of this library"
+        case .notFound:
+            return "not found: unknown app (also for `grant`, `options` and `pick` without `--new-app`), asset, album or request; "
+                + "`unmount`: nothing mounted there, or not a photogate view of this library"
         case .libraryMissing: return "no library at the given place (run `photogate init`)"
-        case .conflict: return "conflict: already exists, not empty, or refused by a rule (e.g. shared asset to a limited app)"
-        case .busy: return "the library is locked by another process for too long; try again. Or its catalog's log or shared index was removed while processes (named) hold it open: end them first (photogate unmount). unmount: the view is unmounted, but its daemon has not ended in time (stopped or stuck; it is named)"
+        case .conflict:
+            return "conflict: already exists, not empty, or refused by a rule (e.g. a shared asset to a limited app, selected or picked; "
+                + "an ambiguous name; a library open to other users that belongs to someone else)"
+        case .busy:
+            return "the library is locked by another process for too long; try again. Or its catalog's log or shared index was removed "
+                + "while processes (named) hold it open: end them first (`photogate unmount`). `unmount`: the view is unmounted, "
+                + "but its daemon has not ended within `--timeout` (stopped or stuck; it is named)"
         case .libraryIncompatible: return "the library was written by a newer photogate; nothing was changed"
         case .noSpace: return "no space left on the library's disk; nothing partial was kept"
-        case .mountFailed: return "mount failed: mount point missing, busy, or inside (or holding) the library, /dev/fuse missing, or the daemon did not start"
+        case .mountFailed:
+            return "mount failed: mount point missing or busy, inside the library (its folder, the database's folder, `store/`, "
+                + "`tmp/`, `run/`, anything in them, however reached) or holding it, /dev/fuse missing or not open to the user, "
+                + "or the daemon did not start"
         case .expired: return "change token expired: the history before it was discarded; refetch everything"
-        case .notOwner: return "the library, or a folder above it, belongs to another user (neither you nor root), or a folder above it is writable by others: run the command as its owner (e.g. runuser -u OWNER -- photogate ...), or make the folder writable by its owner only; nothing was changed. Also: a mount point, unmount path or --bind folder reached through a symbolic link or folder another user owns or may change"
-        case .catalogDamaged: return "the library's catalog (photogate.sqlite) is damaged or missing while its photos are there; nothing was changed or created: restore it from a backup, or rebuild it from the store (photogate verify --rebuild)"
+        case .notOwner:
+            return "the library (its folder, or a part of it such as the database, `store/`, `tmp/` or `run/`, or a folder above it) "
+                + "belongs to another user, neither you nor root: run the command as its owner (`runuser -u OWNER -- photogate ...`, "
+                + "`sudo -u OWNER photogate ...`); or a folder above it is writable by others (make it `go-w`, or sticky); nothing "
+                + "was changed. Also when the place `mount`, `unmount`, `backup` or `run --bind`/`--ro-bind` acts on is reached "
+                + "through a symbolic link, or a folder, that another user owns or may change"
+        case .catalogDamaged:
+            return "the library's catalog (`photogate.sqlite`) is damaged or missing while the library is there (its marker, its "
+                + "store), or its write-ahead log was lost after a kill; nothing was changed or created: restore it from a backup, "
+                + "or rebuild it from the store (`photogate verify --rebuild`; `verify --accept-lost-log` for a lost log)"
         case .verifyProblems: return "verify found a problem in the library (after --repair: one it could not repair); each is printed"
         }
     }
