@@ -54,7 +54,7 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
                 + "Restore it from a backup (photogate backup), or rebuild the assets from the store (photogate verify --rebuild)"
         case .catalogDamaged(let library, let why):
             return "the catalog of the library at \(library) is damaged: \(why); nothing was changed. Restore photogate.sqlite "
-                + "from a backup (`photogate backup DEST` makes one; see the README, \"Backups\"), or rebuild the assets from "
+                + "from a backup (`photogate backup DEST` makes one; see docs/guide.md, \"Backups, and a damaged catalog\"), or rebuild the assets from "
                 + "the store with `photogate verify --rebuild` (grants, albums and history cannot be rebuilt)"
         case .notOwner(let library, let path, let owner, let caller):
             let what = path == library ? "the library at \(library)"

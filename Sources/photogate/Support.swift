@@ -250,7 +250,7 @@ func runAutomaticPurge(_ library: Library, force: Bool = false) {
 }
 
 struct JSONFlag: ParsableArguments {
-    @Flag(name: .long, help: "Print JSON (stable fields, documented in the README).")
+    @Flag(name: .long, help: "Print JSON (stable fields, documented in docs/guide.md).")
     var json = false
 }
 
