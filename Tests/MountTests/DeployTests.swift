@@ -179,6 +179,8 @@ struct Deploy {
     @Test func aDaemonTakesNoMountElsewhereForItsOwn() throws { try script("pin-detach") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
+    /// The README's quick start, as written, reaches a mounted view, sees a revoke, and unmounts.
+    @Test func theReadmeQuickStartRuns() throws { try script("quickstart") }
 }
 
 /// A unix datagram socket standing in for systemd's $NOTIFY_SOCKET.
