@@ -48,6 +48,14 @@ grep -qx "Exec=$prefix/bin/photogate ui --open" "$prefix/share/applications/phot
 if command -v man >/dev/null; then MANPATH="$prefix/share/man" man -P cat photogate-mount >/dev/null 2>&1 || fail "man photogate-mount"; fi
 # The README the man pages name (issue 38), and pages with their whole NAME line, SYNOPSIS first.
 cmp "$root/README.md" "$prefix/share/doc/photogate/README.md" || fail "the README is not installed where the man pages say"
+# docs/ beside it, as in the tree (the README's links stay relative), and every document the man
+# pages' SEE ALSO names is there (issue 40).
+for f in "$root"/docs/*; do
+    cmp "$f" "$prefix/share/doc/photogate/docs/${f##*/}" || fail "docs/${f##*/} is not installed in share/doc/photogate/docs/"
+done
+named=$(sed -n "s|^\.I \($prefix/share/doc/photogate/.*\)|\1|p" "$prefix/share/man/man1/photogate-grant.1")
+has "/docs/guide.md" "$named" || fail "the man pages' SEE ALSO does not name the user's guide: $named"
+for f in $named; do [[ -s $f ]] || fail "the man pages name $f, which is not installed"; done
 [[ -s "$prefix/share/man/man1/photogate-album-add.1" ]] || fail "no man page for album add"
 if command -v man >/dev/null; then
     page=$(MANPATH="$prefix/share/man" MANWIDTH=250 man -P cat photogate-grant 2>&1) || fail "man photogate-grant: $page"
@@ -55,6 +63,7 @@ if command -v man >/dev/null; then
     [[ $page == *"photogate-grant - $abstract"* ]] || fail "man photogate-grant: NAME is not the whole abstract: $(head -5 <<<"$page")"
     [[ $page == *SYNOPSIS*DESCRIPTION*"SEE ALSO"* ]] || fail "man photogate-grant: sections out of order"
     [[ $page == *"$prefix/share/doc/photogate/README.md"* ]] || fail "man photogate-grant: SEE ALSO does not name the installed README"
+    [[ $page == *"$prefix/share/doc/photogate/docs/guide.md"* ]] || fail "man photogate-grant: SEE ALSO does not name the installed user's guide"
 fi
 
 export PHOTOGATE_LIBRARY="$tmp/library"
