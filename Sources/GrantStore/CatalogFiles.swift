@@ -146,7 +146,7 @@ enum CatalogFiles {
 /// missing or another file, and nobody holds the library open, says that changes may have been
 /// lost (exit 75) until the person accepts it (`photogate verify --accept-lost-log`). A log
 /// truncated in place (same inode) after a kill is not told apart from one emptied by a
-/// checkpoint: the README says so.
+/// checkpoint: docs/guide.md ("Backups, and a damaged catalog") says so.
 extension CatalogFiles {
     static let markName = "catalog-in-use"
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Every way a library operation can fail, each with a message for a person and a stable exit code
-/// for a script (the table is in the README and in `photogate help exit-codes`).
+/// for a script (the table is `Exit` in the CLI, printed by `photogate help exit-codes` and docs/exit-codes.md).
 public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     case libraryMissing(String)
     case libraryExists(String)

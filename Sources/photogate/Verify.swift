@@ -136,7 +136,7 @@ struct Verify: PhotogateCommand {
                 : "They are the person's, named after their store files; grants, albums, apps, names and history were in the catalog and are gone: grant again what apps should see"))
     }
 
-    /// The stable JSON object (README "JSON"; fields are only ever added).
+    /// The stable JSON object (docs/guide.md, "JSON"; fields are only ever added).
     static func json(_ r: VerifyReport) -> [String: Any] {
         var counts: [String: Int] = [:]
         for k in VerifyProblem.Kind.allCases { counts[k.rawValue] = 0 }
