@@ -17,12 +17,15 @@ public struct NewAssetFacts: Sendable {
 
 /// Puts new originals into the store so that a crash at any point leaves either no asset or a
 /// whole one:
-///   1. the bytes go to `tmp/<owner>/<id>.<ext>` and are fsynced;
-///   2. the catalog row is committed;
-///   3. the file is renamed into `store/<id[0..2]>/<id>.<ext>` and the folder fsynced.
+///   1. the bytes go to `tmp/<purpose>-<pid>-<random>/<id>.part` and are fsynced (a mount's save
+///      with its ready marker: `commitAppFile`);
+///   2. the catalog row is committed (and its log synced, or, for a marked save, synced later by
+///      the library's group commit: `GroupCommit`);
+///   3. the file is renamed into `store/<id[0..2]>/<id>.<ext>` (a marked save: linked there, its
+///      temp name removed once the log is synced).
 /// Each process's temp folder is held with an exclusive `flock`; a folder whose lock can be taken
 /// belongs to a dead process and is recovered: files whose row was committed are rolled forward
-/// into the store, all others deleted.
+/// into the store, marked files are committed, all others deleted.
 public final class StoreWriter: @unchecked Sendable {
     public let library: Library
     public let tmpDir: String
