@@ -32,6 +32,25 @@ enum FactsReader {
         """
     }
 
+    /// A condition on `a` (argument `:app`) that holds for exactly the assets `candidates` admits:
+    /// the view build's pre-filter (`ViewPolicy.candidates`, where it is kept beside the rule).
+    static func condition(_ candidates: ViewPolicy.Candidates) -> String {
+        var parts: [String] = []
+        if candidates.untrashed { parts.append("a.trashed_at IS NULL") }
+        if let ties = candidates.ties {
+            if ties.isEmpty { return "0" }
+            let sources = ViewPolicy.Candidates.Tie.allCases.filter(ties.contains).map { tie in
+                switch tie {
+                case .selected: return "SELECT asset_rowid FROM selections WHERE app_id = :app"
+                case .picked: return "SELECT asset_rowid FROM picks WHERE app_id = :app"
+                case .owned: return "SELECT rowid FROM assets WHERE owner_app = :app"
+                }
+            }
+            parts.append("a.rowid IN (\(sources.joined(separator: " UNION ")))")
+        }
+        return parts.isEmpty ? "1" : parts.joined(separator: " AND ")
+    }
+
     /// One app's selections and picks (row id -> strip-location) and edit consents, read once.
     /// The view build of a whole library steps every asset: joining both tables per row cost two
     /// index probes an asset (62% of a million-asset mount's build); an app's grants are few, a

@@ -106,17 +106,8 @@ extension Library {
         let leftOut: Set<String> = lean ? Set(Library.leanLeftOut.map { Library.AssetColumn(rawValue: $0)!.name }) : []
         let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .map { leftOut.contains($0) ? "NULL" : "a." + $0 }.joined(separator: ", ")
-        var candidates: String
-        switch policy.scope {
-        case .everything: candidates = "a.trashed_at IS NULL"
-        case .limited:
-            candidates = """
-                a.trashed_at IS NULL AND a.rowid IN (SELECT asset_rowid FROM selections WHERE app_id = :app
-                UNION SELECT asset_rowid FROM picks WHERE app_id = :app UNION SELECT rowid FROM assets WHERE owner_app = :app)
-                """
-        case .pickedOnly: candidates = "a.trashed_at IS NULL AND a.rowid IN (SELECT asset_rowid FROM picks WHERE app_id = :app)"
-        case .nothing: candidates = "0"
-        }
+        // Only the assets that can be visible at all (`ViewPolicy.candidates`); `isVisible` decides.
+        var candidates = FactsReader.condition(policy.candidates)
         if let only {
             candidates += only.isEmpty ? " AND 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
         }

@@ -73,6 +73,52 @@ public struct ViewPolicy: Equatable, Sendable {
         }
     }
 
+    /// Which assets a store must read for `isVisible` to find every visible one (the view build
+    /// reads only these, then asks `isVisible` of each): a condition every asset `isVisible`
+    /// shows meets. It may let in more (a limited view reads the shared assets it was granted and
+    /// drops them), never fewer; written here, beside the rule it narrows, and held to it by a
+    /// property test over random catalogs (`GrantStoreTests.ViewPreFilter`). GrantStore writes it
+    /// as SQL (`FactsReader.condition`).
+    public var candidates: Candidates {
+        switch scope {
+        case .everything: return Candidates(untrashed: true, ties: nil)
+        case .limited: return Candidates(untrashed: true, ties: [.selected, .picked, .owned])
+        case .pickedOnly: return Candidates(untrashed: true, ties: [.picked])
+        case .nothing: return Candidates(untrashed: true, ties: [])
+        }
+    }
+
+    /// A necessary condition of visibility, in facts a store keeps in its own tables.
+    public struct Candidates: Equatable, Sendable {
+        /// How an asset is tied to the app.
+        public enum Tie: CaseIterable, Sendable {
+            case selected, picked, owned
+        }
+
+        /// Only assets not in Recently Deleted.
+        public var untrashed: Bool
+        /// Only assets tied to the app in one of these ways (none: no asset); nil: any asset.
+        public var ties: Set<Tie>?
+
+        public init(untrashed: Bool, ties: Set<Tie>?) {
+            self.untrashed = untrashed
+            self.ties = ties
+        }
+
+        /// Whether an asset with these facts meets the condition.
+        public func admits(_ f: AssetFacts) -> Bool {
+            if untrashed && f.isTrashed { return false }
+            guard let ties else { return true }
+            return ties.contains { tie in
+                switch tie {
+                case .selected: return f.isSelected
+                case .picked: return f.isPicked
+                case .owned: return f.isOwned
+                }
+            }
+        }
+    }
+
     /// New files may be created (they become assets owned by the app).
     public var canCreate: Bool {
         switch access {

@@ -52,6 +52,17 @@ import Testing
         }
     }
 
+    /// The view build's pre-filter (`candidates`) admits every asset the rule shows, whatever
+    /// the other facts (the SQL it becomes is held to the same over random catalogs:
+    /// `GrantStoreTests.ViewPreFilter`).
+    @Test(arguments: AccessLevel.allCases, AuthorizationStatus.allCases)
+    func candidatesAdmitEveryVisibleAsset(access: AccessLevel, status: AuthorizationStatus) {
+        let p = ViewPolicy(access: access, status: status)
+        for f in Self.allFacts where p.isVisible(f) {
+            #expect(p.candidates.admits(f), "\(access) \(status) \(f)")
+        }
+    }
+
     @Test func limitedNeverShowsSharedEvenWhenGranted() {
         let p = ViewPolicy(access: .readWrite, status: .limited)
         #expect(!p.isVisible(AssetFacts(isShared: true, isSelected: true)))
