@@ -263,17 +263,7 @@ extension Library {
             let assets = try Library.resolve(db, refs, as: record)
             // The decision refuses a grant that could never show (a shared asset in a limited
             // selection, or picked for a limited app), rather than keep it silently.
-            let context = Library.context(record, .readWrite)
-            var refused: [Asset] = []
-            var why: String?
-            for a in assets {
-                if let r = context.grantRefusal(AssetFacts(isShared: a.isShared), picked ? .pick : .selection) {
-                    refused.append(a); why = r
-                }
-            }
-            if let why {
-                throw LibraryError.conflict("refused: \(refused.prefix(5).map { "'\($0.displayName)' (\($0.id))" }.joined(separator: ", ")) \(refused.count == 1 ? "is" : "are") in a shared album, and \(why); nothing was changed")
-            }
+            try Library.refuseGrants(db, record, assets, picked ? .pick : .selection)
             let table = picked ? "picks" : "selections"
             let dateColumn = picked ? "picked_at" : "granted_at"
             let insert = try db.cachedStatement(sql: """
@@ -298,6 +288,24 @@ extension Library {
                 }
             }
             return GrantOutcome(changed: changed, unchanged: assets.count - changed)
+        }
+    }
+
+    /// Throws a conflict (nothing is changed) when the decision refuses to grant one of these
+    /// assets to the app this way (`AppContext.grantRefusal`, asked with the facts the one facts
+    /// reader reads): the one check of `grant` and `grant --picked`.
+    static func refuseGrants(_ db: Database, _ app: AppRecord, _ assets: [Asset], _ way: GrantWay) throws {
+        let context = Library.context(app, .readWrite)
+        let facts = try Library.factsOnly(db, app: app.id, rowIDs: assets.map(\.rowID))
+        var refused: [Asset] = []
+        var why: String?
+        for a in assets {
+            if let f = facts[a.rowID], let r = context.grantRefusal(f, way) {
+                refused.append(a); why = r
+            }
+        }
+        if let why {
+            throw LibraryError.conflict("refused: \(refused.prefix(5).map { "'\($0.displayName)' (\($0.id))" }.joined(separator: ", ")) \(refused.count == 1 ? "is" : "are") in a shared album, and \(why); nothing was changed")
         }
     }
 

@@ -20,7 +20,8 @@ enum FactsReader {
     /// The statement: `columns` are the asset columns as the caller wants them (prefixed `a.`,
     /// some possibly NULL), `filter` a condition on `a` (argument `:app` is the app's id).
     /// `withConsent`: read edit consents (visibility checks of many assets do not need them).
-    static func sql(columns: String, filter: String, withConsent: Bool = true) -> String {
+    /// `order`: the rows' order (by row id unless said).
+    static func sql(columns: String, filter: String, withConsent: Bool = true, order: String = "a.rowid") -> String {
         """
         SELECT \(columns), a.owner_app IS :app, s.strip_location, p.strip_location, \
         \(withConsent ? "EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid)" : "0"), \
@@ -28,8 +29,16 @@ enum FactsReader {
         FROM assets a
         LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
         LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
-        WHERE \(filter) ORDER BY a.rowid
+        WHERE \(filter) ORDER BY \(order)
         """
+    }
+
+    /// The asset columns in their places (`Library.AssetColumn`), those not in `wanted` NULL: for
+    /// a reader that needs a few of them besides the facts (which need the row id, location,
+    /// shared and trashed columns: they are always read).
+    static func columns(_ wanted: Set<Library.AssetColumn>) -> String {
+        let needed = wanted.union([.rowid, .hasLocation, .isShared, .trashedAt])
+        return Library.AssetColumn.allCases.map { needed.contains($0) ? "a." + $0.name : "NULL" }.joined(separator: ", ")
     }
 
     /// A condition on `a` (argument `:app`) that holds for exactly the assets `candidates` admits:
@@ -167,8 +176,7 @@ extension Library {
 
     /// The facts only (no asset values), by row id: for visibility checks of many assets.
     static func factsOnly(_ db: Database, app: AppID, rowIDs: [Int64]) throws -> [Int64: AssetFacts] {
-        // The asset columns the facts need (rowid, has_location, is_shared, trashed_at); the rest NULL.
-        let columns = "a.rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, a.has_location, NULL, a.is_shared, a.trashed_at, NULL, NULL"
+        let columns = FactsReader.columns([])
         var out: [Int64: AssetFacts] = [:]
         for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
             let list = rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")
@@ -188,5 +196,10 @@ extension Library {
     /// How the app stands at `access`: its status and options, for `AppContext.decide`.
     static func context(_ app: AppRecord, _ access: AccessLevel) -> AppContext {
         AppContext(access: access, status: app.status(for: access), options: app.options)
+    }
+
+    /// How the app `id` stands at `access`, known to the library or not (`AppContext.unknownApp`).
+    static func context(_ db: Database, _ id: AppID, _ access: AccessLevel) throws -> AppContext {
+        try fetchApp(db, id).map { context($0, access) } ?? .unknownApp(access)
     }
 }

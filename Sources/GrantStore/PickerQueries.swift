@@ -51,20 +51,21 @@ extension Library {
     /// `grant` enforces), never the picker's.
     public func pickerCatalog(for app: AppID) throws -> PickerCatalog {
         try read { db in
-            let context = try Library.fetchApp(db, app).map { Library.context($0, .readWrite) }
-                ?? AppContext(access: .readWrite, status: .notDetermined)
+            let context = try Library.context(db, app, .readWrite)
             var items: [PickerCatalog.Item] = []
             var ids: [Int64: String] = [:]
-            let rows = try Row.fetchCursor(db, sql: """
-                SELECT rowid, id, display_name, media_kind, media_class, byte_size, capture_date, has_location, is_shared
-                FROM assets WHERE trashed_at IS NULL ORDER BY capture_date, rowid
-                """)
+            // The columns the picker shows, and each asset's facts from the one facts reader.
+            typealias C = Library.AssetColumn
+            let rows = try Row.fetchCursor(db, sql: FactsReader.sql(
+                columns: FactsReader.columns([.id, .displayName, .mediaKind, .mediaClass, .byteSize, .captureDate]),
+                filter: "a.trashed_at IS NULL", withConsent: false, order: "a.capture_date, a.rowid"), arguments: ["app": app.rawValue])
             while let r = try rows.next() {
+                let facts = FactsReader.facts(r)
                 var item = PickerCatalog.Item(
-                    rowID: r[0], id: r[1], displayName: r[2], mediaKind: r[3],
-                    mediaClass: MediaClass(rawValue: r[4]) ?? .photo, byteSize: UInt64(r[5] as Int64),
-                    captureDate: r[6], hasLocation: r[7], isShared: r[8], selectable: false, pickable: false)
-                let facts = AssetFacts(isShared: item.isShared, hasLocation: item.hasLocation)
+                    rowID: r[C.rowid.index], id: r[C.id.index], displayName: r[C.displayName.index], mediaKind: r[C.mediaKind.index],
+                    mediaClass: MediaClass(rawValue: r[C.mediaClass.index]) ?? .photo, byteSize: UInt64(r[C.byteSize.index] as Int64),
+                    captureDate: r[C.captureDate.index], hasLocation: facts.hasLocation, isShared: facts.isShared,
+                    selectable: false, pickable: false)
                 item.selectable = context.grantRefusal(facts, .selection) == nil
                 item.pickable = context.grantRefusal(facts, .pick) == nil
                 items.append(item)

@@ -90,8 +90,7 @@ extension Library {
     /// asset's one edit decision (`ViewPolicy.sidecarDecision`): a sidecar is an edit of its photo.
     static func sidecarDecision(_ db: Database, app id: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         guard let facts = try facts(db, app: id, rowID: rowID) else { throw LibraryError.unknownAssets([String(rowID)]) }
-        guard let app = try fetchApp(db, id) else { return .never(reason: "the app is not known") }
-        let context = context(app, access)
+        let context = try context(db, id, access)
         return context.policy.sidecarDecision(facts, consented: facts.editConsent, editAny: context.options.editAny)
     }
 

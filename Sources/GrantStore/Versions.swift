@@ -52,10 +52,7 @@ extension Library {
 
     static func editDecision(_ db: Database, app id: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         guard let facts = try facts(db, app: id, rowID: rowID) else { throw LibraryError.unknownAssets([String(rowID)]) }
-        guard let app = try fetchApp(db, id) else {
-            return ViewPolicy(access: access, status: .notDetermined).editDecision(AssetFacts(), consented: false, editAny: false)
-        }
-        return context(app, access).decide(facts).edit
+        return try context(db, id, access).editDecision(facts)
     }
 
     /// Records an `edit` request naming the asset: the app opened it for writing without consent.

@@ -16,6 +16,14 @@ public struct AppContext: Equatable, Sendable {
     }
 
     public var policy: ViewPolicy { ViewPolicy(access: access, status: status) }
+
+    /// An app the library does not know yet (never authorized, granted or mounted): every
+    /// status is `not-determined`, no option is on. Its facts say it owns, was granted and was
+    /// picked nothing, so it sees nothing and edits nothing; the picker offers it what a new app
+    /// may be handed.
+    public static func unknownApp(_ access: AccessLevel) -> AppContext {
+        AppContext(access: access, status: .notDetermined)
+    }
 }
 
 /// How an asset is handed to an app: added to its limited selection, or picked for it.
