@@ -589,15 +589,22 @@ extension Library {
         try record(db, .rename, asset: rowID, detail: "import took its name")
     }
 
-    /// Marks an asset cloud-shared (import --shared of content already in the library): no limited
-    /// selection may hold it (README, "What a mount shows"), so it leaves every selection, each removal recorded
-    /// like a revoke; every view that shows it sees it change, and mounts follow at once.
+    /// Marks an asset cloud-shared (import --shared of content already in the library). Every
+    /// grant of it the library would now refuse (`AppContext.grantRefusal`: any selection, a pick
+    /// for a limited app) goes, each removal recorded like a revoke or an unpick: such a grant
+    /// could never show. Every view that shows the asset sees it change, and mounts follow at once.
     static func markShared(_ db: Database, _ rowID: Int64) throws {
         try ViewDelta.tracking(db, [rowID], updated: [rowID]) {
             try db.execute(sql: "UPDATE assets SET is_shared = 1 WHERE rowid = ?", arguments: [rowID])
-            let apps = try String.fetchAll(db, sql: "SELECT app_id FROM selections WHERE asset_rowid = ? ORDER BY app_id", arguments: [rowID])
-            try db.execute(sql: "DELETE FROM selections WHERE asset_rowid = ?", arguments: [rowID])
-            for app in apps { try record(db, .revoke, app: app, asset: rowID, detail: "shared") }
+            for (way, table, kind) in [(GrantWay.selection, "selections", ChangeKind.revoke), (.pick, "picks", .unpick)] {
+                let apps = try String.fetchAll(db, sql: "SELECT app_id FROM \(table) WHERE asset_rowid = ? ORDER BY app_id", arguments: [rowID])
+                for app in apps.compactMap(AppID.init) {
+                    guard let facts = try facts(db, app: app, rowID: rowID),
+                          try context(db, app, .readWrite).grantRefusal(facts, way) != nil else { continue }
+                    try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ? AND asset_rowid = ?", arguments: [app.rawValue, rowID])
+                    try record(db, kind, app: app.rawValue, asset: rowID, detail: "shared")
+                }
+            }
         }
         try record(db, .shared, asset: rowID)
     }

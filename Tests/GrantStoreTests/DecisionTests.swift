@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TestSupport
 @testable import GrantStore
@@ -56,6 +57,42 @@ import Glibc
         // An app the library does not know yet: the same rule.
         let unknown = try t.library.pickerCatalog(for: camera).items
         #expect(unknown.filter(\.selectable).map(\.displayName) == ["mine.jpg"])
+    }
+
+    /// An asset imported again as cloud-shared keeps exactly the grants the library would make
+    /// of it now (`grantRefusal`): no selection, whoever holds it; no pick for a limited app; the
+    /// pick of an app that sees picked assets only stays. Each removal is in the change log.
+    @Test func markingSharedKeepsWhatTheDecisionWouldGrant() throws {
+        let t = try TempLibrary()
+        let src = t.dir + "/again"
+        try FileManager.default.createDirectory(atPath: src, withIntermediateDirectories: true)
+        try TestMedia.write(try TestMedia.jpeg(tag: "again-\(UUID())"), to: src + "/a.jpg")
+        let a = try #require(try Importer(library: t.library, options: ImportOptions()).run([src]).imported.first)
+        let viewer = AppID("org.example.Viewer")!, full = AppID("org.example.Full")!
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.authorize(camera, access: .readWrite, status: .limited)
+        try t.library.authorize(viewer, access: .readWrite, status: .denied)
+        try t.library.authorize(full, access: .readWrite, status: .authorized)
+        try t.library.grant(editor, [a.id])
+        try t.library.grant(camera, [a.id], picked: true)
+        try t.library.grant(viewer, [a.id], picked: true)
+        try t.library.grant(full, [a.id])
+        try t.library.grant(full, [a.id], picked: true)
+        _ = try Importer(library: t.library, options: ImportOptions(sharedAlbum: "Family")).run([src])
+        func kept(_ app: AppID) throws -> [String] { try t.library.grants(app).map { "\($0.kind)" } }
+        #expect(try kept(editor) == [])
+        #expect(try kept(camera) == [])                  // a limited app's pick could never show
+        #expect(try kept(viewer) == ["picked"])
+        #expect(try kept(full) == ["picked"])
+        let removed = try t.library.read { db in
+            try Row.fetchAll(db, sql: "SELECT kind, app_id FROM changes WHERE detail = 'shared' ORDER BY seq").map { "\($0[0] as String) \($0[1] as String)" }
+        }
+        #expect(removed == ["revoke \(editor)", "revoke \(full)", "unpick \(camera)"])
+        // What went is what the library now refuses to grant again; what stayed it would grant.
+        #expect(throws: LibraryError.self) { try t.library.grant(camera, [a.id], picked: true) }
+        #expect(throws: LibraryError.self) { try t.library.grant(full, [a.id]) }
+        #expect(try t.library.grant(viewer, [a.id], picked: true).unchanged == 1)
+        #expect(try t.library.view(for: viewer, access: .readWrite).rows.rowIDs == [a.rowID])
     }
 
     /// The one reader: the facts it reads for one asset are those the view build reads for all.
