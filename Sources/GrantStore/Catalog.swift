@@ -293,7 +293,7 @@ extension Library {
 
     /// Throws a conflict (nothing is changed) when the decision refuses to grant one of these
     /// assets to the app this way (`AppContext.grantRefusal`, asked with the facts the one facts
-    /// reader reads): the one check of `grant` and `grant --picked`.
+    /// reader reads): the one check of `grant`, `grant --picked` and `grant --edit`.
     static func refuseGrants(_ db: Database, _ app: AppRecord, _ assets: [Asset], _ way: GrantWay) throws {
         let context = Library.context(app, .readWrite)
         let facts = try Library.factsOnly(db, app: app.id, rowIDs: assets.map(\.rowID))

@@ -79,16 +79,13 @@ extension Library {
 
     /// The person's consent to edits of these assets by this app (`grant APP --edit`), ahead of
     /// time or answering the app's `edit` requests (which it clears). Cloud-shared assets are
-    /// refused (nobody edits them). Idempotent; all or nothing.
+    /// refused (nobody edits them: `AppContext.grantRefusal`). Idempotent; all or nothing.
     @discardableResult
     public func grantEdit(_ app: AppID, _ refs: [String]) throws -> GrantOutcome {
         try write { db in
-            try Library.ensureApp(db, app)
+            let record = try Library.ensureApp(db, app)
             let assets = try Library.resolve(db, refs)
-            let shared = assets.filter(\.isShared)
-            if !shared.isEmpty {
-                throw LibraryError.conflict("refused: \(shared.prefix(5).map { "'\($0.displayName)'" }.joined(separator: ", ")) \(shared.count == 1 ? "is" : "are") in a shared album, and no app edits a cloud-shared asset; nothing was changed")
-            }
+            try Library.refuseGrants(db, record, assets, .edit)
             let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO edit_consents (app_id, asset_rowid, granted_at) VALUES (?, ?, ?)")
             let answer = try db.cachedStatement(sql: "DELETE FROM requests WHERE app_id = ? AND kind = 'edit' AND asset_rowid = ?")
             var changed = 0

@@ -26,9 +26,10 @@ public struct AppContext: Equatable, Sendable {
     }
 }
 
-/// How an asset is handed to an app: added to its limited selection, or picked for it.
+/// How an asset is handed to an app: added to its limited selection, picked for it, or given
+/// to it to edit (`grant APP --edit ASSET`, a consent ahead of time or answering its request).
 public enum GrantWay: String, Sendable, Equatable {
-    case selection, pick
+    case selection, pick, edit
 }
 
 /// The answer for one asset.
@@ -126,13 +127,15 @@ extension AppContext {
     /// Why the asset may not be granted to the app this way, or nil when it may. A limited
     /// selection never holds a cloud-shared asset, and a limited app never sees one even picked:
     /// such a grant could never show, so the library refuses it and the picker does not offer it.
-    /// Asked with the app's read-write status (grants are read-write things).
+    /// Nobody edits a cloud-shared asset (`ViewPolicy.editDecision`), so no consent to edit one
+    /// is kept either. Asked with the app's read-write status (grants are read-write things).
     public func grantRefusal(_ f: AssetFacts, _ way: GrantWay) -> String? {
         guard f.isShared else { return nil }
         switch way {
         case .selection: return "a limited selection never holds cloud-shared assets"
         case .pick where status == .limited: return "the app is limited, and a limited app never sees cloud-shared assets, even picked ones"
         case .pick: return nil
+        case .edit: return "no app edits a cloud-shared asset"
         }
     }
 }

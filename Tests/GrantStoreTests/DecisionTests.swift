@@ -93,6 +93,10 @@ import Glibc
         #expect(throws: LibraryError.self) { try t.library.grant(full, [a.id]) }
         #expect(try t.library.grant(viewer, [a.id], picked: true).unchanged == 1)
         #expect(try t.library.view(for: viewer, access: .readWrite).rows.rowIDs == [a.rowID])
+        // Nor may anyone be given it to edit (the same decision).
+        #expect(throws: LibraryError.conflict("refused: 'a.jpg' (\(a.id)) is in a shared album, and no app edits a cloud-shared asset; nothing was changed")) {
+            try t.library.grantEdit(full, [a.id])
+        }
     }
 
     /// The one reader: the facts it reads for one asset are those the view build reads for all.
