@@ -160,6 +160,9 @@ extension Library {
             if context.stripsLocation(facts) { f.insert(.strip) }
             // The mount shows the file writable exactly where an open for writing would save.
             if context.editDecision(facts).isAllowed { f.insert(.editable) }
+            // What `rm` and `mv` of it may do, decided here on the facts the mount has not got.
+            if policy.canDelete(facts) { f.insert(.deletable) }
+            if policy.canRename(facts) { f.insert(.renamable) }
             // Shown as a JPEG under another name than its display name: names to settle.
             if context.servesCompatible(facts) { f.insert(.compatible); needsNaming = true }
             if facts.isShared { f.insert(.shared) }

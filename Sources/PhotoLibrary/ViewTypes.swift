@@ -17,9 +17,13 @@ public struct ViewEntry: Sendable {
     public var isEditable: Bool
     /// The app reads it as a JPEG made from it (`AppContext.servesCompatible`).
     public var compatible: Bool
+    /// `rm` moves it to Recently Deleted (`ViewPolicy.canDelete`).
+    public var canDelete: Bool
+    /// The app may rename it (`ViewPolicy.canRename`).
+    public var canRename: Bool
 
     public init(asset: Asset, name: String, isOwned: Bool, isPicked: Bool, isSelected: Bool, stripLocation: Bool,
-                isEditable: Bool = false, compatible: Bool = false) {
+                isEditable: Bool = false, compatible: Bool = false, canDelete: Bool = false, canRename: Bool = false) {
         self.asset = asset
         self.name = name
         self.isOwned = isOwned
@@ -28,6 +32,8 @@ public struct ViewEntry: Sendable {
         self.stripLocation = stripLocation
         self.isEditable = isEditable
         self.compatible = compatible
+        self.canDelete = canDelete
+        self.canRename = canRename
     }
 }
 
@@ -109,6 +115,10 @@ public struct ViewRows: Sendable {
         public static let referencePathNull = Flags(rawValue: 1 << 11)
         /// Shown as a JPEG made from it (the app's `compatible` option, a HEIF photo).
         public static let compatible = Flags(rawValue: 1 << 12)
+        /// The decision's answers on the row's facts, as the library read them, for the mount to
+        /// act on (`ViewPolicy.canDelete`, `canRename`): it holds no facts of its own to ask with.
+        public static let deletable = Flags(rawValue: 1 << 13)
+        public static let renamable = Flags(rawValue: 1 << 14)
     }
 
     public private(set) var rowIDs: [Int64] = []
@@ -145,6 +155,8 @@ public struct ViewRows: Sendable {
             if a.hasLocation { f.insert(.hasLocation) }
             if a.trashedDate != nil { f.insert(.trashed) }
             if e.compatible { f.insert(.compatible) }
+            if e.canDelete { f.insert(.deletable) }
+            if e.canRename { f.insert(.renamable) }
             if a.ownerName == nil { f.insert(.ownerNameNull) }
             if a.owner == nil { f.insert(.ownerAppNull) }
             if a.storePath == nil { f.insert(.storePathNull) }
@@ -251,7 +263,7 @@ public struct ViewRows: Sendable {
         let a = asset(i), f = flags[i]
         return ViewEntry(asset: a, name: renamed[i] ?? a.displayName, isOwned: f.contains(.owned), isPicked: f.contains(.picked),
                          isSelected: f.contains(.selected), stripLocation: f.contains(.strip), isEditable: f.contains(.editable),
-                         compatible: f.contains(.compatible))
+                         compatible: f.contains(.compatible), canDelete: f.contains(.deletable), canRename: f.contains(.renamable))
     }
 
     public func entries() -> [ViewEntry] { (0..<count).map(entry) }

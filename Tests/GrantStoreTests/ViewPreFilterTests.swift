@@ -101,11 +101,19 @@ import TestSupport
                     try db.execute(sql: "UPDATE apps SET \(column) = ?", arguments: [policy.status.rawValue])
                 }
                 for app in Self.apps {
-                    let whole = try t.library.view(for: app, access: policy.access).rows.rowIDs
+                    let view = try t.library.view(for: app, access: policy.access).rows
+                    let whole = view.rowIDs
                     try t.library.read { db in
                         let all = try Library.facts(db, app: app, rowIDs: nil)
                         let visible = all.filter { policy.isVisible($0.facts) }.map(\.asset.rowID)
                         #expect(whole == visible, "seed \(seed) \(app) \(policy)")
+                        // Each row carries the decision's delete and rename answers on its facts
+                        // (the mount acts on them: it has no facts of its own).
+                        let facts = Dictionary(uniqueKeysWithValues: all.map { ($0.asset.rowID, $0.facts) })
+                        for i in 0..<view.count {
+                            let f = try #require(facts[view.rowIDs[i]]), e = view.entry(i)
+                            #expect(e.canDelete == policy.canDelete(f) && e.canRename == policy.canRename(f), "seed \(seed) \(app) \(policy) \(f)")
+                        }
                         let patch = try Library.view(db, app: Library.requireApp(db, app), access: policy.access,
                                                      only: all.map(\.asset.rowID)).rows.rowIDs
                         #expect(patch == visible, "seed \(seed) \(app) \(policy) (patch)")

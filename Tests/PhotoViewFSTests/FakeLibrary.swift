@@ -130,12 +130,15 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     private func entries(_ app: AppRecord, _ policy: ViewPolicy, rows: [Int64]) -> [ViewEntry] {
         let context = AppContext(access: policy.access, status: policy.status, options: app.options)
         return rows.sorted().compactMap { r in
-            guard let a = assets[r], policy.isVisible(facts(a, app.id)) else { return nil }
+            guard let a = assets[r] else { return nil }
+            let f = facts(a, app.id)
+            guard policy.isVisible(f) else { return nil }
             let owned = a.owner == app.id
             return ViewEntry(asset: a, name: owned ? (a.ownerName ?? a.displayName) : a.displayName, isOwned: owned,
                              isPicked: false, isSelected: selections[app.id]?.contains(r) ?? false,
                              stripLocation: stripped[app.id]?.contains(r) ?? false,
-                             isEditable: context.editDecision(facts(a, app.id)).isAllowed)
+                             isEditable: context.editDecision(f).isAllowed,
+                             canDelete: policy.canDelete(f), canRename: policy.canRename(f))
         }
     }
 

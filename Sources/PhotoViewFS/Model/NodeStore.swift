@@ -34,6 +34,8 @@ final class NodeStore: @unchecked Sendable {
     /// Served as a JPEG made from it (the app's `compatible` option; Compatible/).
     static let compatible: Bits = 256
     static let dead: Bits = 128
+    /// `rm` and `mv` of it are allowed (the view build's `ViewPolicy.canDelete`, `canRename`).
+    static let deletable: Bits = 512, renamable: Bits = 1024
 
     /// A node's bits from its row's flags.
     static func bits(_ f: ViewRows.Flags) -> Bits {
@@ -46,6 +48,8 @@ final class NodeStore: @unchecked Sendable {
         if f.contains(.picked) { b |= picked }
         if f.contains(.editable) { b |= editable }
         if f.contains(.compatible) { b |= compatible }
+        if f.contains(.deletable) { b |= deletable }
+        if f.contains(.renamable) { b |= renamable }
         return b
     }
 
@@ -188,7 +192,8 @@ final class NodeStore: @unchecked Sendable {
                          mtime: mtimes[i], ctime: ctimes[i], path: b & NodeStore.inStore != 0 ? storePath(i) : string(i, 2),
                          inStore: b & NodeStore.inStore != 0, strip: b & NodeStore.strip != 0, owned: b & NodeStore.owned != 0, shared: b & NodeStore.shared != 0,
                          selected: b & NodeStore.selected != 0, picked: b & NodeStore.picked != 0,
-                         editable: b & NodeStore.editable != 0, compatible: b & NodeStore.compatible != 0)
+                         editable: b & NodeStore.editable != 0, compatible: b & NodeStore.compatible != 0,
+                         deletable: b & NodeStore.deletable != 0, renamable: b & NodeStore.renamable != 0)
     }
 
     /// Whether the bytes at `range` of `text` are `q`: the one comparison of names and fields.

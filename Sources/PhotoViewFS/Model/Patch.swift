@@ -72,7 +72,8 @@ extension ViewModel {
                                  mtime: Int(r.captureDates[i]), ctime: Int(r.addedDates[i]),
                                  path: inStore ? st.storeRoot + "/" + stored : stored, inStore: inStore, strip: strip, owned: owned,
                                  shared: f.contains(.shared), selected: f.contains(.selected), picked: f.contains(.picked),
-                                 editable: f.contains(.editable), compatible: compatible)
+                                 editable: f.contains(.editable), compatible: compatible,
+                                 deletable: f.contains(.deletable), renamable: f.contains(.renamable))
             news[rowID] = New(node: node, bits: NodeStore.bits(f), stored: stored)
         }
         // What changed.

@@ -88,8 +88,4 @@ struct ViewModel: Sendable {
         guard let a = albumByIno[ino] else { return nil }
         return a.shared ? shared[a.name] : albums[a.name]
     }
-
-    func facts(_ n: AssetNode) -> AssetFacts {
-        AssetFacts(isShared: n.shared, isTrashed: false, isOwned: n.owned, isSelected: n.selected, isPicked: n.picked)
-    }
 }

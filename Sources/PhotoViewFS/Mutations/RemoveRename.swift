@@ -54,8 +54,9 @@ extension PhotoFS {
                 return
             case .committed(let rowID):
                 if forgetCommittedName(ino) { return }
-                let canDelete = model.withLock { $0.policy.canDelete(AssetFacts(isOwned: true)) }
-                guard canDelete else { throw .accessDenied }
+                // The asset it became, as the view (refreshed by the commit) shows it: the
+                // decision's answer on the library's facts. An add-only view shows none of them.
+                guard model.withLock({ $0.nodes[rowID]?.deletable }) == true else { throw .accessDenied }
                 do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }
                 recorder.note(rowID, .deleted)
                 forgetCommitted(ino)
@@ -76,7 +77,7 @@ extension PhotoFS {
             switch parent {
             case FixedInode.root:
                 guard let r = m.byName[s], let n = m.nodes[r] else { return .failure(.noEntry) }
-                guard m.policy.canDelete(m.facts(n)) else {
+                guard n.deletable else {
                     recorder.note(r, .refused)   // a leaf lock
                     return .failure(.accessDenied)
                 }
@@ -174,7 +175,7 @@ extension PhotoFS {
         }
         let row: Int64 = try model.withLock { m throws(Errno) -> Int64 in
             guard let r = m.byName[s], let n = m.nodes[r] else { throw .noEntry }
-            guard m.policy.canRename(m.facts(n)) else { throw .accessDenied }
+            guard n.renamable else { throw .accessDenied }
             return r
         }
         // A file it wrote, renamed to the name of its own photo it deleted just before (jhead): a save.

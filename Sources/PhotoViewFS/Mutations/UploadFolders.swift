@@ -282,7 +282,7 @@ extension PhotoFS {
                 setFolderChild(parent, name, nil, ifCurrently: child)
                 throw .noEntry
             }
-            guard model.withLock({ $0.policy.canDelete($0.facts(n)) }) else { throw .accessDenied }
+            guard n.deletable else { throw .accessDenied }
             // The backup of a save by backup (mogrify, jhead): the save, not a delete.
             if try saveByBackup(rowID: rowID, backup: name, folder: parent) { return }
             do { try library.moveToTrash(rowIDs: [rowID], by: appID) } catch { throw mountErrno(for: error) }

@@ -36,6 +36,10 @@ struct AssetNode: Sendable, Equatable {
     let editable: Bool
     /// Served as a JPEG made from its HEIF original (Compatible/): its size is the JPEG's.
     var compatible: Bool = false
+    /// `rm` moves it to Recently Deleted, and `mv` may rename it: the library's one decision on
+    /// its facts, at the view's last refresh (the mount keeps no facts to ask it with). A rename
+    /// is asked again, and enforced, by the library.
+    var deletable = false, renamable = false
     /// 1 + the albums of the view it is listed in: one inode, listed in several folders, counted
     /// once by `du`, `tar` and `rsync -H`.
     var nlink: UInt32 = 1

@@ -316,7 +316,7 @@ extension PhotoFS {
     func renameOver(sourceRow: Int64, sourceIno: Inode, target: AssetNode) throws(Errno) -> Bool {
         // The source is renamed away (dissolved into the target): a rename of it, which the one
         // decision must allow, as the target's save must be an edit it allows.
-        guard let source = model.withLock({ m in m.nodes[sourceRow].flatMap { n in m.policy.canRename(m.facts(n)) ? n : nil } }) else { return false }
+        guard let source = model.withLock({ m in m.nodes[sourceRow].flatMap { n in n.renamable ? n : nil } }) else { return false }
         try mayEdit(target)
         // A link of the source's stored file, so that no byte is copied and the file the version
         // moves into the store from is never the source's own name.
