@@ -6,6 +6,9 @@ import PackageDescription
 //   CCrypto      system library target for OpenSSL's libcrypto (SHA-256 for GrantStore only, with the CPU's SHA extensions)
 //   Threads      NativeThread, the one thread primitive (plain pthreads)
 //   FUSE         small safe wrapper over the low-level libfuse API; knows nothing about photos
+//   LibraryRun   the library's folder on disk as every module names it, and its run/ folder, where
+//                the library, the CLI and running mounts meet: the bell, the mounts' registry and
+//                acknowledgments (and the kernel's mount table, which the registry is read against)
 //   PhotoLibrary the domain: assets, apps, statuses, grants and the visibility policy (pure Swift),
 //                and LibraryPort, all a mount asks of the library
 //   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
@@ -41,14 +44,16 @@ let package = Package(
         .target(name: "PGSystem"),
         .target(name: "Threads", dependencies: ["PGSystem"]),
         .target(name: "FUSE", dependencies: ["CFuse3", "PGSystem", "Threads"]),
+        // FUSE for its one reader of /proc/self/mountinfo (MountIdentity), under MountTable.
+        .target(name: "LibraryRun", dependencies: ["PGSystem", "FUSE"]),
         .target(name: "PhotoLibrary", dependencies: ["Redaction"]),
         .target(name: "Redaction"),
         .target(name: "Confined", dependencies: ["PGSystem"]),
         .target(
             name: "GrantStore",
-            dependencies: ["PhotoLibrary", "Redaction", "PGSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PhotoLibrary", "LibraryRun", "Redaction", "PGSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
         ),
-        .target(name: "PhotoViewFS", dependencies: ["FUSE", "PhotoLibrary", "Redaction", "Threads", "PGSystem", "Confined"]),
+        .target(name: "PhotoViewFS", dependencies: ["FUSE", "LibraryRun", "PhotoLibrary", "Redaction", "Threads", "PGSystem", "Confined"]),
         .target(name: "Picker"),
         .target(
             name: "WebUI",
@@ -60,7 +65,7 @@ let package = Package(
         .executableTarget(
             name: "photogate",
             dependencies: [
-                "PhotoLibrary", "GrantStore", "PhotoViewFS", "Redaction", "PGSystem",
+                "PhotoLibrary", "GrantStore", "LibraryRun", "PhotoViewFS", "Redaction", "PGSystem",
                 "Picker", "WebUI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -70,8 +75,9 @@ let package = Package(
         .testTarget(name: "RedactionTests", dependencies: ["Redaction", "TestSupport"], exclude: ["Corpus"]),
         .testTarget(name: "GrantStoreTests", dependencies: ["GrantStore", "PhotoLibrary", "Redaction", "TestSupport"]),
         .testTarget(name: "FUSETests", dependencies: ["FUSE", "TestSupport"]),
+        .testTarget(name: "LibraryRunTests", dependencies: ["LibraryRun"]),
         .testTarget(name: "CLITests", dependencies: ["PhotoLibrary", "GrantStore", "TestSupport"]),
-        .testTarget(name: "PhotoViewFSTests", dependencies: ["PhotoViewFS", "GrantStore", "PhotoLibrary", "TestSupport"]),
+        .testTarget(name: "PhotoViewFSTests", dependencies: ["PhotoViewFS", "GrantStore", "LibraryRun", "PhotoLibrary", "TestSupport"]),
         .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport", "CSysShims"]),
         .target(name: "CSysShims", path: "Tests/CSysShims"),
         .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims", "GrantStore", "PhotoLibrary"]),

@@ -4,7 +4,8 @@ import Glibc
 
 /// Files of /proc read whole. Foundation's `FileManager.contents(atPath:)` returns only the first
 /// page of a /proc file (its size says 0): past a few dozen mounts, later ones were invisible.
-/// Every reader of /proc in photogate goes through this (MountTable.readWhole forwards here).
+/// Readers of /proc files that can be longer than a page go through this (LibraryRun's
+/// MountTable.readWhole forwards here).
 public enum WholeFile {
     /// The whole content of a file as bytes, read until EOF (nil when it cannot be opened or read).
     public static func bytes(_ path: String) -> [UInt8]? {

@@ -1,4 +1,5 @@
 import Foundation
+import LibraryRun
 import PGSystem
 #if canImport(Glibc)
 import Glibc
@@ -148,7 +149,7 @@ enum CatalogFiles {
 /// truncated in place (same inode) after a kill is not told apart from one emptied by a
 /// checkpoint: docs/guide.md ("Backups, and a damaged catalog") says so.
 extension CatalogFiles {
-    static let markName = "catalog-in-use"
+    static let markName = RunFolder.catalogInUse
 
     /// What the mark records: the log's identity (device, inode) and the database's, or nil when
     /// there is no mark. A mark is written whole or not at all (`mark`): one that is not two or

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LibraryRun
 import PhotoLibrary
 import PGSystem
 import Synchronization
@@ -7,18 +8,20 @@ import Synchronization
 import Glibc
 #endif
 
-/// The folders of a library.
+/// The folders of a library (named in `LibraryLayout`, shared with every module that reads them).
 public struct LibraryPaths: Sendable {
     public let root: String
-    public var database: String { root + "/photogate.sqlite" }
-    public var store: String { root + "/store" }
-    public var tmp: String { root + "/tmp" }
-    public var run: String { root + "/run" }
+    public var database: String { root + "/" + LibraryLayout.database }
+    public var store: String { root + "/" + LibraryLayout.store }
+    public var tmp: String { root + "/" + LibraryLayout.tmp }
+    public var run: String { root + "/" + LibraryLayout.run }
+    /// The run folder, where the library and its running mounts meet (`RunFolder`).
+    public var runFolder: RunFolder { RunFolder(run) }
     /// What the library makes from its photos and can make again (`CompatibleCache`).
-    public var cache: String { root + "/cache" }
+    public var cache: String { root + "/" + LibraryLayout.cache }
     /// Written after every committed change; mount daemons watch it with inotify.
-    public var bell: String { run + "/bell" }
-    public var marker: String { root + "/LIBRARY" }
+    public var bell: String { run + "/" + RunFolder.bell }
+    public var marker: String { root + "/" + LibraryLayout.marker }
 
     public init(root: String) {
         var r = root
@@ -242,7 +245,7 @@ public final class Library: Sendable {
         ringBell()
         if Library.notesCommits.load(ordering: .relaxed), let seq = try? lastChange() {
             Library.committed.withLock { c in
-                if (c[paths.run]?.seq ?? -1) < seq { c[paths.run] = (paths.store, seq) }
+                if (c[paths.run] ?? -1) < seq { c[paths.run] = seq }
             }
         }
         return result
@@ -251,14 +254,14 @@ public final class Library: Sendable {
     /// Set by the CLI (never by a mount): each change it commits is noted, so that before it
     /// returns it can wait for the running mounts to have applied it (`takeCommitted`).
     public static let notesCommits = Atomic<Bool>(false)
-    private static let committed = Mutex<[String: (store: String, seq: Int64)]>([:])
+    private static let committed = Mutex<[String: Int64]>([:])
 
-    /// The newest change this process committed in each library (its run folder, store folder
-    /// and change sequence number), forgotten once taken.
-    public static func takeCommitted() -> [(run: String, store: String, seq: Int64)] {
+    /// The newest change this process committed in each library (its run folder and change
+    /// sequence number), forgotten once taken.
+    public static func takeCommitted() -> [(run: RunFolder, seq: Int64)] {
         committed.withLock { c in
             defer { c = [:] }
-            return c.map { ($0.key, $0.value.store, $0.value.seq) }
+            return c.map { (RunFolder($0.key), $0.value) }
         }
     }
 
@@ -400,19 +403,8 @@ public final class Library: Sendable {
         }
     }
 
-    /// Tells every running mount that the database changed. Cheap: one small write to a file the
-    /// daemons watch with inotify (IN_CLOSE_WRITE). A lost ring is harmless: daemons also compare
-    /// change sequence numbers when they wake for any other reason. The bell is opened in run/
-    /// following no symbolic link, and only a regular file is written: a link left at its name
-    /// never takes the byte to another file.
-    public func ringBell() {
-        let fd = pg_open_in_folder(paths.run, nil, "bell", O_WRONLY | O_CREAT, 0o600)
-        if fd >= 0 {
-            var b: UInt8 = 0x21
-            _ = Glibc.pwrite(fd, &b, 1, 0)
-            Glibc.close(fd)
-        }
-    }
+    /// Tells every running mount that the database changed (`RunFolder.ringBell`).
+    public func ringBell() { paths.runFolder.ringBell() }
 
     /// Makes every committed transaction durable now (the database runs with synchronous=NORMAL:
     /// the write-ahead log is synced lazily, at checkpoints). Throws when the log at its path is

@@ -1,4 +1,5 @@
 import Foundation
+import LibraryRun
 import PhotoLibrary
 import Synchronization
 #if canImport(Glibc)
@@ -36,7 +37,7 @@ public enum RequestNotifier {
     /// only while that process lives and is this program run by this user (a ui killed with
     /// SIGKILL leaves the file, and its port could be anyone's by now).
     static func uiAddress(runDir: String) -> String? {
-        guard let text = try? String(contentsOfFile: runDir + "/ui-port", encoding: .utf8) else { return nil }
+        guard let text = try? String(contentsOfFile: runDir + "/" + RunFolder.uiPort, encoding: .utf8) else { return nil }
         let parts = text.split(whereSeparator: \.isWhitespace)
         guard parts.count == 3, let port = Int(parts[0]), (1...65535).contains(port), let pid = Int32(parts[1]), pid > 0,
               parts[2].hasSuffix(".localhost"), parts[2].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else { return nil }

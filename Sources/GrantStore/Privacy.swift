@@ -1,5 +1,6 @@
 import PGSystem
 import Foundation
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,8 +22,8 @@ public enum LibraryPrivacy {
     /// The entries photogate makes in a library folder. Only these are tightened: a library folder
     /// that also holds the person's own files keeps those as they are (the folder itself being
     /// 0700 already hides them).
-    static let entries = ["photogate.sqlite", "photogate.sqlite-wal", "photogate.sqlite-shm", "photogate.sqlite-journal",
-                          "LIBRARY", "store", "tmp", "run", "lost+found"]
+    static let entries = [LibraryLayout.database] + ["-wal", "-shm", "-journal"].map { LibraryLayout.database + $0 }
+        + [LibraryLayout.marker, LibraryLayout.store, LibraryLayout.tmp, LibraryLayout.run, "lost+found"]
 
     /// Group and other permission bits.
     static let openBits: mode_t = 0o077

@@ -2,6 +2,7 @@ import PGSystem
 import Foundation
 import Synchronization
 import GRDB
+import LibraryRun
 import PhotoLibrary
 import Redaction
 #if canImport(Glibc)
@@ -82,7 +83,7 @@ extension Library {
         var report = BackupReport()
         let fm = FileManager.default
         do {
-            for d in ["store", "tmp", "run"] {
+            for d in [LibraryLayout.store, LibraryLayout.tmp, LibraryLayout.run] {
                 try fm.createDirectory(atPath: dest + "/" + d, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             }
         } catch {
@@ -269,11 +270,11 @@ extension Library {
               OriginalCheck.check(st, inStore: !reference, size: asset.byteSize, added: Int(asset.addedDate.timeIntervalSince1970)) == .same else {
             throw LibraryError.conflict("its original at \(path) changed after it was imported (photogate verify reports it)")
         }
-        let folder = paths.run + "/preview"
+        let folder = paths.run + "/" + RunFolder.preview
         if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "cannot make \(folder)") }
         let ext = MediaKind(rawValue: asset.mediaKind)?.preferredExtension ?? "bin"
         let name = "\(asset.id).\(ext)"
-        let out = pg_open_in_folder(paths.run, "preview", name, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        let out = pg_open_in_folder(paths.run, RunFolder.preview, name, O_RDWR | O_CREAT | O_TRUNC, 0o600)
         guard out >= 0 else { throw StoreWriter.ioError(errno, "cannot create \(folder)/\(name)") }
         defer { Glibc.close(out) }
         // Bytes appended after the stat (by whoever writes the referenced folder) are cut off:
@@ -288,7 +289,7 @@ extension Library {
 
     /// Removes the preview copies (run/preview/).
     public func clearPreviews() {
-        let folder = paths.run + "/preview"
+        let folder = paths.run + "/" + RunFolder.preview
         for (name, kind) in Directory.entries(folder) where kind == .file { unlink(folder + "/" + name) }
     }
 }

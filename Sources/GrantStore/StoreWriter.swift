@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LibraryRun
 import PhotoLibrary
 import PGSystem
 import Redaction
@@ -72,7 +73,7 @@ public final class StoreWriter: @unchecked Sendable {
     }
 
     static func storeRelativePath(id: String, kind: MediaKind) -> String {
-        "\(id.prefix(2))/\(id).\(kind.preferredExtension)"
+        LibraryLayout.storeRelativePath(id: id, ext: kind.preferredExtension)
     }
 
     /// Recovers temp folders of dead processes. Returns how many files were kept (rolled forward

@@ -6,7 +6,7 @@ import Glibc
 /// Where the catalog says a file of the store is (`store_path`, relative to the library's store/):
 /// photogate itself only ever writes `<ab>/<abcdef0123456789>.<ext>`, the file id's first two hex
 /// digits as a folder, then the file id (16 lowercase hex digits: an asset's id, or a version's
-/// file id) and the extension of its media kind (`StoreWriter.storeRelativePath`).
+/// file id) and the extension of its media kind (LibraryRun's `LibraryLayout.storeRelativePath`).
 ///
 /// The catalog is a file, and what it holds is text: a value of another shape ("../../etc/x",
 /// "/etc/shadow", a NUL) was not written by photogate, and joined to the store's path it would

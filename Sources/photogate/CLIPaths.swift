@@ -1,5 +1,6 @@
 import Foundation
 import GrantStore
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -62,7 +63,7 @@ func refuseInsideLibrary(_ mountpoint: String, library: Library) throws {
     }
     let chain = ancestors(mountpoint)
     // run/sandbox/NAME/view: where `photogate run` mounts its view.
-    if (mountpoint as NSString).lastPathComponent == "view", chain.count > 2, let sandbox = id(paths.run + "/sandbox"),
+    if (mountpoint as NSString).lastPathComponent == "view", chain.count > 2, let sandbox = id(paths.run + "/" + RunFolder.sandbox),
        id(chain[2]) == sandbox {
         return
     }

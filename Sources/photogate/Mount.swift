@@ -2,6 +2,7 @@ import ArgumentParser
 import PGSystem
 import Foundation
 import GrantStore
+import LibraryRun
 import PhotoLibrary
 import PhotoViewFS
 #if canImport(Glibc)
@@ -130,7 +131,7 @@ struct Mount: PhotogateCommand {
                 // A background daemon's stderr is its log file in run/logs/ (spawnDaemon): rotated
                 // when it grows past its limit. A foreground one's is its caller's, left alone.
                 if readyFd != nil {
-                    daemonLog.attach(DaemonLog.File(folder: library.paths.run, sub: "logs", name: daemonLogName(id, access)))
+                    daemonLog.attach(DaemonLog.File(folder: library.paths.run, sub: RunFolder.logs, name: daemonLogName(id, access)))
                 }
                 // Marked in use now, not at its first commit: a log replaced under a mount that has
                 // not committed yet is told to every command as one that was (CatalogFiles).
@@ -195,7 +196,7 @@ struct Mount: PhotogateCommand {
     func removeRunFolder(_ mountpoint: String, library: Library) {
         let folder = (mountpoint as NSString).deletingLastPathComponent
         guard (mountpoint as NSString).lastPathComponent == "view" else { return }
-        let parents = [library.paths.run + "/sandbox", RunFolders.rootBase].compactMap { p -> String? in
+        let parents = [library.paths.run + "/" + RunFolder.sandbox, RunFolders.rootBase].compactMap { p -> String? in
             guard let r = realpath(p, nil) else { return nil }
             defer { free(r) }
             return String(cString: r)
@@ -215,10 +216,10 @@ struct Mount: PhotogateCommand {
     func spawnDaemon(library: Library, app: AppID, access: AccessLevel, mountpoint: String, options: MountOptionList,
                      noPassthrough: Bool, noOpen: Bool, whilePID: Int32?, owner: MountOwner? = nil) throws {
         let logName = daemonLogName(app, access)
-        let logPath = library.paths.run + "/logs/" + logName
+        let logPath = library.paths.run + "/" + RunFolder.logs + "/" + logName
         // Opened here, in run/logs/, following no symbolic link (at run/, logs/ or the log): a link
         // left at its name never takes the daemon's output to another file.
-        let logFD = pg_open_in_folder(library.paths.run, "logs", logName, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        let logFD = pg_open_in_folder(library.paths.run, RunFolder.logs, logName, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         guard logFD >= 0 else {
             let why = errno == ELOOP || errno == ENOTDIR ? "it, or a folder on its way in run/, is a symbolic link, which photogate does not follow"
                 : errno == EINVAL ? "it is not a regular file" : String(cString: strerror(errno))

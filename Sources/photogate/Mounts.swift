@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import GrantStore
-import PhotoViewFS
+import LibraryRun
 
 struct Mounts: PhotogateCommand {
     static let configuration = CommandConfiguration(
@@ -44,7 +44,7 @@ struct Mounts: PhotogateCommand {
                 entries = allLibraries()
             } else {
                 let paths = try lib.registryLocations()
-                entries = MountRegistry.entries(paths).map { (paths.root, $0) }
+                entries = MountRegistry.entries(paths.runFolder).map { (paths.root, $0) }
             }
             if output.json {
                 printJSON(entries.map { (root, e) -> [String: Any] in
@@ -83,7 +83,7 @@ struct Mounts: PhotogateCommand {
                 printWarning("not listing the views of \(root): \(error)")
                 continue
             }
-            out += MountRegistry.entries(RunFolder(paths: paths)).map { (root, $0) }
+            out += MountRegistry.entries(paths.runFolder).map { (root, $0) }
         }
         return out
     }

@@ -3,7 +3,7 @@ import PGSystem
 import Foundation
 import GrantStore
 import PhotoLibrary
-import PhotoViewFS
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -119,7 +119,7 @@ struct Run: PhotogateCommand {
             // A view for the user the command runs as (as root, one another root run mounted for
             // that user: a view root mounted for itself is root's).
             let owner = sandboxUser?.description
-            if let existing = MountRegistry.list(library).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon && $0.owner == owner }) {
+            if let existing = MountRegistry.list(library.paths.runFolder).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon && $0.owner == owner }) {
                 mountpoint = existing.mountpoint
             } else {
                 // In the library's run/ folder, not /tmp: a sandbox given /tmp could rename a folder
@@ -130,7 +130,7 @@ struct Run: PhotogateCommand {
                 // user can pass through (bubblewrap resolves the view's path as that user): the
                 // library's folder is closed to it. Other users who read the path in the mount
                 // table get EACCES from the view for every request (MountOptions.onlyUsers).
-                let base = asRoot ? RunFolders.rootBase : library.paths.run + "/sandbox"
+                let base = asRoot ? RunFolders.rootBase : library.paths.run + "/" + RunFolder.sandbox
                 let mode: mode_t = asRoot ? 0o711 : 0o700
                 if mkdir(base, mode) != 0 && errno != EEXIST {
                     throw CommandFailure("cannot make \(base): \(String(cString: strerror(errno)))", .failure)
@@ -176,7 +176,7 @@ struct Run: PhotogateCommand {
                     throw CommandFailure("cannot mount the view of \(id): \(err.trimmingCharacters(in: .whitespacesAndNewlines))", .mountFailed)
                 }
                 ours = dir
-                daemon = DaemonEnd(pid: MountRegistry.record(mountedAt: mountpoint, library: library)?.pid)
+                daemon = DaemonEnd(pid: MountRegistry.record(mountedAt: mountpoint, run: library.paths.runFolder)?.pid)
             }
             defer {
                 if ours != nil {
@@ -255,7 +255,7 @@ struct Run: PhotogateCommand {
             }
             // Registered mount points no longer mounted (a daemon that died): an empty folder now,
             // masked all the same.
-            hidden += MountRegistry.entries(library).map { Array($0.record.mountpoint.utf8) }
+            hidden += MountRegistry.entries(library.paths.runFolder).map { Array($0.record.mountpoint.utf8) }
                 .filter { p in !p.elementsEqual(mountpoint.utf8) && !views.contains(p) }
                 .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", policy: .mask) }
 

@@ -1,6 +1,6 @@
 import PGSystem
 import Foundation
-import PhotoViewFS
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,5 @@
 import Foundation
-import PhotoViewFS
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif

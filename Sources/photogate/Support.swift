@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import GrantStore
 import PhotoLibrary
-import PhotoViewFS
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -166,9 +166,8 @@ func unknownAppMessage(_ id: String, offersNewApp: Bool) -> String {
 /// (at most 10 s; a mount whose daemon is stopped or stuck gets a warning, and the command still
 /// succeeds: the change is committed, and that mount applies it when its daemon runs again).
 func awaitRunningMounts() {
-    struct Locations: LibraryLocations { let storeRoot: String; let runDir: String }
     for c in Library.takeCommitted() {
-        for r in MountAcks.wait(for: c.seq, library: Locations(storeRoot: c.store, runDir: c.run), timeout: 10) {
+        for r in MountAcks.wait(for: c.seq, run: c.run, timeout: 10) {
             printWarning("the mount of \(r.app) at \(r.mountpoint) (pid \(r.pid)) has not applied this change after 10 s; it will once its daemon runs again")
         }
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GrantStore
+import LibraryRun
 import Picker
 import WebUI
 import Synchronization
@@ -49,7 +50,7 @@ struct UI: PhotogateCommand {
         try library.markInUse()
         let app = try WebApp(library: library, pickApp: pickApp, query: query)
         let run = library.paths.run
-        let portFile = run + "/ui-port"
+        let portFile = run + "/" + RunFolder.uiPort
         let openFile = run + "/ui-\(getpid()).html"
         let ourPort = Mutex<String>("")
         // At the end: the redirect file (it holds the secret) and the port file, if it is still

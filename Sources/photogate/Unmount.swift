@@ -2,7 +2,7 @@ import ArgumentParser
 import PGSystem
 import Foundation
 import GrantStore
-import PhotoViewFS
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -48,7 +48,7 @@ struct Unmount: PhotogateCommand {
             guard entry.type == "fuse.photogate" else {
                 throw CommandFailure("\(target) is a \(entry.type) mount, not a photogate view: photogate unmount unmounts only its library's views (use umount for anything else); nothing was unmounted", .notFound)
             }
-            guard let found = MountRegistry.record(of: entry, library: library) else {
+            guard let found = MountRegistry.record(of: entry, run: library.runFolder) else {
                 throw CommandFailure("the photogate view at \(target) is not a mount of the library at \(library.root) (pass that view's --library, or use fusermount3 -u); nothing was unmounted", .notFound)
             }
             let daemon = DaemonEnd(pid: found.alive ? found.record.pid : nil)

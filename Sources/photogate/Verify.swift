@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import GrantStore
 import PhotoLibrary
-import PhotoViewFS
+import LibraryRun
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -116,7 +116,7 @@ struct Verify: PhotogateCommand {
     /// `--rebuild`: the store's files no asset names become assets again (Library.rebuild).
     func rebuildCatalog() throws {
         let paths = lib.paths
-        let running = MountRegistry.list(RunFolder(paths: paths))
+        let running = MountRegistry.list(paths.runFolder)
         if !running.isEmpty {
             throw CommandFailure("the library has mounts running (\(running.map(\.mountpoint).joined(separator: ", "))): unmount them first (photogate unmount)", .conflict)
         }
@@ -160,9 +160,3 @@ struct Verify: PhotogateCommand {
     }
 }
 
-/// A library's folders by their paths alone, for what needs no open catalog (the mount registry).
-struct RunFolder: LibraryLocations {
-    let paths: LibraryPaths
-    var storeRoot: String { paths.store }
-    var runDir: String { paths.run }
-}

@@ -1,5 +1,6 @@
 import FUSE
 import Foundation
+import LibraryRun
 import PhotoLibrary
 import Threads
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import FUSE
 import Foundation
+import LibraryRun
 import PhotoLibrary
 import Synchronization
 import Threads
@@ -142,10 +143,11 @@ public enum MountDaemon {
         let record = MountRecord(app: settings.app.rawValue, access: settings.access.rawValue, mountpoint: settings.mountpoint,
                                  pid: getpid(), readPath: session.passthroughActive ? "passthrough" : "daemon",
                                  libfuse: session.libfuseVersion, started: Date().timeIntervalSince1970,
-                                 readaheadKiB: readahead, device: deviceOf(settings.mountpoint),
+                                 readaheadKiB: readahead, device: MountTable.device(of: settings.mountpoint),
                                  opens: settings.noOpen ? .kernel : .daemon,
                                  owner: settings.owner?.description)
-        MountRegistry.write(record, library: library)
+        let run = RunFolder(library.runDir)
+        MountRegistry.write(record, run: run)
         log("mounted \(settings.app) (\(settings.access.rawValue)) at \(settings.mountpoint), reads: \(record.readPath), opens: \(record.opensFiles.rawValue), readahead \(readahead.map { "\($0) KiB" } ?? "unknown"), libfuse \(record.libfuse)")
         ready(nil)
         if let (pid, fd) = settings.whileProcess {
@@ -173,12 +175,12 @@ public enum MountDaemon {
             let now = session.passthroughActive ? "passthrough" : "daemon"
             if now != record2.readPath {
                 record2.readPath = now
-                MountRegistry.write(record2, library: library)
+                MountRegistry.write(record2, run: run)
                 log("reads: \(now) from now on (the kernel refused passthrough)")
-            } else if MountRegistry.contents(library, "\(getpid()).json") == nil, ChangeWatcher.folderIdentity(library.runDir) != nil {
+            } else if !MountRegistry.hasRecord(pid: getpid(), run: run), ChangeWatcher.folderIdentity(library.runDir) != nil {
                 // Its entry removed (run/ cleaned away, made again by the watcher): written again,
                 // so that `mounts` lists it and `unmount` knows it.
-                MountRegistry.write(record2, library: library)
+                MountRegistry.write(record2, run: run)
                 log("the mount registry entry was removed: written again")
             }
         }
@@ -190,7 +192,7 @@ public enum MountDaemon {
         // No more writes can arrive: the temp folder is settled now (files whose close returned
         // 0 but could not be committed then are committed), not left for the next start.
         fs.writer.shutDown()
-        MountRegistry.remove(pid: getpid(), library: library)
+        MountRegistry.remove(pid: getpid(), run: run)
         log("unmounted \(settings.mountpoint)")
         let s = status.withLock { $0 }
         return s < 0 ? 1 : 0

@@ -1,5 +1,6 @@
 import FUSE
 import Foundation
+import LibraryRun
 import PhotoLibrary
 import Synchronization
 import Threads
@@ -35,14 +36,16 @@ final class ChangeWatcher: @unchecked Sendable {
         let ifd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         defer { if ifd >= 0 { close(ifd) } }
         // The bell is opened, written and closed once per change: IN_CLOSE_WRITE alone wakes
-        // once per ring (IN_MODIFY doubled every wake); the other files of run/ (daemon logs,
-        // the mount registry) are filtered out by name below without touching the database.
+        // once per ring (IN_MODIFY doubled every wake); the other names in run/ (the in-use mark,
+        // ui-port, its folders being made) are filtered out by name below without touching the
+        // database. What daemons write inside run/'s folders (logs/, mounts/, acks/) is not
+        // reported for run/ at all (RunFolder).
         let watchMask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE) | UInt32(IN_DONT_FOLLOW) | UInt32(IN_ONLYDIR)
         if ifd >= 0 { _ = inotify_add_watch(ifd, fs.library.runDir, watchMask) }
         var runFolder = ChangeWatcher.folderIdentity(fs.library.runDir)
         var lastSeq = fs.model.withLock { $0.seq }
         // What this view has applied, for commands that wait for running mounts (MountAcks).
-        var ack = MountAcks.Publisher(runDir: fs.library.runDir)
+        var ack = MountAcks.Publisher(run: RunFolder(fs.library.runDir))
         defer { ack?.remove() }
         ack?.publish(lastSeq)
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -66,7 +69,7 @@ final class ChangeWatcher: @unchecked Sendable {
                     if let now = ChangeWatcher.folderIdentity(fs.library.runDir) {
                         runFolder = now
                         if ifd >= 0 { _ = inotify_add_watch(ifd, fs.library.runDir, watchMask) }
-                        ack = MountAcks.Publisher(runDir: fs.library.runDir)
+                        ack = MountAcks.Publisher(run: RunFolder(fs.library.runDir))
                         lastSeq = fs.model.withLock { $0.seq }
                         ack?.publish(lastSeq)
                         fs.refresh()
@@ -121,7 +124,7 @@ final class ChangeWatcher: @unchecked Sendable {
                 let nameStart = off + header
                 if len > 0, nameStart + len <= count {
                     let name = raw[nameStart..<(nameStart + len)].prefix { $0 != 0 }
-                    if name.elementsEqual("bell".utf8) { return true }
+                    if RunFolder.isBell(name) { return true }
                 }
                 off = nameStart + len
             }

@@ -49,7 +49,8 @@ extension PhotoFS {
 
     /// The thread group (process) of a task id, as FUSE requests name the calling thread.
     static func process(of tid: Int32) -> Int32 {
-        guard tid > 0, let text = MountTable.readWhole("/proc/\(tid)/status") else { return tid }
+        guard tid > 0, let bytes = WholeFile.bytes("/proc/\(tid)/status") else { return tid }
+        let text = String(decoding: bytes, as: UTF8.self)
         for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
             return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) ?? tid
         }

@@ -6,8 +6,9 @@ import Glibc
 /// Files under /proc report a size of 0 and are produced a page at a time: Foundation's
 /// `String(contentsOfFile:)` and `Data(contentsOf:)` return only the first read (about 4 KB), so
 /// on a machine with a few dozen mounts every later mount was invisible: `photogate unmount` said
-/// "nothing is mounted", `mounts` lost entries and `run` failed to hide other views. Every reader
-/// of /proc in photogate goes through `readWhole`, which reads until end of file.
+/// "nothing is mounted", `mounts` lost entries and `run` failed to hide other views. The readers
+/// of /proc files that can be longer than a page go through `readWhole` (FUSE's `WholeFile`),
+/// which reads until end of file.
 public enum MountTable {
     /// The whole content of a file, read until EOF (nil when it cannot be opened or read).
     public static func readWhole(_ path: String) -> String? {
@@ -95,4 +96,15 @@ public enum MountTable {
 
     /// /proc/self/mountinfo writes space, tab, newline and backslash as octal escapes.
     public static func unescape<C: Collection>(_ b: C) -> [UInt8] where C.Element == UInt8 { MountIdentity.unescape(b) }
+
+    /// "major:minor" of the filesystem at `path` (the FUSE connection once mounted), as mountinfo
+    /// writes it (`Entry.device`).
+    public static func device(of path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        let dev = UInt64(st.st_dev)
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
+        let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
+        return "\(major):\(minor)"
+    }
 }

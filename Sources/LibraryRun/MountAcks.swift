@@ -1,39 +1,37 @@
 import PGSystem
 import Foundation
-import PhotoLibrary
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// What each running mount has applied of the library's changes, so that a command that changed
-/// the library (`photogate revoke`, `grant`, `authorize`, `options`...) returns once every running
-/// mount shows the change, not merely once it is committed: a script that revokes a photo and
-/// then starts the app must find it gone. Each daemon keeps `run/acks/<pid>`: the change sequence
-/// number its view has applied (8 bytes), written after every refresh. The folder is not the one
-/// daemons watch (`run/`), so an acknowledgment wakes no mount.
+/// the library (`photogate revoke`, `authorize`, `options`, `delete`...; not `grant`, which only
+/// adds to what an app sees) returns once every running mount shows the change, not merely once
+/// it is committed: a script that revokes a photo and then starts the app must find it gone. Each
+/// daemon keeps `run/acks/<pid>`: the change sequence number its view has applied (8 bytes,
+/// little-endian), written after every refresh. The folder is not the one daemons watch (`run/`),
+/// so an acknowledgment wakes no mount.
 public enum MountAcks {
-    static let folder = "acks"
-
     /// A daemon's acknowledgment file, written after each refresh of its view.
-    final class Publisher {
+    public final class Publisher {
         private let fd: Int32
         private let path: String
 
-        init?(runDir: String) {
+        public init?(run: RunFolder) {
             let name = String(getpid())
-            let fd = pg_open_in_folder(runDir, MountAcks.folder, name, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+            let fd = pg_open_in_folder(run.path, RunFolder.acks, name, O_RDWR | O_CREAT | O_TRUNC, 0o600)
             guard fd >= 0 else { return nil }
             self.fd = fd
-            path = runDir + "/" + MountAcks.folder + "/" + name
+            path = run.path + "/" + RunFolder.acks + "/" + name
         }
 
-        func publish(_ seq: Int64) {
+        public func publish(_ seq: Int64) {
             var s = seq.littleEndian
             _ = pwrite(fd, &s, 8, 0)
         }
 
         /// At the daemon's end: no command waits for it any more.
-        func remove() {
+        public func remove() {
             unlink(path)
             close(fd)
         }
@@ -41,8 +39,8 @@ public enum MountAcks {
 
     /// The sequence number the daemon `pid` has acknowledged; nil when it keeps no file (an
     /// older daemon, or one that could not make it: not waited for).
-    static func acknowledged(runDir: String, pid: Int32) -> Int64? {
-        let fd = pg_open_in_folder(runDir, MountAcks.folder, String(pid), O_RDONLY, 0)
+    static func acknowledged(run: RunFolder, pid: Int32) -> Int64? {
+        let fd = pg_open_in_folder(run.path, RunFolder.acks, String(pid), O_RDONLY, 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var s: Int64 = 0
@@ -54,10 +52,10 @@ public enum MountAcks {
     /// seconds. Returns the mounts still behind then (a daemon stopped or too busy to answer).
     /// Every registered daemon still running counts, wherever its mount is now: one whose folder
     /// was renamed, or that was detached lazily while an app still uses it, serves all the same.
-    public static func wait(for seq: Int64, library: some LibraryLocations, timeout: Double) -> [MountRecord] {
-        let live = MountRegistry.records(library).map(\.record).filter(MountRegistry.daemonAlive)
+    public static func wait(for seq: Int64, run: RunFolder, timeout: Double) -> [MountRecord] {
+        let live = MountRegistry.records(run).map(\.record).filter(MountRegistry.daemonAlive)
         guard !live.isEmpty else { return [] }
-        let dir = library.runDir + "/" + folder
+        let dir = run.path + "/" + RunFolder.acks
         // Watched before the files are read: an acknowledgment written in between still wakes us.
         let ifd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         defer { if ifd >= 0 { close(ifd) } }
@@ -66,7 +64,7 @@ public enum MountAcks {
         var buf = [UInt8](repeating: 0, count: 4096)
         while true {
             let behind = live.filter { r in
-                guard let acked = acknowledged(runDir: library.runDir, pid: r.pid) else { return false }
+                guard let acked = acknowledged(run: run, pid: r.pid) else { return false }
                 return acked < seq && MountRegistry.daemonAlive(r)
             }
             let left = deadline.timeIntervalSinceNow

@@ -1,8 +1,5 @@
 import PGSystem
-import FUSE
 import Foundation
-import PhotoLibrary
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,6 +50,21 @@ public struct MountRecord: Codable, Sendable, Equatable {
     /// `photogate run`'s command, which runs as an unprivileged id), else nil.
     public var owner: String?
 
+    public init(app: String, access: String, mountpoint: String, pid: Int32, readPath: String, libfuse: String, started: Double,
+                readaheadKiB: Int? = nil, device: String? = nil, opens: Opens? = nil, owner: String? = nil) {
+        self.app = app
+        self.access = access
+        self.mountpoint = mountpoint
+        self.pid = pid
+        self.readPath = readPath
+        self.libfuse = libfuse
+        self.started = started
+        self.readaheadKiB = readaheadKiB
+        self.device = device
+        self.opens = opens
+        self.owner = owner
+    }
+
     /// Who opens a mount's files: its daemon (each open a request it answers), or the kernel
     /// (a no-open mount: the kernel opens files without asking). Decoded from its name; a name
     /// this version does not know (a newer daemon's record) is `.unknown`, not a lost record.
@@ -65,34 +77,45 @@ public struct MountRecord: Codable, Sendable, Equatable {
     }
 }
 
+/// The running mounts of a library: each mount daemon's record in run/mounts/ (`<pid>.json`, a
+/// `MountRecord` in JSON), written by the daemon (`write`, `remove`) and read by the CLI, which
+/// checks each against the kernel's mount table and the daemon's process (`entries`).
 public enum MountRegistry {
-    static func dir(_ library: some LibraryLocations) -> String { library.runDir + "/mounts" }
+    static func dir(_ run: RunFolder) -> String { run.path + "/" + RunFolder.mounts }
 
-    /// Written in run/mounts/ following no symbolic link (there, at mounts/, or at the file).
-    static func write(_ r: MountRecord, library: some LibraryLocations) {
-        let d = dir(library)
+    /// A record's file name.
+    static func fileName(pid: Int32) -> String { "\(pid).json" }
+
+    /// Written in run/mounts/ following no symbolic link (there, at mounts/, or at the file): to a
+    /// temp name (a dot name, which readers skip), then renamed over the record.
+    public static func write(_ r: MountRecord, run: RunFolder) {
+        let d = dir(run)
         guard let data = try? JSONEncoder().encode(r) else { return }
         let name = ".\(r.pid).json.tmp"
-        let fd = pg_open_in_folder(library.runDir, "mounts", name, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let fd = pg_open_in_folder(run.path, RunFolder.mounts, name, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         guard fd >= 0 else { return }
         let written = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         close(fd)
-        if written == data.count { rename(d + "/" + name, d + "/\(r.pid).json") } else { unlink(d + "/" + name) }
+        if written == data.count { rename(d + "/" + name, d + "/" + fileName(pid: r.pid)) } else { unlink(d + "/" + name) }
     }
 
+    /// Whether the record of the daemon `pid` is there (a daemon whose record was removed, with
+    /// run/ cleaned away, writes it again).
+    public static func hasRecord(pid: Int32, run: RunFolder) -> Bool { contents(run, fileName(pid: pid)) != nil }
+
     /// A record file's bytes, read following no symbolic link (nor blocking on a FIFO).
-    static func contents(_ library: some LibraryLocations, _ name: String) -> Data? {
-        let fd = pg_open_in_folder(library.runDir, "mounts", name, O_RDONLY, 0)
+    static func contents(_ run: RunFolder, _ name: String) -> Data? {
+        let fd = pg_open_in_folder(run.path, RunFolder.mounts, name, O_RDONLY, 0)
         guard fd >= 0 else { return nil }
         return try? FileHandle(fileDescriptor: fd, closeOnDealloc: true).readToEnd()
     }
 
-    static func remove(pid: Int32, library: some LibraryLocations) { unlink(dir(library) + "/\(pid).json") }
+    public static func remove(pid: Int32, run: RunFolder) { unlink(dir(run) + "/" + fileName(pid: pid)) }
 
     /// The record of the mount made at `mountpoint` (byte for byte), whatever its state: for a
     /// caller that made that mount and must find it again if its folder is moved.
-    public static func record(mountedAt mountpoint: String, library: some LibraryLocations) -> MountRecord? {
-        records(library).first { $0.record.mountpoint.utf8.elementsEqual(mountpoint.utf8) }?.record
+    public static func record(mountedAt mountpoint: String, run: RunFolder) -> MountRecord? {
+        records(run).first { $0.record.mountpoint.utf8.elementsEqual(mountpoint.utf8) }?.record
     }
 
     /// The record of `mount` (a mount in the kernel's table) when it is one of this library's
@@ -100,9 +123,9 @@ public enum MountRegistry {
     /// no device: at that mount point), or with that device by a daemon still running (a mount
     /// whose folder was renamed since). `alive`: its daemon still runs. nil for any other mount,
     /// a photogate mount of another library included.
-    public static func record(of mount: MountTable.Entry, library: some LibraryLocations) -> (record: MountRecord, alive: Bool)? {
+    public static func record(of mount: MountTable.Entry, run: RunFolder) -> (record: MountRecord, alive: Bool)? {
         guard mount.type == "fuse.photogate" else { return nil }
-        let all = records(library).map(\.record)
+        let all = records(run).map(\.record)
         if let r = all.first(where: { $0.mountpoint.utf8.elementsEqual(mount.mountPointBytes) && ($0.device ?? mount.device) == mount.device }) {
             return (r, daemonAlive(r))
         }
@@ -111,29 +134,29 @@ public enum MountRegistry {
     }
 
     /// Every record file (its name) and what it says, whatever the state of its mount.
-    static func records(_ library: some LibraryLocations) -> [(file: String, record: MountRecord)] {
-        let d = dir(library)
+    static func records(_ run: RunFolder) -> [(file: String, record: MountRecord)] {
+        let d = dir(run)
         return ((try? FileManager.default.contentsOfDirectory(atPath: d)) ?? []).compactMap { name in
             guard name.hasSuffix(".json") && !name.hasPrefix("."),
-                  let data = contents(library, name),
+                  let data = contents(run, name),
                   let r = try? JSONDecoder().decode(MountRecord.self, from: data) else { return nil }
             return (name, r)
         }
     }
 
     /// Running mounts (live daemons whose mount is in place); see `entries` for the dead ones.
-    public static func list(_ library: some LibraryLocations) -> [MountRecord] {
-        entries(library).filter { $0.state == .live }.map(\.record)
+    public static func list(_ run: RunFolder) -> [MountRecord] {
+        entries(run).filter { $0.state == .live }.map(\.record)
     }
 
     /// Every registered mount with the truth about it: `.live`, or `.dead` when its daemon is gone
     /// (killed with SIGKILL, crashed) but its mount point is still mounted, stale. Records whose
     /// daemon is gone and whose mount point is clear are dropped; so are records of a daemon that
     /// is unmounting. A pid reused by another process does not count as the daemon.
-    public static func entries(_ library: some LibraryLocations) -> [MountEntry] {
-        let d = dir(library)
+    public static func entries(_ run: RunFolder) -> [MountEntry] {
+        let d = dir(run)
         let mounted = mountedPhotogatePoints()
-        let all = records(library).map { ($0.file, $0.record) }
+        let all = records(run).map { ($0.file, $0.record) }
         var out: [MountEntry] = []
         for (name, r) in all {
             let alive = daemonAlive(r)
@@ -179,17 +202,6 @@ public enum MountRegistry {
     static func mountedPhotogatePoints() -> [(path: String, device: String)] {
         MountTable.photogateMounts().map { ($0.mountPoint, $0.device) }
     }
-}
-
-/// "major:minor" of the filesystem at `path` (the FUSE connection once mounted), as mountinfo
-/// writes it.
-func deviceOf(_ path: String) -> String? {
-    var st = stat()
-    guard stat(path, &st) == 0 else { return nil }
-    let dev = UInt64(st.st_dev)
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
-    let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)
-    return "\(major):\(minor)"
 }
 
 /// One registered mount and whether it is really there.

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
-import PhotoLibrary
-@testable import PhotoViewFS
+@testable import LibraryRun
 
 /// A mount's record in the library's run/mounts: who opens its files is read back as written, a
 /// record of an older daemon (no such field) is a mount whose daemon opens files, and a name this
@@ -46,33 +45,28 @@ import PhotoLibrary
 /// A mount's record is written in run/mounts/ following no symbolic link: a link left at the name
 /// of its temp file takes no byte elsewhere, and a record that is a link is not read.
 @Suite struct MountRecordFiles {
-    struct Locations: LibraryLocations {
-        let storeRoot: String
-        let runDir: String
-    }
-
     @Test func recordsFollowNoSymbolicLink() throws {
         let dir = NSTemporaryDirectory() + "/photogate-records-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let library = Locations(storeRoot: dir + "/store", runDir: dir + "/run")
+        let run = RunFolder(dir + "/run")
         try FileManager.default.createDirectory(atPath: dir + "/run/mounts", withIntermediateDirectories: true)
         let victim = dir + "/victim"
         try Data("root's own bytes\n".utf8).write(to: URL(fileURLWithPath: victim))
         let record = MountRecord(app: "org.example.A", access: "read-write", mountpoint: "/m", pid: 424242, readPath: "daemon",
                                  libfuse: "3.17.2", started: 0)
         #expect(symlink(victim, dir + "/run/mounts/.424242.json.tmp") == 0)
-        MountRegistry.write(record, library: library)
+        MountRegistry.write(record, run: run)
         #expect(FileManager.default.contents(atPath: victim) == Data("root's own bytes\n".utf8), "the record was written through the symlink")
-        #expect(MountRegistry.records(library).isEmpty)
+        #expect(MountRegistry.records(run).isEmpty)
         // Its final name a link to a record elsewhere: not read either.
         let elsewhere = dir + "/elsewhere.json"
         try JSONEncoder().encode(record).write(to: URL(fileURLWithPath: elsewhere))
         #expect(symlink(elsewhere, dir + "/run/mounts/424242.json") == 0)
-        #expect(MountRegistry.records(library).isEmpty)
+        #expect(MountRegistry.records(run).isEmpty)
         // Control: written and read back where nothing is in the way.
         unlink(dir + "/run/mounts/.424242.json.tmp")
         unlink(dir + "/run/mounts/424242.json")
-        MountRegistry.write(record, library: library)
-        #expect(MountRegistry.records(library).map(\.record) == [record])
+        MountRegistry.write(record, run: run)
+        #expect(MountRegistry.records(run).map(\.record) == [record])
     }
 }
