@@ -10,6 +10,8 @@ import Glibc
 #endif
 
 struct Mount: PhotogateCommand {
+    /// Waits for no running mount: a mount's daemon (in this process, or started by it) is one.
+    static let waitsForRunningMounts = false
     static let configuration = CommandConfiguration(
         commandName: "mount",
         abstract: "Mount an app's view of the library (returns once the mount is ready).",

@@ -7,6 +7,7 @@ enum Toggle: String, ExpressibleByArgument, CaseIterable {
 }
 
 struct Options: PhotogateCommand {
+    static let offersNewApp = true
     static let configuration = CommandConfiguration(
         commandName: "options",
         abstract: "Show or set an app's options: location, prompts, edits, HEIC as JPEG.",

@@ -29,6 +29,7 @@ enum PickMedia: String, EnumerableFlag {
 }
 
 struct Pick: PhotogateCommand {
+    static let offersNewApp = true
     static let configuration = CommandConfiguration(
         commandName: "pick",
         abstract: "Choose what an app gets in a full-screen picker in the terminal.",

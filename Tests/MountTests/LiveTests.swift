@@ -108,6 +108,29 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// `photogate grant` does not wait for the running mounts (it declares so: it only adds to what
+    /// an app sees, and stays one commit): with the mount's daemon stopped, it returns without the
+    /// warning a waiting command gives after 10 s, and the mount shows the photo once it runs again.
+    @Test func grantDoesNotWaitForTheRunningMounts() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg", "b.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "a.jpg")
+        let mp = try f.mount(app)
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = pid_t(try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int))
+        #expect(kill(pid, SIGSTOP) == 0)
+        var stopped = true
+        defer { if stopped { kill(pid, SIGCONT) } }
+        let o = try f.pg("grant", app, "b.jpg")
+        #expect(o.status == 0)
+        #expect(!o.stderr.contains("has not applied this change"), "grant waited for the stopped mount: \(o.stderr)")
+        #expect(kill(pid, SIGCONT) == 0)
+        stopped = false
+        #expect(eventually { readAll(mp + "/b.jpg") != nil })
+        try f.unmount(mp)
+    }
+
     @Test func revokedAssetIsUnreadableThroughAHandleOpenedBefore() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])
