@@ -168,11 +168,12 @@ int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 // --- photogate run: termination signals relayed to the sandboxed command -----------------------
+// Only the catching is here: a signal handler must be async-signal-safe, and this one does nothing
+// but write the signal's number to a pipe. Reading that pipe, waiting for bubblewrap and relaying
+// (and reading bubblewrap's --info-fd JSON) is Swift's (photogate's RunSpawn.swift).
 
 static const int pg_relayed[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 #define PG_RELAYED (int)(sizeof pg_relayed / sizeof pg_relayed[0])
@@ -220,80 +221,13 @@ void pg_relay_end(void) {
     pg_relay_pipe[0] = pg_relay_pipe[1] = -1;
 }
 
-// The number after "child-pid": in bubblewrap's --info-fd JSON, once it is whole; 0 until then.
-static pid_t pg_info_child_pid(const char *json) {
-    const char *p = strstr(json, "\"child-pid\"");
-    if (!p) return 0;
-    p += strlen("\"child-pid\"");
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == ':') p++;
-    char *end = NULL;
-    long v = strtol(p, &end, 10);
-    if (end == p || *end == '\0' || v <= 1 || v > 0x7fffffff) return 0;   // cut off, or not a pid
-    return (pid_t)v;
-}
-
 int pg_signal_ignored(int sig) {
     struct sigaction old;
     return sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
 }
 
-int pg_relay_wait(pid_t pid, int info_fd, int *status) {
-    int pidfd = pg_pidfd_open(pid);
-    if (pidfd < 0) return -1;
-    char info[4096];
-    size_t got = 0;
-    pid_t sandbox = 0;
-    for (;;) {
-        struct pollfd fds[3] = {
-            {.fd = pidfd, .events = POLLIN},
-            {.fd = pg_relay_pipe[0], .events = POLLIN},
-            {.fd = info_fd, .events = POLLIN},
-        };
-        int n = poll(fds, info_fd >= 0 ? 3 : 2, -1);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        // The sandbox's process group first, so that a signal read in the same round goes to it.
-        if (info_fd >= 0 && fds[2].revents) {
-            ssize_t r = got < sizeof info - 1 ? read(info_fd, info + got, sizeof info - 1 - got) : 0;
-            if (r > 0) {
-                got += (size_t)r;
-                info[got] = '\0';
-                if (!sandbox) sandbox = pg_info_child_pid(info);
-            } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-                close(info_fd);
-                info_fd = -1;
-            }
-        }
-        if (fds[1].revents & POLLIN) {
-            unsigned char sigs[64];
-            ssize_t r = read(pg_relay_pipe[0], sigs, sizeof sigs);
-            for (ssize_t i = 0; i < r; i++) {
-                // bubblewrap's pid 1 in the sandbox leads the process group (and session) the
-                // command runs in; as a namespace's init it ignores these signals itself. Before the
-                // sandbox exists, bubblewrap itself gets the signal (and ends, and the sandbox with it).
-                if (sandbox) kill(-sandbox, sigs[i]); else kill(pid, sigs[i]);
-            }
-        }
-        if (fds[0].revents) {
-            int st = 0;
-            pid_t w;
-            while ((w = waitpid(pid, &st, 0)) == -1 && errno == EINTR) {}
-            if (w == pid) {
-                close(pidfd);
-                if (info_fd >= 0) close(info_fd);
-                *status = st;
-                return 0;
-            }
-            break;
-        }
-    }
-    int saved = errno;
-    close(pidfd);
-    if (info_fd >= 0) close(info_fd);
-    errno = saved;
-    return -1;
+int pg_relay_fd(void) {
+    return pg_relay_pipe[0];
 }
 
 #include <linux/openat2.h>

@@ -9,7 +9,11 @@ import Glibc
 #endif
 
 /// `photogate run`: a command in a bubblewrap sandbox that sees the app's view as its pictures
-/// folder and nothing of the library behind it.
+/// folder and nothing of the library behind it. This file is the command and the sandbox's
+/// bubblewrap arguments; the rest is in its own files: the view (RunView.swift), what is kept out
+/// (RunHidden.swift) and how (RunSandbox.swift, SandboxPlaces.swift), who the command runs as and
+/// its environment (RunIdentity.swift), and starting bubblewrap with signals relayed to the
+/// command (RunSpawn.swift).
 struct Run: PhotogateCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
@@ -107,157 +111,26 @@ struct Run: PhotogateCommand {
             let home = ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
             let inside = pictures.map { $0.hasPrefix("/") ? $0 : home + "/" + $0 } ?? xdgPicturesDir(home: home)
 
-            // The view: reuse a live mount of this app and access, else mount one for the run.
-            var mountpoint: String
-            var ours: String? = nil
-            // The daemon of a view mounted for the run, the folder made for it, and the view opened
-            // once it is checked.
-            var daemon = DaemonEnd(pid: nil)
-            var folderFD: Int32? = nil
-            var viewFD: Int32 = -1
-            // Not a no-open mount: it is read-only and has no change feed, which the app may need.
-            // A view for the user the command runs as (as root, one another root run mounted for
-            // that user: a view root mounted for itself is root's).
-            let owner = sandboxUser?.description
-            if let existing = MountRegistry.list(library.paths.runFolder).first(where: { $0.app == id.rawValue && $0.access == access.rawValue && $0.opensFiles == .daemon && $0.owner == owner }) {
-                mountpoint = existing.mountpoint
-            } else {
-                // In the library's run/ folder, not /tmp: a sandbox given /tmp could rename a folder
-                // there (it is the same user's) and swap it, before the mount or after, for a
-                // symlink to wherever it likes. No sandbox is given the library writable (see
-                // RunSandbox.swift), so nothing inside one can rename anything in it.
-                // Root's runs: in /run/photogate-run (RunFolders.rootBase), which the command's
-                // user can pass through (bubblewrap resolves the view's path as that user): the
-                // library's folder is closed to it. Other users who read the path in the mount
-                // table get EACCES from the view for every request (MountOptions.onlyUsers).
-                let base = asRoot ? RunFolders.rootBase : library.paths.run + "/" + RunFolder.sandbox
-                let mode: mode_t = asRoot ? 0o711 : 0o700
-                if mkdir(base, mode) != 0 && errno != EEXIST {
-                    throw CommandFailure("cannot make \(base): \(String(cString: strerror(errno)))", .failure)
-                }
-                // A folder, not a symbolic link to one elsewhere (photogate follows none in run/),
-                // and (root's) root's alone to change.
-                var baseStat = stat()
-                guard lstat(base, &baseStat) == 0, (baseStat.st_mode & S_IFMT) == S_IFDIR else {
-                    throw CommandFailure("\(base) is not a folder (a symbolic link?): remove it", .failure)
-                }
-                if asRoot {
-                    guard baseStat.st_uid == 0, baseStat.st_mode & 0o022 == 0 else {
-                        throw CommandFailure("\(base) belongs to another user or is writable by others: remove it", .failure)
-                    }
-                    // Made under photogate's umask (077): the command's user must pass through.
-                    chmod(base, mode)
-                }
-                var template = Array((base + "/XXXXXX").utf8CString)
-                guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
-                    throw CommandFailure("cannot make a folder in \(base): \(String(cString: strerror(errno)))", .failure)
-                }
-                chmod(dir, mode)
-                mountpoint = dir + "/view"
-                mkdir(mountpoint, 0o700)
-                // Held from before the mount: the view is then found in this folder even if it is
-                // renamed and a symlink left at its old path (no sandbox can do that here; a second
-                // line, should one of the user's own processes).
-                let folder = SandboxHiding.openFolder(dir)
-                guard folder >= 0 else {
-                    rmdir(mountpoint); rmdir(dir)
-                    throw CommandFailure("cannot open \(dir): \(String(cString: strerror(errno)))", .failure)
-                }
-                folderFD = folder
-                let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-                // Mounted for as long as this process runs: killed (SIGKILL), it cannot unmount the view
-                // itself, and its daemon does instead.
-                let (st, err) = try runCapturing(exe, ["mount", id.rawValue, mountpoint, "--access", access.rawValue, "--library", library.paths.root,
-                                                       "--while-pid", String(getpid())]
-                                                      + (sandboxUser.map { ["--owner", $0.description] } ?? []))
-                guard st == 0 else {
-                    close(folder)
-                    rmdir(mountpoint); rmdir(dir)
-                    throw CommandFailure("cannot mount the view of \(id): \(err.trimmingCharacters(in: .whitespacesAndNewlines))", .mountFailed)
-                }
-                ours = dir
-                daemon = DaemonEnd(pid: MountRegistry.record(mountedAt: mountpoint, run: library.paths.runFolder)?.pid)
-            }
-            defer {
-                if ours != nil {
-                    // Unmounted where it is now (a rename of its folder moves the mount along, and
-                    // the old path may then name anything, another of the user's views included).
-                    // As root, by the descriptor itself (the kernel takes it to the mount it names);
-                    // else by where the kernel says it is now (or, when it could not be opened, by
-                    // its path, which resolves as it did for the mount).
-                    let byDescriptor = viewFD >= 0 && geteuid() == 0 && umount2("/proc/self/fd/\(viewFD)", Int32(MNT_DETACH)) == 0
-                    let at = byDescriptor ? nil : (viewFD >= 0 ? SandboxHiding.realPath(fd: viewFD) : nil).map { String(decoding: $0, as: UTF8.self) } ?? mountpoint
-                    // Closed first: it holds the mount, and so keeps the daemon from ending.
-                    if viewFD >= 0 { close(viewFD) }
-                    viewFD = -1
-                    if let at, (try? runTool("/bin/fusermount3", ["-u", at])) != 0 { _ = try? runTool("/bin/fusermount3", ["-u", "-z", at]) }
-                    daemon.waitForEnd()
-                    // The folder made for the run, wherever it is now.
-                    if let f = folderFD {
-                        unlinkat(f, "view", AT_REMOVEDIR)
-                        if let real = SandboxHiding.realPath(fd: f) { rmdir(String(decoding: real, as: UTF8.self)) }
-                    }
-                }
-                if viewFD >= 0 { close(viewFD) }
-                if let f = folderFD { close(f) }
-                daemon.release()
-            }
+            // The view: reuse a live mount of this app and access, else mount one for the run
+            // (RunView.swift), unmounted at the end.
+            let runView = try RunView.acquire(id, access: access, library: library, user: sandboxUser, asRoot: asRoot)
+            defer { runView.release() }
+            let mountpoint = runView.mountpoint
 
-            // What must stay out of reach: the library, the host's /proc (through it, /proc/PID/root
-            // reaches every file), and every photogate mount but this view (and its aliases).
+            // What must stay out of reach (RunHidden.swift): the library, the host's /proc, every
+            // photogate mount but this view; as the mount table shows them now.
             let mounts = MountTable.entries()
             // The view is bound by a descriptor checked to be this app's view (RunSandbox.swift).
             let view: (source: SandboxHiding.Source, mount: MountTable.Entry)
             do {
-                view = try SandboxHiding.openView(mountpoint, in: folderFD, app: id.rawValue, access: access.rawValue, mounts: mounts)
+                view = try SandboxHiding.openView(mountpoint, in: runView.folderFD, app: id.rawValue, access: access.rawValue, mounts: mounts)
             } catch {
                 throw CommandFailure("cannot pass the view in: \(error.description)", .failure)
             }
-            viewFD = view.source.fd
-            let ownDevices: Set<String> = [view.mount.device]
-            // The library's parts too: a store moved to another disk and left as a symlink is not
-            // under the library's folder.
+            runView.viewFD = view.source.fd
             let paths = library.paths
-            // Each named as the library (issue 38: a refusal named a place inside it, the run's own
-            // view folder, as "the photo library").
-            var hidden = [(paths.root, "the photo library"), (paths.database, "the catalog of the photo library \(paths.root)"),
-                          (paths.store, "the store of the photo library \(paths.root)"), (paths.tmp, "the temporary folder of the photo library \(paths.root)"),
-                          (paths.run, "the run folder of the photo library \(paths.root)")].map {
-                SandboxHiding.Hidden(path: Array($0.0.utf8), what: $0.1, policy: .maskReadOnly)
-            }
-            // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
-            // Mount points as the kernel's bytes: a name need not be UTF-8.
-            hidden += ([Array("/proc".utf8)] + mounts.filter { $0.type == "proc" }.map(\.mountPointBytes)).map {
-                SandboxHiding.Hidden(path: $0, what: "the host's /proc", policy: .maskReadOnly)
-            }
-            // Views the command could enter: another user's view without allow_other (which the
-            // kernel closes to everyone but its owner) does not count, so that no one stops
-            // another's run by mounting a view below a shared folder (/srv, /tmp, /).
-            let commandUID = sandboxUser?.uid ?? getuid()
-            // Root's runs' views (in RunFolders.rootBase, a folder of root's alone) serve only the
-            // sandbox user of their run (the daemon refuses everyone else): masked with the folder
-            // below, never a reason to refuse another's run (a red-team finding: one root run
-            // made every other user's --ro-bind /:/ fail, naming a view they could not unmount).
-            let rootRunViews = Array((RunFolders.rootBase + "/").utf8)
-            let viewMounts = mounts.filter {
-                $0.type == "fuse.photogate" && !ownDevices.contains($0.device) && $0.admits(uid: commandUID)
-                    && !$0.mountPointBytes.starts(with: rootRunViews)
-            }
-            let views = viewMounts.map(\.mountPointBytes)
-            hidden += viewMounts.map { m in
-                let owner = m.superOption("user_id").flatMap { UInt32($0) }
-                let whose = owner.map { $0 == getuid() ? "yours" : "\(accountName($0))'s, mounted with allow_other" } ?? "of an unknown user"
-                return SandboxHiding.Hidden(path: m.mountPointBytes, what: "another photogate view (\(whose))", policy: .refuse)
-            }
-            // Root's runs' view folders, masked for every run (the views in them are left out above).
-            if asRoot || Glibc.access(RunFolders.rootBase, F_OK) == 0 {
-                hidden.append(SandboxHiding.Hidden(path: Array(RunFolders.rootBase.utf8), what: "photogate run's view folders", policy: .mask))
-            }
-            // Registered mount points no longer mounted (a daemon that died): an empty folder now,
-            // masked all the same.
-            hidden += MountRegistry.entries(library.paths.runFolder).map { Array($0.record.mountpoint.utf8) }
-                .filter { p in !p.elementsEqual(mountpoint.utf8) && !views.contains(p) }
-                .map { SandboxHiding.Hidden(path: $0, what: "a photogate mount point", policy: .mask) }
+            let hidden = SandboxHiding.keptFromRun(library: paths, mounts: mounts, view: view.mount, viewPath: mountpoint,
+                                                   commandUID: sandboxUser?.uid ?? getuid(), asRoot: asRoot)
 
             var args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
             // Root drops to the sandbox's user before anything else runs (bubblewrap included),
@@ -452,114 +325,4 @@ func xdgPicturesDir(home: String) -> String {
 func isDirectory(_ path: String) -> Bool {
     var st = stat()
     return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-}
-
-/// Runs a program and returns its status and stderr.
-func runCapturing(_ path: String, _ args: [String]) throws -> (Int32, String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let err = Pipe()
-    p.standardOutput = FileHandle.nullDevice
-    p.standardError = err
-    try p.run()
-    let data = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
-/// Runs argv[0] (bubblewrap) with our stdin/stdout/stderr and default signal dispositions, in a
-/// process group of its own; returns the exit status, or 128+N when the child died of signal N.
-/// `handing[i]` becomes the child's descriptor 3 + i; no other descriptor reaches it.
-///
-/// SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process (a ^C at the terminal, `timeout`, a
-/// supervisor stopping it) go to the command in the sandbox, which may handle them (a script's
-/// trap, rsync removing its partial file); this process waits for it to end and unmounts after.
-/// Sent straight to bubblewrap, a ^C ended bubblewrap, which killed the sandbox (SIGKILL: no
-/// handler ran); sent to this process, a SIGTERM was ignored and the command ran on. `info`
-/// (taken, closed here) is the read end of the pipe given to bubblewrap's --info-fd: it names the
-/// sandbox's first process, whose process group the command is in.
-func spawnAndWait(_ argv: [[UInt8]], handing: [Int32] = [], info: Int32 = -1, environment: [String: String]? = nil) throws -> Int32 {
-    var infoFD = info
-    defer { if infoFD >= 0 { close(infoFD) } }
-    var attr = posix_spawnattr_t()
-    posix_spawnattr_init(&attr)
-    defer { posix_spawnattr_destroy(&attr) }
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
-    // One ignored when run started stays ignored for the command too (a background job of a
-    // shell ignores SIGINT and SIGQUIT: ^C at the terminal is not for it).
-    for sig in forwarded where pg_signal_ignored(sig) == 0 { sigaddset(&defaults, sig) }
-    sigaddset(&defaults, SIGPIPE)
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    posix_spawnattr_setsigdefault(&attr, &defaults)
-    posix_spawnattr_setsigmask(&attr, &empty)
-    // A process group of its own: the terminal's ^C reaches this process only, which relays it.
-    posix_spawnattr_setpgroup(&attr, 0)
-    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
-    // Arguments as bytes: a path in them need not be UTF-8.
-    let cargs: [UnsafeMutablePointer<CChar>?] = argv.map { a in
-        let p = UnsafeMutablePointer<CChar>.allocate(capacity: a.count + 1)
-        a.withUnsafeBytes { b in if let base = b.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: b.count) } }
-        p[a.count] = 0
-        return p
-    } + [nil]
-    defer { cargs.forEach { $0?.deallocate() } }
-    var pid: pid_t = 0
-    // Caught from before the spawn (kept until relayed); else, as before, ignored here.
-    let relaying = pg_relay_begin() == 0
-    let old = relaying ? [] : forwarded.map { signal($0, SIG_IGN) }
-    defer {
-        if relaying { pg_relay_end() }
-        for (sig, h) in zip(forwarded, old) { signal(sig, h) }
-    }
-    // Only stdin, stdout and stderr reach the child: Foundation's Process and the caller leave
-    // descriptors open (a connected socket among them), which would give the sandbox a way out.
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    // Moved out of the way first (>= 100), so that placing one at 3 + i cannot overwrite another.
-    let high = handing.map { fcntl($0, F_DUPFD_CLOEXEC, 100) }
-    defer { for fd in high where fd >= 0 { close(fd) } }
-    if high.contains(where: { $0 < 0 }) { throw CommandFailure("cannot pass the folders in: \(String(cString: strerror(errno)))", .failure) }
-    for (i, fd) in high.enumerated() { posix_spawn_file_actions_adddup2(&actions, fd, Int32(3 + i)) }
-    pg_spawn_closefrom(&actions, Int32(3 + handing.count))
-    // The environment given, else this process's.
-    let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { e in e.keys.sorted().map { strdup("\($0)=\(e[$0]!)") } + [nil] }
-    defer { envp?.forEach { free($0) } }
-    let rc = envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, UnsafeMutablePointer(mutating: $0.baseAddress!)) } }
-        ?? posix_spawn(&pid, cargs[0]!, &actions, &attr, cargs, environ)
-    guard rc == 0 else { throw CommandFailure("cannot run \(String(decoding: argv[0], as: UTF8.self)): \(String(cString: strerror(rc)))", .failure) }
-    var status: Int32 = 0
-    if !relaying || pg_relay_wait(pid, infoFD, &status) != 0 {
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    }
-    infoFD = -1   // pg_relay_wait closed it
-    let exited = status & 0x7f == 0
-    return exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-}
-
-extension MountTable.Entry {
-    /// The value of one of the filesystem's own options (`user_id=1000`), as listed.
-    func superOption(_ key: String) -> String? {
-        for o in superOptionsBytes.split(separator: UInt8(ascii: ",")) where o.starts(with: Array((key + "=").utf8)) {
-            return String(decoding: o.dropFirst(key.utf8.count + 1), as: UTF8.self)
-        }
-        return nil
-    }
-
-    /// Whether the kernel lets `uid` into this FUSE mount: its owner (user_id), or anyone with
-    /// allow_other (the daemon may then refuse some, which is not known from here).
-    func admits(uid: UInt32) -> Bool {
-        if superOptionsBytes.split(separator: UInt8(ascii: ",")).contains(where: { $0.elementsEqual("allow_other".utf8) }) { return true }
-        return superOption("user_id").flatMap { UInt32($0) } == uid
-    }
-}
-
-/// "alice (uid 1000)", or "uid 1000" for an id no account has.
-func accountName(_ uid: UInt32) -> String {
-    guard let pw = getpwuid(uid), let n = pw.pointee.pw_name else { return "uid \(uid)" }
-    return "\(String(cString: n)) (uid \(uid))"
 }

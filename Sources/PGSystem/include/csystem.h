@@ -80,15 +80,14 @@ int pg_pidfd_wait(int pidfd, int timeout_ms);
 int pg_mount_identity(int fd, long long *mount_id, unsigned *dev_major, unsigned *dev_minor);
 
 /// photogate run: SIGINT, SIGTERM, SIGHUP and SIGQUIT caught (from here until pg_relay_end) and
-/// kept for pg_relay_wait, which relays them to the sandboxed command; one ignored when this is
-/// called stays ignored (and is not relayed). Call before spawning, so
-/// that a signal that comes meanwhile is kept. 0, or -1 with errno.
+/// kept, each as one byte (its number) in a pipe whose read end is pg_relay_fd, for the caller to
+/// relay to the sandboxed command; one ignored when this is called stays ignored (and is not
+/// relayed). Call before spawning, so that a signal that comes meanwhile is kept. 0, or -1 with
+/// errno.
 int pg_relay_begin(void);
-/// Waits for `pid` (bubblewrap, spawned in a process group of its own, after pg_relay_begin),
-/// relaying each caught signal to the process group of the sandbox's first process, whose pid
-/// bubblewrap writes to `info_fd` (--info-fd; this takes the descriptor and closes it), or to
-/// bubblewrap itself before that. Stores waitpid's status: 0, or -1 with errno (no pidfd).
-int pg_relay_wait(int pid, int info_fd, int *status);
+/// The read end (non-blocking, close-on-exec) of pg_relay_begin's pipe: one byte per signal
+/// caught, its number. -1 outside pg_relay_begin ... pg_relay_end.
+int pg_relay_fd(void);
 /// 1 when `sig` is ignored (SIG_IGN) in this process.
 int pg_signal_ignored(int sig);
 /// Restores the dispositions pg_relay_begin found.
