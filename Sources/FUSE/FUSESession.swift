@@ -268,18 +268,19 @@ public final class FUSESession: @unchecked Sendable {
         core.enqueue(.entry(parent: parent, name: name))
     }
 
-    /// Drop the cached attributes of `inode` and its page cache from `offset`, `length` bytes
-    /// (`fuse_lowlevel_notify_inval_inode`). `length` 0 means to the end of the file, so the
-    /// defaults drop attributes and all cached data; a negative `offset` drops only the attributes.
     /// Waits until every READ the daemon was serving when called has been replied to (see
     /// ReadGate.swift), so that invalidations queued next also drop the pages those replies
-    /// insert. Returns at once on a request handler thread: a mount's own unlink or rename
-    /// removes what the app itself asked to remove, and waiting there could wait on that thread.
+    /// insert. Returns at once on a request handler thread: there a mount removes what the app
+    /// itself removed or replaced (its unlink, rename, or a close that saved a new version), and
+    /// waiting could wait on that very thread.
     public func quiesceReads() {
         guard !HandlerThread.isCurrent else { return }
         core.readGate.quiesce()
     }
 
+    /// Drop the cached attributes of `inode` and its page cache from `offset`, `length` bytes
+    /// (`fuse_lowlevel_notify_inval_inode`). `length` 0 means to the end of the file, so the
+    /// defaults drop attributes and all cached data; a negative `offset` drops only the attributes.
     public func invalidateInode(_ inode: Inode, offset: Int64 = 0, length: Int64 = 0) {
         core.enqueue(.inode(inode, offset: offset, length: length))
     }

@@ -25,11 +25,13 @@ import Glibc
 ///      kernel told (the invalidator never calls back into PhotoFS).
 ///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
-///      `albumSessions`, `waitingSidecars`, `sidecarTimes`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `aliases`,
-///      `openedPaths`, `handles`, `redactionCache`, `snapshots`, `backupTrail`, `feed` (holds poll handles, notifies after
-///      release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`, the recorder's state; and each handle's own lock
-///      (`ChangesHandle.position`, `RequestHandle.buffer`), released before `feed` is taken or a
-///      request submitted.
+///      `albumSessions`, `waitingSidecars`, `sidecarTimes`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`,
+///      `addedToday`, `aliases`, `openedPaths`, `handles`, `redactionCache`, `snapshots`, `backupTrail`, `feed` (holds poll
+///      handles, notifies after release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`, the recorder's
+///      state, `compatibles`' own (CompatibleFiles); and each handle's own lock (`ChangesHandle.position`,
+///      `RequestHandle.buffer`), released before `feed` is taken or a request submitted. `rootFolderNames` takes only
+///      `rootFolders` inside it. A file being written has a running hash with two locks of its own, taken under the
+///      file's (RunningHash.swift).
 /// Atomics (`nextHandle`, `requested`, `viewBytes`, `opensAnswered`, `FDBudget`'s count) take no lock. The FUSE
 /// session's own locks (`connection`, `backing`) are leaves below all of these.
 public final class PhotoFS: FileSystemOperations, @unchecked Sendable {

@@ -35,8 +35,8 @@ extension PhotoFS {
     /// (status or options, thousands of changes, colliding names) recomputes the whole view.
     /// `handled` are assets whose name changes this mount made itself through a syscall (unlink,
     /// rename): the kernel already updated its dentries for those, and notifying again would take
-    /// the directory lock that syscall may still hold.
-    /// `handledNames`: names at the top this mount's own syscall removed (a sidecar's `rm`).
+    /// the directory lock that syscall may still hold. `handledAlbums`: the same for albums (an
+    /// `rmdir`); `handledNames`: names at the top this mount's own syscall removed (a sidecar's `rm`).
     public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = [], handledNames: Set<String> = []) {
         refreshLock.lock()
         let (drops, rebuilt) = refreshLocked(handled: handled, handledAlbums: handledAlbums, handledNames: handledNames)
@@ -46,8 +46,10 @@ extension PhotoFS {
         // Outside refreshLock: the notifier may wait on a directory lock held by a syscall whose
         // handler needs refreshLock (a rename refreshes the view), so waiting for it under the lock
         // could deadlock. Pages of removed inodes are gone once the queue reached the kernel; a
-        // GETATTR waiting on them may answer then. On a handler thread (the app's own unlink or
-        // rename) nothing waits, and the app removed the file itself.
+        // GETATTR waiting on them (`waitForPageDrop`) may answer then. On a request handler thread
+        // (a refresh after the app's own syscall: an unlink, a rename, a close that saved a new
+        // version) the flush returns without waiting, and the drops are let go at once: the app removed or
+        // replaced those files itself, and waiting there could wait on its own request.
         if !drops.isEmpty {
             _ = invalidator?.flushNotifications()
             pendingDrops.withLock { $0.subtract(drops) }
