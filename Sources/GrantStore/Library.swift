@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): opening a library and letting go of it, and the checks that keep its catalog durable (the log synced, removed or replaced under the process), which share its state.
 import Foundation
 import GRDB
 import LibraryRun

@@ -181,3 +181,46 @@ extension Library {
         return PurgeOutcome(days: used, assets: gone)
     }
 }
+
+/// Moving assets to Recently Deleted and back (the rows; `RecentlyDeleted`'s retention above).
+extension Library {
+
+    public func trash() throws -> [Asset] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE trashed_at IS NOT NULL ORDER BY trashed_at, rowid")
+                .map(Library.asset)
+        }
+    }
+
+    /// Moves assets to Recently Deleted: by an app (an `rm` through its mount), or by the person
+    /// (nil: `photogate delete`), which the change log and `trashed_by` record.
+    public func moveToTrash(rowIDs: [Int64], by app: AppID? = nil) throws {
+        try write { db in
+            try ViewDelta.tracking(db, rowIDs) {
+                for r in rowIDs {
+                    try db.execute(sql: "UPDATE assets SET trashed_at = ?, trashed_by = ? WHERE rowid = ? AND trashed_at IS NULL",
+                                   arguments: [Library.now(), app?.rawValue ?? Library.trashedByPerson, r])
+                    if db.changesCount > 0 { try Library.record(db, .trash, app: app?.rawValue, asset: r) }
+                }
+            }
+        }
+    }
+
+    @discardableResult
+    public func restore(_ refs: [String]) throws -> [Asset] {
+        try write { db in
+            let assets = try Library.resolve(db, refs)
+            let notTrashed = assets.filter { !$0.isTrashed }
+            if !notTrashed.isEmpty {
+                throw LibraryError.conflict("not in Recently Deleted: \(notTrashed.map { "'\($0.displayName)'" }.joined(separator: ", ")); nothing was changed")
+            }
+            try ViewDelta.tracking(db, assets.map(\.rowID)) {
+                for a in assets {
+                    try db.execute(sql: "UPDATE assets SET trashed_at = NULL, trashed_by = NULL WHERE rowid = ?", arguments: [a.rowID])
+                    try Library.record(db, .restore, asset: a.rowID)
+                }
+            }
+            return assets
+        }
+    }
+}

@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): an asset's versions, committed, listed and reverted in the same transactions over the versions table.
 import Foundation
 import GRDB
 import PhotoLibrary

@@ -1,3 +1,4 @@
+// Kept in one file (over ~400 lines): a sidecar's write, from its create to the commit or the wait for its photo, one state machine.
 import FUSE
 import Foundation
 import PhotoLibrary
