@@ -313,22 +313,10 @@ public final class Library: Sendable {
     /// after it (later calls fail as a closed database does).
     public func letGo() {
         guard !letGoDone.exchange(true, ordering: .relaxed) else { return }
-        commits.withLock { $0 }?.drain()
         if wrote.load(ordering: .relaxed), !checkpointLargeLog() { try? syncLog(rescue: false) }
         checkpointIfLast()
     }
     private let letGoDone = Atomic<Bool>(false)
-
-    /// This process's group commit of mount saves (made at the first one).
-    var groupCommit: GroupCommit {
-        commits.withLock { g in
-            if let g { return g }
-            let made = GroupCommit(library: self)
-            g = made
-            return made
-        }
-    }
-    private let commits = Mutex<GroupCommit?>(nil)
 
     /// The catalog lives in the database file, not only in its write-ahead log, once the last
     /// process lets go of it: anyone who copies or backs up `photogate.sqlite` alone then copies
@@ -415,9 +403,7 @@ public final class Library: Sendable {
     /// `rescue`: when the log is not the one SQLite writes to, checkpoint what it holds into the
     /// database file (`rescueLog`) instead of failing; not at the end of a process's use of the
     /// library (its last close checkpoints anyway, and its folder may be gone by then).
-    /// `sync` false: only the checks, no fdatasync (a group commit's save, whose sync comes with
-    /// its batch: `GroupCommit`).
-    public func syncLog(rescue: Bool = true, sync: Bool = true) throws {
+    public func syncLog(rescue: Bool = true) throws {
         let path = paths.database + "-wal"
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
@@ -448,7 +434,7 @@ public final class Library: Sendable {
             throw LibraryError.notDurable("the catalog's write-ahead log \(path) was truncated or overwritten while photogate had it open, "
                 + "so this change cannot be made durable; stop the library's processes (unmount its views) and check it with photogate verify")
         }
-        guard !sync || fdatasync(fd) == 0 else { throw StoreWriter.ioError(errno, "cannot sync \(path)") }
+        guard fdatasync(fd) == 0 else { throw StoreWriter.ioError(errno, "cannot sync \(path)") }
     }
 
     /// Whether the log file (`fd`, `size` bytes) still looks like the log SQLite writes: empty,

@@ -104,7 +104,7 @@ public final class LibraryStorePort: LibraryPort {
                               contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool) {
         // A mount's save: the app must still be allowed to edit the photo when the version commits.
         try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash, alwaysNew: alwaysNew,
-                                             requireConsent: true, basedOn: basedOn, grouped: true) }
+                                             requireConsent: true, basedOn: basedOn) }
     }
 
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {

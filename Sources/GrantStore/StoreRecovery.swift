@@ -9,9 +9,9 @@ import Glibc
 #endif
 
 /// Recovery of the temp folders of dead processes (and of a writer's own folder at its end), and
-/// the ready marker a save's temp file carries: what recovery commits after a crash (issue 39's
-/// group commit relies on it: a close is durable as its marked temp file until its row's log is
-/// synced). Kept apart from StoreWriter's commit path, which writes what this reads.
+/// the ready marker a temp file carries when its close succeeded while the catalog could not take
+/// it: what recovery commits after a crash. Kept apart from StoreWriter's commit path, which
+/// writes what this reads.
 extension StoreWriter {
     /// Recovers temp folders of dead processes. Returns how many files were kept (rolled forward
     /// into the store, or committed from a "ready" marker).

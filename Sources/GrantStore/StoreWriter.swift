@@ -18,12 +18,10 @@ public struct NewAssetFacts: Sendable {
 
 /// Puts new originals into the store so that a crash at any point leaves either no asset or a
 /// whole one:
-///   1. the bytes go to `tmp/<purpose>-<pid>-<random>/<id>.part` and are fsynced (a mount's save
-///      with its ready marker: `commitAppFile`);
-///   2. the catalog row is committed (and its log synced, or, for a marked save, synced later by
-///      the library's group commit: `GroupCommit`);
-///   3. the file is renamed into `store/<id[0..2]>/<id>.<ext>` (a marked save: linked there, its
-///      temp name removed once the log is synced).
+///   1. the bytes go to `tmp/<purpose>-<pid>-<random>/<id>.part` and are fsynced;
+///   2. the catalog row is committed and its log synced;
+///   3. the file is renamed into `store/<id[0..2]>/<id>.<ext>` (no sync of its own: a lost rename
+///      is redone by recovery, which finds the row).
 /// Each process's temp folder is held with an exclusive `flock`; a folder whose lock can be taken
 /// belongs to a dead process and is recovered: files whose row was committed are rolled forward
 /// into the store, marked files are committed, all others deleted.
@@ -173,13 +171,6 @@ public final class StoreWriter: @unchecked Sendable {
         let dest = try library.storeFile(rel, of: (tempPath as NSString).lastPathComponent)
         let dir = (dest as NSString).deletingLastPathComponent
         if mkdir(dir, 0o700) != 0 && errno != EEXIST { throw StoreWriter.ioError(errno, "mkdir \(dir)") }
-        // Linked there already (a group commit's save whose temp name recovery finds): rename(2)
-        // between two names of one file does nothing, so the temp name goes this way.
-        if StoreWriter.sameFile(tempPath, dest) {
-            guard unlink(tempPath) == 0 else { throw StoreWriter.ioError(errno, "unlink \(tempPath)") }
-            if durable { fsyncDirectory(of: dest) }
-            return
-        }
         guard rename(tempPath, dest) == 0 else { throw StoreWriter.ioError(errno, "rename into store") }
         if durable { fsyncDirectory(of: dest) }
     }
@@ -200,38 +191,16 @@ public final class StoreWriter: @unchecked Sendable {
     /// same files again makes no duplicates.
     /// `knownHash`: asked once the file is found to be media, the file's content hash computed
     /// while it was written, or nil (no closure, or nil from it: hashed here).
-    ///
-    /// Group commit (issue 39): the file is marked ready and fsynced, one sync that makes it
-    /// durable as a save recovery commits; its row then commits without a sync of the log, and
-    /// `GroupCommit` syncs the log for a batch of saves (see there). Where the temp folder takes
-    /// no marker, the log is synced here, as before.
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String,
                               album: String? = nil, reuseSameContent: ReuseRule = .sameName,
                               knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
-        let marked = try StoreWriter.mark(fd: fd, tempPath: tempPath, ReadyMarker(app: app, name: name, album: album))
-        guard fsync(fd) == 0 else {
-            let e = errno
-            if marked { _ = pg_fremovexattr(fd, ReadyMarker.xattr) }
-            throw StoreWriter.ioError(e, "fsync")
-        }
-        do {
-            return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
-                                          album: album, reuse: reuseSameContent, knownHash: knownHash, grouped: marked)
-        } catch {
-            // Not saved (refused, or the catalog failed): nothing may commit it after a crash.
-            // (Not durable: a crash before the next sync may still find the marker, and recovery
-            // then decides again as this commit did.)
-            if marked { _ = pg_fremovexattr(fd, ReadyMarker.xattr) }
-            throw error
-        }
+        guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
+                                      album: album, reuse: reuseSameContent, knownHash: knownHash)
     }
 
-    /// `grouped`: the temp file is marked ready and durable (`commitAppFile`): the log is not
-    /// synced here but by the library's group commit, and the file is linked into the store (its
-    /// temp name stays, the record until then). Recovery commits with `grouped` false.
     static func commit(library: Library, tempPath: String, fd: Int32, id: String, app: AppID, name: String,
-                       album: String?, reuse: ReuseRule = .sameName, knownHash: (() -> String?)? = nil,
-                       grouped: Bool = false) throws -> AppFileCommit {
+                       album: String?, reuse: ReuseRule = .sameName, knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
         // The data is durable already (fsynced by the caller, or by markReady before a crash).
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
@@ -259,15 +228,6 @@ public final class StoreWriter: @unchecked Sendable {
         // the app's close is told it is saved (a log removed under the daemon: EIO, the temp file
         // kept as it was). The rename needs no sync of its own: if it is lost, recovery finds the
         // row and renames again.
-        if grouped {
-            // A log removed or replaced under the process fails the close now (EIO), as a sync would.
-            try library.syncLog(sync: false)
-            if reused || StoreWriter.link(library, tempPath: tempPath, storePath: rel) {
-                library.groupCommit.add(tempPath)
-                return AppFileCommit(asset: asset, reused: reused)
-            }
-            // No link (a filesystem without hard links): synced and renamed here.
-        }
         try library.syncLog()
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         if reused {
@@ -276,31 +236,6 @@ public final class StoreWriter: @unchecked Sendable {
         }
         try? StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: false)   // else recovery moves it
         return AppFileCommit(asset: asset, reused: false)
-    }
-
-    /// Sets a temp file's ready marker, its extended attribute: durable once the file is fsynced.
-    /// False where the filesystem takes no user attributes (`markReady` then writes a `.ready` file).
-    static func mark(fd: Int32, tempPath: String, _ marker: ReadyMarker) throws -> Bool {
-        let data = try JSONEncoder().encode(marker)
-        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
-        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
-        return tagged
-    }
-
-    /// A committed temp file's second name, at its store path: readers find it there at once,
-    /// and the temp name stays until the group commit has synced its row. False when there is no
-    /// link (the caller renames).
-    static func link(_ library: Library, tempPath: String, storePath rel: String) -> Bool {
-        guard let dest = try? library.storeFile(rel, of: (tempPath as NSString).lastPathComponent) else { return false }
-        let dir = (dest as NSString).deletingLastPathComponent
-        if mkdir(dir, 0o700) != 0 && errno != EEXIST { return false }
-        if Glibc.link(tempPath, dest) == 0 { return true }
-        return errno == EEXIST && StoreWriter.sameFile(tempPath, dest)
-    }
-
-    static func sameFile(_ a: String, _ b: String) -> Bool {
-        var sa = stat(), sb = stat()
-        return lstat(a, &sa) == 0 && lstat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 
     /// The app's asset that a new file of this content (and, for `.sameName`, this name) turns
@@ -360,7 +295,9 @@ public final class StoreWriter: @unchecked Sendable {
     }
 
     static func markDurably(fd: Int32, tempPath: String, _ marker: ReadyMarker) throws {
-        let tagged = try mark(fd: fd, tempPath: tempPath, marker)
+        let data = try JSONEncoder().encode(marker)
+        let tagged = data.withUnsafeBytes { pg_fsetxattr(fd, ReadyMarker.xattr, $0.baseAddress, UInt($0.count)) } == 0
+        if !tagged && errno != ENOTSUP && errno != EOPNOTSUPP && errno != EPERM { throw StoreWriter.ioError(errno, "mark \(tempPath)") }
         guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
         if !tagged { try marker.write(tempPath + ".ready") }
     }

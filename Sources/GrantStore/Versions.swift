@@ -173,7 +173,7 @@ extension Library {
     /// from; another version current by the commit's transaction is a conflict (nothing saved).
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
                               knownHash: (() -> String?)? = nil, alwaysNew: Bool = false,
-                              requireConsent: Bool = false, basedOn: String? = nil, grouped: Bool = false) throws -> (asset: Asset, changed: Bool) {
+                              requireConsent: Bool = false, basedOn: String? = nil) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
         var temp = tempPath
@@ -203,21 +203,6 @@ extension Library {
             throw error
         }
         let (asset, changed) = committed
-        // `grouped` (a mount's save) and the temp marked ready and durable by the caller
-        // (`markVersionReady`): the log is synced by the group commit, as for a new file
-        // (`StoreWriter.commitAppFile`), and the version is linked into the store now.
-        if grouped, temp == tempPath, case .marked = ReadyMarker.probe(temp: temp) {
-            try syncLog(sync: false)
-            if changed, StoreWriter.link(self, tempPath: temp, storePath: rel) {
-                groupCommit.add(temp)
-                return (asset, true)
-            }
-            if !changed, asset.storePath != rel {   // nothing committed: nothing to make durable
-                unlink(temp)
-                unlink(temp + ".ready")
-                return (asset, false)
-            }
-        }
         // Durable before the file is told saved (and before its marker goes: should the log be
         // gone, the temp file stays as it was, for the next mount's recovery).
         try syncLog()

@@ -280,45 +280,6 @@ struct Editing {
         try f.unmount(again)
     }
 
-    /// Group commit (issue 39) for a save: its close returns once the new version's file is
-    /// durable with its ready marker; the log's sync is held back (PHOTOGATE_COMMIT_DELAY_MS),
-    /// the daemon killed, and the log taken back in place to what it held before the save (what a
-    /// power cut leaves of an unsynced log). The next mount has the saved version, once.
-    @Test func aSaveWhoseLogWasNotSyncedSurvivesAPowerCut() throws {
-        let f = try MountFixture()
-        try f.pg("authorize", editor, "--status", "limited")
-        let mp = try f.mount(editor)
-        let original = try TestMedia.jpeg(tag: "first")
-        #expect(cpWrite(original, to: mp + "/s.jpg") == 0)
-        let id = try assetID(f, "s.jpg")
-        try f.unmount(mp)
-        f.extraEnvironment["PHOTOGATE_COMMIT_DELAY_MS"] = "600000"
-        let held = try f.mount(editor)
-        let wal = f.library + "/photogate.sqlite-wal"
-        let before = try #require(FileManager.default.contents(atPath: wal))
-        let saved = try TestMedia.jpeg(tag: "saved before the power cut")
-        #expect(cpWrite(saved, to: held + "/s.jpg") == 0)
-        #expect(try versions(f, id).count == 2)
-        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
-        let pid = try #require(list.first { $0["mountpoint"] as? String == held }?["pid"] as? Int)
-        #expect(kill(pid_t(pid), SIGKILL) == 0)
-        #expect(eventually { kill(pid_t(pid), 0) != 0 })
-        let fd = open(wal, O_WRONLY)
-        #expect(fd >= 0)
-        #expect(before.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) } == before.count)
-        #expect(ftruncate(fd, off_t(before.count)) == 0)
-        close(fd)
-        unlink(f.library + "/photogate.sqlite-shm")
-        f.extraEnvironment["PHOTOGATE_COMMIT_DELAY_MS"] = nil
-        let again = try f.mount(editor)
-        #expect(readAll(again + "/s.jpg") == saved ? true : false, "the save whose close returned 0 is lost")
-        #expect(try versions(f, id).count == 2)
-        try verifyClean(f)
-        let temps = ((try? FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp")) ?? []).filter { $0.hasSuffix(".part") }
-        #expect(temps.isEmpty, "\(temps)")
-        try f.unmount(again)
-    }
-
     /// Reads through a handle open for writing are the app's reads too: with strip-location on,
     /// an edit starts from the redacted bytes the app reads (in place or mapped), so no version it
     /// saves holds a location it never saw. (A copy of the original with reads redacted let the

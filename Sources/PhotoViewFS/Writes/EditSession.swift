@@ -218,16 +218,10 @@ extension PhotoFS {
             discardLocked(f)
             throw .accessDenied
         }
-        // Marked ready and fsynced: one sync makes the save durable, as one recovery commits, so
-        // that its version commits without a sync of the log of its own (group commit, issue 39).
-        // A file the mark refuses (not media) is fsynced alone; the commit below refuses it.
-        if (try? writer.markVersionReady(tempPath: f.tempPath, fd: f.fd, app: appID, rowID: rowID)) == nil {
-            writer.clearReady(tempPath: f.tempPath)
-            guard Glibc.fsync(f.fd) == 0 else {
-                let e = errno
-                discardLocked(f)
-                throw .system(e)
-            }
+        guard Glibc.fsync(f.fd) == 0 else {
+            let e = errno
+            discardLocked(f)
+            throw .system(e)
         }
         if let (errno, why) = addRefusal(f) {
             log("refused an edit of \(f.name) from \(appID): \(why)")
@@ -262,10 +256,7 @@ extension PhotoFS {
             case .refused(let why)?:
                 log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
                 if f.dirty { noteRefusal(f.name, "edit refused: \(why); the current version stays") }
-                if last { discardLocked(f) } else {
-                    writer.clearReady(tempPath: f.tempPath)   // refused: not to be committed after a crash
-                    f.dirty = false
-                }
+                if last { discardLocked(f) } else { f.dirty = false }
                 throw mountErrno(for: error)
             case .noSpace?:
                 discardLocked(f)
@@ -281,7 +272,7 @@ extension PhotoFS {
                 // The database is unavailable: keep the edit durable and marked; recovery makes it
                 // the new version after a crash, the last release retries.
                 do {
-                    try writer.markVersionReady(tempPath: f.tempPath, fd: f.fd, app: appID, rowID: rowID)   // (again: not marked above if the mark failed)
+                    try writer.markVersionReady(tempPath: f.tempPath, fd: f.fd, app: appID, rowID: rowID)
                     f.ready = true
                     f.dirty = false
                     log("the edit of \(f.name) is kept to be committed later: \(error)")
