@@ -12,8 +12,9 @@ import Glibc
 ///
 /// The three ways tools save, each one new version at a single moment:
 /// - write into an open of the asset (`O_TRUNC` and write, `O_RDWR` in-place tag writers): the
-///   open gets a copy-on-write temp file holding the current version; at the last writer's close
-///   (the rules of Commit.swift's `flushSession`) the temp becomes the new version;
+///   open gets a temp file holding a copy of the current version as the app reads it (empty for
+///   an open with O_TRUNC, which nothing is copied for); at the last writer's close (the rules of
+///   Commit.swift's `flushSession`) the temp becomes the new version;
 /// - write a temp file, then rename it over the asset (exiftool, rsync, GIMP): the temp became an
 ///   asset of the app at its close; the rename makes its bytes the new version of the target and
 ///   dissolves the temp asset (its bytes live on as the version);
