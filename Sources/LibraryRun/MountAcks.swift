@@ -6,7 +6,7 @@ import Glibc
 
 /// What each running mount has applied of the library's changes, so that a command that changed
 /// the library (`photogate revoke`, `authorize`, `options`, `delete`...; not `grant`, which only
-/// adds to what an app sees) returns once every running mount shows the change, not merely once
+/// adds to what an app sees, unless it turns strip-location on) returns once every running mount shows the change, not merely once
 /// it is committed: a script that revokes a photo and then starts the app must find it gone. Each
 /// daemon keeps `run/acks/<pid>`: the change sequence number its view has applied (8 bytes,
 /// little-endian), written after every refresh. The folder is not the one daemons watch (`run/`),

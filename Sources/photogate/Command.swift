@@ -15,7 +15,7 @@ protocol PhotogateCommand: ParsableCommand {
     /// shows the change (`awaitRunningMounts`), so that what it took away (a revoke, a denial,
     /// strip-location on, a photo trashed) is gone for the next open. Every command does, unless
     /// it says otherwise and why.
-    static var waitsForRunningMounts: Bool { get }
+    var waitsForRunningMounts: Bool { get }
 
     /// Whether the command has --new-app, which registers an unknown app: the "unknown app"
     /// message then offers it.
@@ -23,11 +23,11 @@ protocol PhotogateCommand: ParsableCommand {
 }
 
 extension PhotogateCommand {
-    static var waitsForRunningMounts: Bool { true }
+    var waitsForRunningMounts: Bool { true }
     static var offersNewApp: Bool { false }
 
     func run() throws {
-        let waits = Self.waitsForRunningMounts
+        let waits = waitsForRunningMounts
         if waits { Library.notesCommits.store(true, ordering: .relaxed) }
         // Also when it fails after committing (pick interrupted by a signal reverts, then exits 130).
         defer { if waits { awaitRunningMounts() } }

@@ -33,7 +33,8 @@ struct ExitCodes: PhotogateCommand {
             <!-- Generated from the code (enum Exit, Sources/photogate/ExitCodes.swift): do not edit.
                  After changing the code: photogate exit-codes --markdown > docs/exit-codes.md -->
 
-            Every photogate command exits with one of these codes. They are stable: scripts may
+            Every photogate command exits with one of these codes (but `photogate run`, which exits
+            with its command's status, and a command a signal N interrupts: 128+N). They are stable: scripts may
             branch on them, and a code is never renumbered. `photogate exit-codes` prints the same
             list, and `photogate help exit-codes` (`man photogate-exit-codes`) shows it.
 

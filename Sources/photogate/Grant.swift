@@ -2,10 +2,12 @@ import ArgumentParser
 import GrantStore
 
 struct Grant: PhotogateCommand {
-    /// Waits for no running mount: a grant only adds to what an app sees. It stays one commit
-    /// (~14 ms with 10 mounts running; waiting for them all doubled it), and its mounts show it
-    /// within a millisecond.
-    static let waitsForRunningMounts = false
+    /// A grant only adds to what an app sees, so it waits for no running mount: it stays one
+    /// commit (~14 ms with 10 mounts running; waiting for them all doubled it), and its mounts
+    /// show it within a millisecond. Except with --strip-location, which can take a location
+    /// away from a photo the app already sees (or from a set's members): then it waits, as a
+    /// revoke does, so that the next open gets no location.
+    var waitsForRunningMounts: Bool { stripLocation }
     static let offersNewApp = true
     static let configuration = CommandConfiguration(
         commandName: "grant",

@@ -11,7 +11,7 @@ import Glibc
 
 struct Mount: PhotogateCommand {
     /// Waits for no running mount: a mount's daemon (in this process, or started by it) is one.
-    static let waitsForRunningMounts = false
+    var waitsForRunningMounts: Bool { false }
     static let configuration = CommandConfiguration(
         commandName: "mount",
         abstract: "Mount an app's view of the library (returns once the mount is ready).",

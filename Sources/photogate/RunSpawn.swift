@@ -121,11 +121,13 @@ struct BubblewrapInfo: Decodable {
 /// plainly. The signals are caught in C (PGSystem's pg_relay_*: a handler must be
 /// async-signal-safe, and it only writes the signal's number to a pipe); this reads that pipe.
 func relaySignals(untilEndOf pid: pid_t, info: Int32) -> Int32? {
-    var infoFD = info
-    defer { if infoFD >= 0 { close(infoFD) } }
+    // Without a pidfd the caller waits plainly, and `info` stays open: bubblewrap's write to it
+    // must find a reader (with none it would die of SIGPIPE).
     let pidfd = pg_pidfd_open(pid)
     guard pidfd >= 0 else { return nil }
     defer { close(pidfd) }
+    var infoFD = info
+    defer { if infoFD >= 0 { close(infoFD) } }
     let caught = pg_relay_fd()
     // At most 4 KiB of it (bubblewrap's is about 200 bytes): past that it is not read any more.
     let infoLimit = 4095

@@ -131,6 +131,28 @@ struct Live {
         try f.unmount(mp)
     }
 
+    /// But `grant --strip-location` can take a location away from a photo the app sees already:
+    /// it waits for the running mounts as a revoke does (here one whose daemon is stopped: the
+    /// command waits its 10 s and names it), so that a script's next open gets no location.
+    @Test func grantWithStripLocationWaitsForTheRunningMounts() throws {
+        let f = try MountFixture()
+        try f.importPhotos(["a.jpg"])
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg("grant", app, "a.jpg")
+        let mp = try f.mount(app)
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(try f.pg("mounts", "--json").stdout.utf8)) as? [[String: Any]])
+        let pid = pid_t(try #require(list.first { $0["mountpoint"] as? String == mp }?["pid"] as? Int))
+        #expect(kill(pid, SIGSTOP) == 0)
+        var stopped = true
+        defer { if stopped { kill(pid, SIGCONT) } }
+        let o = try f.pg("grant", app, "a.jpg", "--strip-location")
+        #expect(o.status == 0)
+        #expect(o.stderr.contains("has not applied this change"), "grant --strip-location did not wait for the mount: \(o.stderr)")
+        #expect(kill(pid, SIGCONT) == 0)
+        stopped = false
+        try f.unmount(mp)
+    }
+
     @Test func revokedAssetIsUnreadableThroughAHandleOpenedBefore() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])
