@@ -168,7 +168,9 @@ struct AccessReportThroughMounts {
     }
 
     /// Killed with SIGKILL, a daemon loses at most what it had not written yet: what the report
-    /// shows after is what it showed before, or more of the same, never a wrong entry.
+    /// shows after is what it showed before, or more of the same, never a wrong entry. (The
+    /// report is flushed every 100 ms here: a flush between the two later reads records one of
+    /// them, so 2 is as right as 1 or 3; a count of 2 once failed a run under load.)
     @Test func aKilledDaemonLosesAtMostTheLastBatch() throws {
         let f = try fixture()
         try f.importPhotos(["k.jpg", "other.jpg"])
@@ -185,7 +187,7 @@ struct AccessReportThroughMounts {
         #expect(try TestSupport.run("fusermount3", ["-u", "-z", mp]).status == 0)
         let after = try report(f)
         #expect(after.count == 1 && after[0].name == "k.jpg" && after[0].kind == "read", "\(after)")
-        #expect([1, 3].contains(after[0].count), "k.jpg read 3 times, the report says \(after[0].count)")
+        #expect((1...3).contains(after[0].count), "k.jpg read 3 times, 1 shown before the kill; the report says \(after[0].count)")
     }
 
     /// Recording off: nothing is written, by mounts running or started later; on again, they
