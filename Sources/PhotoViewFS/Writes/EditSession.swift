@@ -219,32 +219,13 @@ extension PhotoFS {
             discardLocked(f)
             throw .accessDenied
         }
-        guard Glibc.fsync(f.fd) == 0 else {
-            let e = errno
-            discardLocked(f)
-            throw .system(e)
-        }
-        if let (errno, why) = addRefusal(f) {
+        if try saveIsWhatWasShownLocked(f, refused: { why in
             log("refused an edit of \(f.name) from \(appID): \(why)")
             noteRefusal(f.name, "edit refused: \(why); the current version stays")
-            discardLocked(f)
-            throw errno
-        }
-        if let shown = f.shownHash {
-            var saved = f.contentHash?()
-            if saved == nil {
-                do throws(Errno) { saved = try readShown(f.fd, plan: nil).hash } catch {
-                    discardLocked(f)
-                    throw error
-                }
-            }
-            if saved == shown {
-                log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
-                Glibc.unlink(f.tempPath)
-                writer.clearReady(tempPath: f.tempPath)
-                endCommittedEdit(f, rowID: rowID)
-                return
-            }
+        }) {
+            writer.clearReady(tempPath: f.tempPath)
+            endCommittedEdit(f, rowID: rowID)
+            return
         }
         let result: (asset: Asset, changed: Bool)
         do {

@@ -132,4 +132,34 @@ extension PhotoFS {
         files.withLock { fs in if fs[ino] === f { fs[ino] = nil } }
         return true
     }
+
+    /// The steps a save over a photo or a sidecar takes at its close before its commit: the file
+    /// made durable, the add limits asked (`addRefusal`: `refused` says why, the file is dropped
+    /// and the errno thrown), and whether it holds exactly the bytes the app was shown redacted
+    /// (`shownHash`): then it is no save, its temp file is removed, and this returns true for the
+    /// caller to end the session.
+    func saveIsWhatWasShownLocked(_ f: SessionFile, refused: (String) -> Void) throws(Errno) -> Bool {
+        guard Glibc.fsync(f.fd) == 0 else {
+            let e = errno
+            discardLocked(f)
+            throw .system(e)
+        }
+        if let (errno, why) = addRefusal(f) {
+            refused(why)
+            discardLocked(f)
+            throw errno
+        }
+        guard let shown = f.shownHash else { return false }
+        var saved = f.contentHash?()
+        if saved == nil {
+            do throws(Errno) { saved = try readShown(f.fd, plan: nil).hash } catch {
+                discardLocked(f)
+                throw error
+            }
+        }
+        guard saved == shown else { return false }
+        log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
+        Glibc.unlink(f.tempPath)
+        return true
+    }
 }

@@ -125,32 +125,13 @@ extension PhotoFS {
             log("\(f.name) from \(appID) waits for its photo")
             return
         }
-        guard Glibc.fsync(f.fd) == 0 else {
-            let e = errno
-            discardLocked(f)
-            throw .system(e)
-        }
-        if let (errno, why) = addRefusal(f) {
+        // The redacted bytes it was shown, written back: no edit (the sidecar keeps its location).
+        if try saveIsWhatWasShownLocked(f, refused: { why in
             log("refused \(f.name) from \(appID): \(why)")
             noteRefusal(f.name, why)
-            discardLocked(f)
-            throw errno
-        }
-        if let shown = f.shownHash {
-            var saved = f.contentHash?()
-            if saved == nil {
-                do throws(Errno) { saved = try readShown(f.fd, plan: nil).hash } catch {
-                    discardLocked(f)
-                    throw error
-                }
-            }
-            if saved == shown {
-                // The redacted bytes it was shown, written back: no edit (the sidecar keeps its location).
-                log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
-                Glibc.unlink(f.tempPath)
-                endSidecar(f, key: key)
-                return
-            }
+        }) {
+            endSidecar(f, key: key)
+            return
         }
         let changed: Bool
         do {
