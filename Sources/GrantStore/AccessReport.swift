@@ -15,7 +15,7 @@ extension Schema {
     /// row outlives the asset (a deleted photo stays in the report as deleted), and asset row
     /// numbers are never reused (v7), so a row never comes to name another photo.
     static func registerV8(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v8-access-report") { db in
+        m.registerMigration("v8-access-report") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE report_apps (
                     id INTEGER PRIMARY KEY,

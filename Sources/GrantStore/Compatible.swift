@@ -14,7 +14,7 @@ extension Schema {
     /// index of the HEIF assets: the names an app with the option sees (`renamedInView`) are
     /// settled over all of them, at every change its history records.
     static func registerV12Compatible(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v12-compatible") { db in
+        m.registerMigration("v12-compatible") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 ALTER TABLE apps ADD COLUMN compatible INTEGER NOT NULL DEFAULT 0 CHECK (compatible IN (0,1));
                 CREATE INDEX assets_heif ON assets(media_kind) WHERE media_kind = 'heif';

@@ -69,7 +69,7 @@ extension Library {
                 sql = "SELECT DISTINCT name, NULL FROM albums WHERE \(range("name"))\(kind) ORDER BY name"
             }
             return try queue.read { db in
-                try Row.fetchAll(db, sql: sql, arguments: [prefix]).map { CompletionCandidate(name: $0[0], id: $0[1]) }
+                try Row.fetchAll(Database(sqlite: db), sql: sql, arguments: [prefix]).map { CompletionCandidate(name: $0[0], id: $0[1]) }
             }
         } catch {
             return []

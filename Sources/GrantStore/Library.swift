@@ -272,7 +272,7 @@ public final class Library: Sendable {
     func quietWrite<T>(_ body: (Database) throws -> T) throws -> T {
         try markInUse()
         do {
-            let result = try pool.write(body)
+            let result = try pool.write { g in try body(Database(sqlite: g)) }
             wrote.store(true, ordering: .relaxed)
             if logGone.load(ordering: .relaxed) { _ = saveGoneLog() }
             return result
@@ -386,7 +386,7 @@ public final class Library: Sendable {
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            return try pool.read(body)
+            return try pool.read { g in try body(Database(sqlite: g)) }
         } catch let e as DatabaseError {
             throw Library.map(e, paths: paths)
         }

@@ -17,7 +17,7 @@ extension Schema {
     /// the time it last ran. Assets already in Recently Deleted get who from the change log, which
     /// has said it all along (the latest `trash` entry of each, read in one pass).
     static func registerV10(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v10-recently-deleted") { db in
+        m.registerMigration("v10-recently-deleted") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 ALTER TABLE assets ADD COLUMN trashed_by TEXT;
                 CREATE TABLE trash_settings (

@@ -5,7 +5,7 @@ import GRDB
 enum Schema {
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
-        m.registerMigration("v1") { db in
+        m.registerMigration("v1") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE apps (
                     id TEXT PRIMARY KEY NOT NULL CHECK (length(id) BETWEEN 3 AND 128),
@@ -110,7 +110,7 @@ extension Schema {
     /// change (PhotoKit's persistent change tokens). Tokens only grow; history is pruned from the
     /// oldest end, and `pruned_through` remembers how far, so an older token is known to be expired.
     static func registerV2(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v2-app-history") { db in
+        m.registerMigration("v2-app-history") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE app_changes (
                     token INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -136,7 +136,7 @@ extension Schema {
     /// apps' views between two of its own changes; `app_seq` numbers each app's entries 1, 2, 3...
     /// and is what every public token is. A trigger assigns it, so no writer can forget.
     static func registerV3(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v3-per-app-tokens") { db in
+        m.registerMigration("v3-per-app-tokens") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 ALTER TABLE app_changes ADD COLUMN app_seq INTEGER;
                 UPDATE app_changes SET app_seq = (SELECT count(*) FROM app_changes c
@@ -158,7 +158,7 @@ extension Schema {
     /// v4: which scanner version computed an asset's redaction plan, so plans from older scanners
     /// (which missed some location data) are recomputed before an app reads through them.
     static func registerV4(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v4-redaction-version") { db in
+        m.registerMigration("v4-redaction-version") { g in let db = Database(sqlite: g)
             try db.execute(sql: "ALTER TABLE assets ADD COLUMN redaction_version INTEGER NOT NULL DEFAULT 1")
         }
     }
@@ -179,7 +179,7 @@ extension Schema {
     ///   place, so the table is rebuilt (new table, copy, drop, rename; foreign keys are checked
     ///   at the end of the migration); ids and dates are kept.
     static func registerV5(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v5-versions") { db in
+        m.registerMigration("v5-versions") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE versions (
                     asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,
@@ -245,7 +245,7 @@ extension Schema {
     /// write), so that the app (`.photogate/refused`) and the person (`photogate refused`) see
     /// why, not only the daemon's log. The last 100 per app are kept.
     static func registerV6(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v6-refusals") { db in
+        m.registerMigration("v6-refusals") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE refusals (
                     id INTEGER PRIMARY KEY,
@@ -268,7 +268,7 @@ extension Schema {
     /// id, a photo that app never saw. The highest number ever deleted is kept, and every insert
     /// takes a number above it (`Library.nextAssetRowID`).
     static func registerV7(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v7-asset-rowids-never-reused") { db in
+        m.registerMigration("v7-asset-rowids-never-reused") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE asset_rowid_high (
                     one INTEGER PRIMARY KEY CHECK (one = 1),

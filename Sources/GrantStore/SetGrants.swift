@@ -19,7 +19,7 @@ import PhotoLibrary
 extension Schema {
     /// v9: set grants, and which selections are direct.
     static func registerV9(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v9-set-grants") { db in
+        m.registerMigration("v9-set-grants") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE set_grants (
                     id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -17,7 +17,7 @@ extension Schema {
     /// version without a file (`store_path` NULL) is a removal (`rm`): the earlier ones stay.
     /// `photo_version` is the photo's current version when it was written.
     static func registerV11(_ m: inout DatabaseMigrator) {
-        m.registerMigration("v11-sidecars") { db in
+        m.registerMigration("v11-sidecars") { g in let db = Database(sqlite: g)
             try db.execute(sql: """
                 CREATE TABLE sidecars (
                     asset_rowid INTEGER NOT NULL REFERENCES assets(rowid) ON DELETE CASCADE,

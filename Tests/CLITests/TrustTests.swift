@@ -34,7 +34,7 @@ extension CLI {
         try #require(try list(["assets"]).first { $0["displayName"] as? String == name }?["id"] as? String)
     }
 
-    func sql(_ statement: String, _ arguments: StatementArguments = []) throws {
+    func sql(_ statement: String, _ arguments: GrantStore.StatementArguments = []) throws {
         let lib = try Library.open(at: LibraryPaths(root: library))
         try lib.write { db in try db.execute(sql: statement, arguments: arguments) }
     }

@@ -30,7 +30,7 @@ import PhotoLibrary
         }
     }
 
-    func logged(_ kind: String) throws -> [Row] {
+    func logged(_ kind: String) throws -> [GrantStore.Row] {
         try library.read { db in try Row.fetchAll(db, sql: "SELECT app_id, asset_rowid, detail FROM changes WHERE kind = ? ORDER BY seq", arguments: [kind]) }
     }
 

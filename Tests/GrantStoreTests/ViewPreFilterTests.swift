@@ -26,7 +26,7 @@ import TestSupport
 
     /// Replaces the catalog's assets and grants with a random one, written as rows (so it holds
     /// what the library's commands refuse too: a shared asset selected, a trashed one picked).
-    static func randomCatalog(_ db: Database, _ g: inout Generator) throws {
+    static func randomCatalog(_ db: GrantStore.Database, _ g: inout Generator) throws {
         try db.execute(sql: "DELETE FROM selections; DELETE FROM picks; DELETE FROM assets")
         var rowID = Int64(1 + g.next(5))
         for _ in 0..<(1 + g.next(30)) {
@@ -63,11 +63,11 @@ import TestSupport
     /// what `isVisible` shows (it may read more), for 200 random catalogs.
     @Test func thePreFilterNeverHidesAnAssetThatIsVisible() throws {
         let t = try TempLibrary()
-        try t.library.pool.write { db in for app in Self.apps { _ = try Library.ensureApp(db, app) } }
+        try t.library.write { db in for app in Self.apps { _ = try Library.ensureApp(db, app) } }
         var checked = 0, visibleSeen = 0, readMore = 0
         for seed in 0..<200 as Range<UInt64> {
             var g = Generator(state: seed)
-            try t.library.pool.write { db in try Self.randomCatalog(db, &g) }
+            try t.library.write { db in try Self.randomCatalog(db, &g) }
             try t.library.read { db in
                 for app in Self.apps {
                     let all = try Library.facts(db, app: app, rowIDs: nil)
@@ -91,13 +91,13 @@ import TestSupport
     /// exactly the assets `isVisible` shows, for every status the app can have.
     @Test func theViewShowsExactlyWhatIsVisibleShows() throws {
         let t = try TempLibrary()
-        try t.library.pool.write { db in for app in Self.apps { _ = try Library.ensureApp(db, app) } }
+        try t.library.write { db in for app in Self.apps { _ = try Library.ensureApp(db, app) } }
         for seed in 0..<60 as Range<UInt64> {
             var g = Generator(state: 1000 + seed)
-            try t.library.pool.write { db in try Self.randomCatalog(db, &g) }
+            try t.library.write { db in try Self.randomCatalog(db, &g) }
             for policy in Self.policies {
                 let column = policy.access == .readWrite ? "rw_status" : "ao_status"
-                try t.library.pool.write { db in
+                try t.library.write { db in
                     try db.execute(sql: "UPDATE apps SET \(column) = ?", arguments: [policy.status.rawValue])
                 }
                 for app in Self.apps {
