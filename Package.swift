@@ -14,6 +14,8 @@ import PackageDescription
 //   Redaction    media sniffing, metadata and location scanners, read planner (pure byte logic)
 //   Confined     decoders of files apps wrote (libvips, ffmpeg) in bubblewrap, under prlimit and timeout
 //   GrantStore   the library folder and its database (GRDB on SQLite); implements LibraryPort
+//   CatalogPostgres  the PostgreSQL client the catalog uses on several hosts (issue 41): synchronous
+//                sessions and a LISTEN doorbell with heartbeat and reconnect, over postgres-nio
 //   PhotoViewFS  the FUSE adapter: one app's view of the library as a filesystem, over LibraryPort
 //   WebUI        the person's local web app (`photogate ui`): Hummingbird on loopback, pages and
 //                thumbnails served from the binary, every action a GrantStore call
@@ -31,6 +33,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
         .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        // The catalog on PostgreSQL (issue 41). It has no package traits: swift-nio-ssl and
+        // swift-crypto come with it whether TLS is used or not.
+        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -52,6 +57,10 @@ let package = Package(
         .target(
             name: "GrantStore",
             dependencies: ["PhotoLibrary", "LibraryRun", "Redaction", "PGSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .target(
+            name: "CatalogPostgres",
+            dependencies: ["Threads", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "PhotoViewFS", dependencies: ["FUSE", "LibraryRun", "PhotoLibrary", "Redaction", "Threads", "PGSystem", "Confined"]),
         .target(name: "Picker"),
@@ -80,6 +89,7 @@ let package = Package(
         .testTarget(name: "PhotoViewFSTests", dependencies: ["PhotoViewFS", "GrantStore", "LibraryRun", "PhotoLibrary", "TestSupport"]),
         .testTarget(name: "PickerTests", dependencies: ["Picker", "TestSupport", "CSysShims"]),
         .target(name: "CSysShims", path: "Tests/CSysShims"),
+        .testTarget(name: "CatalogPostgresTests", dependencies: ["CatalogPostgres", "TestSupport"]),
         .testTarget(name: "MountTests", dependencies: ["TestSupport", "CSysShims", "GrantStore", "PhotoLibrary"]),
     ],
     swiftLanguageModes: [.v6]
