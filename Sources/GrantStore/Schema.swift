@@ -289,5 +289,5 @@ extension Schema {
 
 extension Library {
     /// The row number of the next asset: above every asset's, and above every one ever deleted.
-    static let nextAssetRowIDSQL = "(SELECT max(coalesce((SELECT max(rowid) FROM assets), 0), coalesce((SELECT high FROM asset_rowid_high), 0)) + 1)"
+    static let nextAssetRowIDSQL = "(SELECT CASE WHEN a > b THEN a ELSE b END + 1 FROM (SELECT coalesce((SELECT max(rowid) FROM assets), 0) AS a, coalesce((SELECT high FROM asset_rowid_high), 0) AS b) AS m)"
 }
