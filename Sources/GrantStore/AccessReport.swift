@@ -106,15 +106,15 @@ extension Library {
             let settings = try Library.reportSettings(db)
             if prune { try Library.pruneReport(db, now: Int64(Library.now())) }
             guard settings.recording, !batch.isEmpty else { return settings.recording }
-            try db.execute(sql: "INSERT OR IGNORE INTO report_apps (app_id) VALUES (?)", arguments: [app.rawValue])
+            try db.execute(sql: "INSERT INTO report_apps (app_id) VALUES (?) ON CONFLICT DO NOTHING", arguments: [app.rawValue])
             let appNumber = try Int64.fetchOne(db, sql: "SELECT id FROM report_apps WHERE app_id = ?", arguments: [app.rawValue])!
             let statement = try db.cachedStatement(sql: """
                 INSERT INTO access_report (app, day, asset_rowid, kind, first_at, last_at, count)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app, day, asset_rowid, kind) DO UPDATE SET
-                    first_at = min(first_at, excluded.first_at),
-                    last_at = max(last_at, excluded.last_at),
-                    count = count + ?
+                    first_at = CASE WHEN excluded.first_at < access_report.first_at THEN excluded.first_at ELSE access_report.first_at END,
+                    last_at = CASE WHEN excluded.last_at > access_report.last_at THEN excluded.last_at ELSE access_report.last_at END,
+                    count = access_report.count + ?
                 """)
             // A tally may count 0 (a --no-open mount's later reads of a file: the last time only);
             // a new row counts at least 1, an existing one adds what the tally counted.
@@ -144,12 +144,12 @@ extension Library {
             let sinceSeconds = since.map { Int64($0.timeIntervalSince1970.rounded(.down)) } ?? Int64.min
             let rows = try Row.fetchAll(db, sql: """
                 SELECT p.app_id, r.asset_rowid, a.id, a.display_name, r.kind,
-                       min(r.first_at), max(r.last_at), sum(r.count), count(*)
+                       min(r.first_at), max(r.last_at), CAST(sum(r.count) AS BIGINT), count(*)
                 FROM access_report r
                 JOIN report_apps p ON p.id = r.app
                 LEFT JOIN assets a ON a.rowid = r.asset_rowid
-                WHERE r.day >= ? AND r.last_at >= ? AND (? IS NULL OR p.app_id = ?) AND (? IS NULL OR r.asset_rowid = ?)
-                GROUP BY r.app, r.asset_rowid, r.kind
+                WHERE r.day >= ? AND r.last_at >= ? AND (CAST(? AS TEXT) IS NULL OR p.app_id = ?) AND (CAST(? AS BIGINT) IS NULL OR r.asset_rowid = ?)
+                GROUP BY r.app, p.app_id, r.asset_rowid, a.id, a.display_name, r.kind
                 ORDER BY max(r.last_at) DESC, p.app_id, r.asset_rowid, r.kind
                 """, arguments: [oldestDay, sinceSeconds, app?.rawValue, app?.rawValue, asset, asset])
             return rows.compactMap { r -> AccessEntry? in
