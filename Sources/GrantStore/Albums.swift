@@ -63,7 +63,7 @@ extension Library {
     }
 
     static func addToAlbum(_ db: Database, _ albumID: Int64, _ rowIDs: [Int64]) throws -> Int {
-        let stmt = try db.cachedStatement(sql: "INSERT OR IGNORE INTO album_assets (album_id, asset_rowid, added_at) VALUES (?, ?, ?)")
+        let stmt = try db.cachedStatement(sql: "INSERT INTO album_assets (album_id, asset_rowid, added_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
         var n = 0
         var added: [Int64] = []
         for r in rowIDs {
