@@ -189,12 +189,13 @@ extension Library {
             // app made and nobody touched since (an editor's temp file) is dissolved: a set grant
             // that took it in (a date range, a kind) is not the person's touch.
             if try Bool.fetchOne(db, sql: """
-                SELECT EXISTS (SELECT 1 FROM versions WHERE asset_rowid = ?1)
-                    OR EXISTS (SELECT 1 FROM sidecars WHERE asset_rowid = ?1)
-                    OR EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid = ?1)
-                    OR EXISTS (SELECT 1 FROM selections WHERE asset_rowid = ?1 AND direct = 1)
-                    OR EXISTS (SELECT 1 FROM picks WHERE asset_rowid = ?1)
-                    OR EXISTS (SELECT 1 FROM edit_consents WHERE asset_rowid = ?1)
+                WITH p(r) AS (SELECT CAST(? AS BIGINT))
+                SELECT CASE WHEN EXISTS (SELECT 1 FROM versions WHERE asset_rowid = (SELECT r FROM p))
+                    OR EXISTS (SELECT 1 FROM sidecars WHERE asset_rowid = (SELECT r FROM p))
+                    OR EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid = (SELECT r FROM p))
+                    OR EXISTS (SELECT 1 FROM selections WHERE asset_rowid = (SELECT r FROM p) AND direct = 1)
+                    OR EXISTS (SELECT 1 FROM picks WHERE asset_rowid = (SELECT r FROM p))
+                    OR EXISTS (SELECT 1 FROM edit_consents WHERE asset_rowid = (SELECT r FROM p)) THEN 1 ELSE 0 END
                 """, arguments: [rowID]) == true {
                 try ViewDelta.tracking(db, [rowID]) {
                     try db.execute(sql: "UPDATE assets SET trashed_at = ?, trashed_by = ? WHERE rowid = ? AND trashed_at IS NULL",
@@ -225,12 +226,12 @@ extension Library {
         // On the writer's connection, as the commit that follows: a read here opened reader
         // connections (two descriptors each) in a daemon whose closes came many at once.
         try quietWrite { db in
-            let assets = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM assets WHERE owner_app = ? AND added_at >= ?",
+            let assets = try Int64.fetchOne(db, sql: "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM assets WHERE owner_app = ? AND added_at >= ?",
                                              arguments: [app.rawValue, since]) ?? 0
-            let versions = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
+            let versions = try Int64.fetchOne(db, sql: "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
                                                arguments: [app.rawValue, since]) ?? 0
             // Sidecar versions are stored bytes too (issue 37): a sidecar rewritten in a loop adds.
-            let sidecars = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(byte_size), 0) FROM sidecars WHERE app_id = ? AND created_at >= ?",
+            let sidecars = try Int64.fetchOne(db, sql: "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM sidecars WHERE app_id = ? AND created_at >= ?",
                                               arguments: [app.rawValue, since]) ?? 0
             return UInt64(max(0, assets)) + UInt64(max(0, versions)) + UInt64(max(0, sidecars))
         }
