@@ -163,7 +163,7 @@ extension Library {
         // the index of app-owned assets (a handful of rows, not the library).
         var ownNames: [String: [Int64]] = [:]
         for r in try Row.fetchAll(db, sql: """
-            SELECT rowid, owner_name FROM assets INDEXED BY assets_by_owner
+            SELECT rowid, owner_name FROM assets
             WHERE owner_app IS NOT NULL AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL
             """) {
             ownNames[r[1], default: []].append(r[0])
@@ -268,7 +268,7 @@ extension Library {
             let dateColumn = picked ? "picked_at" : "granted_at"
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO \(table) (app_id, asset_rowid, strip_location, \(dateColumn)) VALUES (?, ?, ?, ?)
-                ON CONFLICT (app_id, asset_rowid) DO UPDATE SET strip_location = MAX(strip_location, excluded.strip_location)\(picked ? "" : ", direct = 1")
+                ON CONFLICT (app_id, asset_rowid) DO UPDATE SET strip_location = CASE WHEN excluded.strip_location > \(table).strip_location THEN excluded.strip_location ELSE \(table).strip_location END\(picked ? "" : ", direct = 1")
                 """)
             let exists = try db.cachedStatement(sql: "SELECT strip_location FROM \(table) WHERE app_id = ? AND asset_rowid = ?")
             // A photo selected only through a set grant becomes a direct grant (it stays when the set goes).
@@ -364,7 +364,7 @@ extension Library {
             var out: [GrantRecord] = []
             let covering = try db.cachedStatement(sql: """
                 SELECT g.id FROM set_grants g, assets a
-                WHERE g.app_id = ?1 AND a.rowid = ?2 AND \(Library.setCovers)
+                WHERE g.app_id = ? AND a.rowid = ? AND \(Library.setCovers)
                 ORDER BY g.id
                 """)
             for (table, kind, col) in [("selections", GrantKind.selected, "granted_at"), ("picks", .picked, "picked_at")] {
