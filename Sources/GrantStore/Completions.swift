@@ -53,20 +53,20 @@ extension Library {
             defer { try? queue.close() }
             // Prefix ranges on the unique indexes: `x >= p AND x < p || U+10FFFF` (UTF-8 sorts
             // as code points do), so a library of any size is a few index pages.
-            let range = { (column: String) in "\(column) >= ?1 AND \(column) < ?1 || char(1114111)" }
+            let range = { (column: String) in "\(column) >= (SELECT v FROM p) AND \(column) < (SELECT v FROM p) || '\u{10FFFF}'" }
             let sql: String
             switch source {
             case .apps:
-                sql = "SELECT id, NULL FROM apps WHERE \(range("id")) ORDER BY id"
+                sql = "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT id, NULL FROM apps WHERE \(range("id")) ORDER BY id"
             case .assets, .trashedAssets:
                 let trashed = source == .trashedAssets ? "trashed_at IS NOT NULL" : "trashed_at IS NULL"
                 // Ids (16 hex digits) only once something is typed: a list of names, not twice as long.
-                sql = "SELECT display_name, id FROM assets WHERE \(range("display_name")) AND \(trashed)"
+                sql = "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT display_name, id FROM assets WHERE \(range("display_name")) AND \(trashed)"
                     + (prefix.isEmpty ? "" : " UNION SELECT id, id FROM assets WHERE \(range("id")) AND \(trashed)")
                     + " ORDER BY 1"
             case .albums, .userAlbums, .sharedAlbums:
                 let kind = source == .userAlbums ? " AND kind = 'user'" : source == .sharedAlbums ? " AND kind = 'shared'" : ""
-                sql = "SELECT DISTINCT name, NULL FROM albums WHERE \(range("name"))\(kind) ORDER BY name"
+                sql = "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT DISTINCT name, NULL FROM albums WHERE \(range("name"))\(kind) ORDER BY name"
             }
             return try queue.read { db in
                 try Row.fetchAll(Database(sqlite: db), sql: sql, arguments: [prefix]).map { CompletionCandidate(name: $0[0], id: $0[1]) }
