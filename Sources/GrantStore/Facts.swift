@@ -23,9 +23,9 @@ enum FactsReader {
     /// `order`: the rows' order (by row id unless said).
     static func sql(columns: String, filter: String, withConsent: Bool = true, order: String = "a.rowid") -> String {
         """
-        SELECT \(columns), a.owner_app IS :app, s.strip_location, p.strip_location, \
-        \(withConsent ? "EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid)" : "0"), \
-        a.media_kind = 'heif'
+        SELECT \(columns), CASE WHEN a.owner_app = :app THEN 1 ELSE 0 END, s.strip_location, p.strip_location, \
+        \(withConsent ? "CASE WHEN EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid) THEN 1 ELSE 0 END" : "0"), \
+        CASE WHEN a.media_kind = 'heif' THEN 1 ELSE 0 END
         FROM assets a
         LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
         LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
@@ -47,7 +47,7 @@ enum FactsReader {
         var parts: [String] = []
         if candidates.untrashed { parts.append("a.trashed_at IS NULL") }
         if let ties = candidates.ties {
-            if ties.isEmpty { return "0" }
+            if ties.isEmpty { return "1 = 0" }
             let sources = ViewPolicy.Candidates.Tie.allCases.filter(ties.contains).map { tie in
                 switch tie {
                 case .selected: return "SELECT asset_rowid FROM selections WHERE app_id = :app"
@@ -57,7 +57,7 @@ enum FactsReader {
             }
             parts.append("a.rowid IN (\(sources.joined(separator: " UNION ")))")
         }
-        return parts.isEmpty ? "1" : parts.joined(separator: " AND ")
+        return parts.isEmpty ? "1 = 1" : parts.joined(separator: " AND ")
     }
 
     /// One app's selections and picks (row id -> strip-location) and edit consents, read once.
@@ -87,7 +87,7 @@ enum FactsReader {
     /// `sql` without the joins: the grant columns are NULL and the consent 0, for
     /// `facts(_:grants:)` to fill in from `Grants`.
     static func sqlUnjoined(columns: String, filter: String) -> String {
-        "SELECT \(columns), a.owner_app IS :app, NULL, NULL, 0, a.media_kind = 'heif' FROM assets a WHERE \(filter) ORDER BY a.rowid"
+        "SELECT \(columns), CASE WHEN a.owner_app = :app THEN 1 ELSE 0 END, NULL, NULL, 0, CASE WHEN a.media_kind = 'heif' THEN 1 ELSE 0 END FROM assets a WHERE \(filter) ORDER BY a.rowid"
     }
 
     static let allColumns = Library.assetColumns.split(separator: ",")
@@ -155,7 +155,7 @@ extension Library {
     /// The facts of assets for one app, in row id order: these row ids (unknown ones are left
     /// out), or every asset when nil.
     static func facts(_ db: Database, app: AppID, rowIDs: [Int64]?) throws -> [(asset: Asset, facts: AssetFacts)] {
-        guard let rowIDs else { return try facts(db, app: app, filter: "1") }
+        guard let rowIDs else { return try facts(db, app: app, filter: "1 = 1") }
         var out: [(asset: Asset, facts: AssetFacts)] = []
         for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
             out += try facts(db, app: app, filter: "a.rowid IN (\(rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")))")
