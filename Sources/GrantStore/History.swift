@@ -125,7 +125,7 @@ struct ViewDelta {
         // Entries only ever go from the old end, so the span is the count.
         let over = try Row.fetchAll(db, sql: """
             SELECT id FROM (SELECT id, (SELECT max(app_seq) FROM app_changes WHERE app_id = apps.id)
-                                     - (SELECT min(app_seq) FROM app_changes WHERE app_id = apps.id) + 1 AS n FROM apps)
+                                     - (SELECT min(app_seq) FROM app_changes WHERE app_id = apps.id) + 1 AS n FROM apps) AS spans
             WHERE n > ?
             """, arguments: [limit + limit / 10])
         for r in over {
@@ -135,7 +135,7 @@ struct ViewDelta {
             try db.execute(sql: "DELETE FROM app_changes WHERE app_id = ? AND app_seq <= ?", arguments: [app, cut])
             try db.execute(sql: """
                 INSERT INTO app_history (app_id, pruned_through) VALUES (?, ?)
-                ON CONFLICT (app_id) DO UPDATE SET pruned_through = MAX(pruned_through, excluded.pruned_through)
+                ON CONFLICT (app_id) DO UPDATE SET pruned_through = CASE WHEN excluded.pruned_through > app_history.pruned_through THEN excluded.pruned_through ELSE app_history.pruned_through END
                 """, arguments: [app, cut])
         }
     }
