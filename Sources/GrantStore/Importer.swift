@@ -402,7 +402,7 @@ public final class Importer {
                         // Its referenced original moved: referenced where it is now.
                         // Checked from now (its move changed its inode change time: `OriginalCheck`):
                         // its bytes were just hashed and are the asset's.
-                        try db.execute(sql: "UPDATE assets SET reference_path = ?, added_at = max(added_at, ?) WHERE rowid = ?",
+                        try db.execute(sql: "UPDATE assets SET reference_path = ?, added_at = (SELECT max(v) FROM (SELECT added_at AS v UNION ALL SELECT ?) AS t) WHERE rowid = ?",
                                        arguments: [p.source, Library.now(), asset.rowID])
                         try db.execute(sql: """
                             UPDATE versions SET reference_path = ? WHERE asset_rowid = ? AND version = (SELECT current_version FROM assets WHERE rowid = ?)
