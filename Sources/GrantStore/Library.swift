@@ -555,6 +555,6 @@ public final class Library: Sendable {
     /// The newest change sequence number.
     public func lastChange() throws -> Int64 {
         // Cached: every mount asks this whenever anything in run/ changes.
-        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'")) ?? 0 }
+        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(seq) FROM changes")) ?? 0 }
     }
 }
