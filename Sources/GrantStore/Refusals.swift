@@ -24,7 +24,7 @@ extension Library {
     public func refusals(_ app: AppID? = nil) throws -> [Refusal] {
         try read { db in
             let rows = try Row.fetchAll(db, sql: """
-                SELECT id, app_id, at, name, reason FROM refusals WHERE ? IS NULL OR app_id = ? ORDER BY id
+                SELECT id, app_id, at, name, reason FROM refusals WHERE CAST(? AS TEXT) IS NULL OR app_id = ? ORDER BY id
                 """, arguments: [app?.rawValue, app?.rawValue])
             return rows.map { r in
                 Refusal(id: r[0], app: AppID(r[1] as String)!, date: Date(timeIntervalSince1970: r[2]), name: r[3], reason: r[4])
