@@ -85,7 +85,7 @@ extension Library {
     /// Whether an asset is in one of the app's sets, and whether every set it is in strips its
     /// location (nil: in none). Shared assets are in none (a limited app never sees them, and a
     /// selection of one is refused: `grantRefusal`).
-    static let setCoverSQL = "SELECT min(g.strip_location) FROM set_grants g, assets a WHERE g.app_id = ?1 AND a.rowid = ?2 AND \(setCovers)"
+    static let setCoverSQL = "SELECT min(g.strip_location) FROM set_grants g, assets a WHERE g.app_id = ? AND a.rowid = ? AND \(setCovers)"
 
     /// The one statement of what a set covers: set grant `g` covers asset `a` (never a shared
     /// one). Every query about sets uses it (`setCoverSQL`, `setsCovering`, `setMembers`, `grants`).
@@ -156,7 +156,8 @@ extension Library {
             _ = registering ? try Library.ensureApp(db, app) : try Library.requireApp(db, app)
             let albumID = try set.album.map { try Library.userAlbumID(db, $0) }
             let same = try Int64.fetchOne(db, sql: """
-                SELECT id FROM set_grants WHERE app_id = ? AND album_id IS ? AND taken_after IS ? AND taken_before IS ? AND media_class IS ?
+                SELECT id FROM set_grants WHERE app_id = ? AND album_id IS NOT DISTINCT FROM ? AND taken_after IS NOT DISTINCT FROM ?
+                  AND taken_before IS NOT DISTINCT FROM ? AND media_class IS NOT DISTINCT FROM ?
                 """, arguments: [app.rawValue, albumID, set.takenAfter?.timeIntervalSince1970, set.takenBefore?.timeIntervalSince1970,
                                  set.mediaClass?.rawValue])
             let id: Int64
@@ -234,7 +235,7 @@ extension Library {
     static func setsCovering(_ db: Database, app: String, rowID: Int64) throws -> [String] {
         try Row.fetchAll(db, sql: """
             SELECT g.id, al.name, g.taken_after, g.taken_before, g.media_class FROM set_grants g LEFT JOIN albums al ON al.id = g.album_id, assets a
-            WHERE g.app_id = ?1 AND a.rowid = ?2 AND \(setCovers)
+            WHERE g.app_id = ? AND a.rowid = ? AND \(setCovers)
             ORDER BY g.id
             """, arguments: [app, rowID]).map { r in
             let s = SetGrant(album: r[1], takenAfter: (r[2] as Double?).map { Date(timeIntervalSince1970: $0) },
