@@ -253,7 +253,7 @@ public final class StoreWriter: @unchecked Sendable {
         let rows = try Row.fetchAll(db, sql: """
             SELECT \(Library.assetColumns) FROM assets
             WHERE owner_app = ? AND content_hash = ? AND byte_size = ? AND trashed_at IS NULL
-              AND (? OR owner_name = ?) ORDER BY rowid
+              AND (? = 1 OR owner_name = ?) ORDER BY rowid
             """, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name])
         for row in rows {
             let a = Library.asset(row)
