@@ -151,7 +151,7 @@ public final class Verifier {
         let versions = try Row.fetchCursor(db, sql: """
             SELECT COALESCE(v.file_id, a.id), a.display_name || ' (version ' || v.version || ')', v.content_hash, v.byte_size, v.store_path
             FROM versions v JOIN assets a ON a.rowid = v.asset_rowid
-            WHERE v.store_path IS NOT NULL AND v.store_path IS NOT COALESCE(a.store_path, '')
+            WHERE v.store_path IS NOT NULL AND v.store_path IS DISTINCT FROM COALESCE(a.store_path, '')
             ORDER BY v.asset_rowid, v.version
             """)
         while let r = try versions.next() {
