@@ -227,7 +227,7 @@ struct Repair {
     func named(_ storePath: String) -> Bool? {
         do {
             return try library.read { db in
-                try Bool.fetchOne(db, sql: "SELECT 1 FROM assets WHERE store_path = ?1 UNION ALL SELECT 1 FROM versions WHERE store_path = ?1 UNION ALL SELECT 1 FROM sidecars WHERE store_path = ?1",
+                try Bool.fetchOne(db, sql: "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT 1 FROM assets WHERE store_path = (SELECT v FROM p) UNION ALL SELECT 1 FROM versions WHERE store_path = (SELECT v FROM p) UNION ALL SELECT 1 FROM sidecars WHERE store_path = (SELECT v FROM p)",
                                   arguments: [storePath]) != nil
             }
         } catch {
