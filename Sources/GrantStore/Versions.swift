@@ -87,7 +87,7 @@ extension Library {
             let record = try Library.ensureApp(db, app)
             let assets = try Library.resolve(db, refs)
             try Library.refuseGrants(db, record, assets, .edit)
-            let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO edit_consents (app_id, asset_rowid, granted_at) VALUES (?, ?, ?)")
+            let insert = try db.cachedStatement(sql: "INSERT INTO edit_consents (app_id, asset_rowid, granted_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
             let answer = try db.cachedStatement(sql: "DELETE FROM requests WHERE app_id = ? AND kind = 'edit' AND asset_rowid = ?")
             var changed = 0
             let now = Library.now()
@@ -335,11 +335,12 @@ extension Library {
     /// Writes version 0 (the original, as the asset row describes it) before the first edit.
     static func ensureOriginalVersion(_ db: Database, _ rowID: Int64) throws {
         try db.execute(sql: """
-            INSERT OR IGNORE INTO versions (asset_rowid, version, app_id, created_at, file_id, media_kind, media_class, byte_size,
+            INSERT INTO versions (asset_rowid, version, app_id, created_at, file_id, media_kind, media_class, byte_size,
                 content_hash, capture_date, has_location, store_path, reference_path, redaction, redaction_refusal, redaction_version)
             SELECT rowid, 0, owner_app, added_at, NULL, media_kind, media_class, byte_size, content_hash, capture_date, has_location,
                    store_path, reference_path, redaction, redaction_refusal, redaction_version
             FROM assets WHERE rowid = ? AND current_version = 0
+            ON CONFLICT DO NOTHING
             """, arguments: [rowID])
     }
 
@@ -387,7 +388,7 @@ extension Library {
             """, arguments: [a.rowID, next, now(), StoreWriter.randomID(), scan.kind.rawValue, scan.kind.isVideo ? "video" : "photo", Int64(facts.byteSize),
                              facts.contentHash, scan.captureDate?.timeIntervalSince1970 ?? originalCapture, scan.hasLocation, path,
                              blob, refusal, MediaScanner.version])
-        try db.execute(sql: "UPDATE assets SET added_at = max(added_at, ?) WHERE rowid = ?", arguments: [now(), a.rowID])
+        try db.execute(sql: "UPDATE assets SET added_at = (SELECT max(v) FROM (SELECT added_at AS v UNION ALL SELECT ?) AS t) WHERE rowid = ?", arguments: [now(), a.rowID])
         try makeCurrent(db, a.rowID, version: next, by: nil)
         return try assetRow(db, a.rowID)
     }
