@@ -80,7 +80,7 @@ extension Library {
     }
 
     static func changeSeq(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+        try Int64.fetchOne(db, sql: "SELECT max(seq) FROM changes") ?? 0
     }
 
     /// `only`: compute just these rows (sorted row ids) and leave names unsettled and albums
@@ -109,7 +109,7 @@ extension Library {
         // Only the assets that can be visible at all (`ViewPolicy.candidates`); `isVisible` decides.
         var candidates = FactsReader.condition(policy.candidates)
         if let only {
-            candidates += only.isEmpty ? " AND 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
+            candidates += only.isEmpty ? " AND 1 = 0" : " AND a.rowid IN (\(only.map(String.init).joined(separator: ",")))"
         }
         if let range { candidates += " AND a.rowid BETWEEN \(range.lowerBound) AND \(range.upperBound)" }
         // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
@@ -283,8 +283,8 @@ extension Library {
     /// Whether some of the app's own files have names other than their display names.
     static func hasRenamedOwnFiles(_ db: Database, _ app: AppRecord) throws -> Bool {
         try Bool.fetchOne(db, sql: """
-            SELECT EXISTS (SELECT 1 FROM assets INDEXED BY assets_by_owner
-                           WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL)
+            SELECT CASE WHEN EXISTS (SELECT 1 FROM assets
+                           WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL) THEN 1 ELSE 0 END
             """, arguments: [app.id.rawValue]) ?? false
     }
 }
