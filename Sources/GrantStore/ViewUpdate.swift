@@ -12,7 +12,7 @@ extension Library {
             let now = try Library.requireApp(db, id)
             // Cached statements: every mount runs this on every change (issue 18: preparing these
             // statements, through GRDB's authorizer, was ~40% of a daemon's CPU per change).
-            let seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'")) ?? 0
+            let seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(seq) FROM changes")) ?? 0
             func full() throws -> ViewUpdate { .full(try Library.view(db, app: now, access: access, lean: true)) }
             if forceFull || now != app || seq < since || seq - since > Int64(maxChanges) { return try full() }
             let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, kind, app_id, asset_rowid FROM changes WHERE seq > ? ORDER BY seq"),
@@ -63,7 +63,7 @@ extension Library {
             var albumsChanged = albumsTouched
             if policy.showsAlbums && !albumsChanged && !only.isEmpty {
                 albumsChanged = try Bool.fetchOne(db, sql: """
-                    SELECT EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(only.map(String.init).joined(separator: ","))))
+                    SELECT CASE WHEN EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(only.map(String.init).joined(separator: ",")))) THEN 1 ELSE 0 END
                     """) ?? true
             }
             let withAlbums = policy.showsAlbums && albumsChanged
