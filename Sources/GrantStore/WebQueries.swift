@@ -121,12 +121,12 @@ extension Library {
             }
             // A store file another asset or version still names stays.
             let orphaned = try paths.filter { p in
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM versions WHERE store_path = ?1) OR EXISTS (SELECT 1 FROM sidecars WHERE store_path = ?1)", arguments: [p]) != true
+                try Bool.fetchOne(db, sql: "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT CASE WHEN EXISTS (SELECT 1 FROM assets WHERE store_path = (SELECT v FROM p)) OR EXISTS (SELECT 1 FROM versions WHERE store_path = (SELECT v FROM p)) OR EXISTS (SELECT 1 FROM sidecars WHERE store_path = (SELECT v FROM p)) THEN 1 ELSE 0 END", arguments: [p]) != true
             }
             // Their thumbnails go too (`thumbs/<hh>/<hash>-<size>.jpg`, the web app's cache), unless
             // another asset or version has the same bytes.
             let unused = try hashes.filter { h in
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM assets WHERE content_hash = ?1) OR EXISTS (SELECT 1 FROM versions WHERE content_hash = ?1)", arguments: [h]) != true
+                try Bool.fetchOne(db, sql: "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT CASE WHEN EXISTS (SELECT 1 FROM assets WHERE content_hash = (SELECT v FROM p)) OR EXISTS (SELECT 1 FROM versions WHERE content_hash = (SELECT v FROM p)) THEN 1 ELSE 0 END", arguments: [h]) != true
             }
             thumbs = unused.compactMap { $0.split(separator: ":").last.map(String.init) }.filter { $0.allSatisfy(\.isHexDigit) && $0.count >= 2 }
             return (assets, orphaned.filter(StorePath.isValid))
