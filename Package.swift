@@ -56,7 +56,8 @@ let package = Package(
         .target(name: "Confined", dependencies: ["PGSystem"]),
         .target(
             name: "GrantStore",
-            dependencies: ["PhotoLibrary", "LibraryRun", "Redaction", "PGSystem", "CCrypto", "Threads", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PhotoLibrary", "LibraryRun", "Redaction", "PGSystem", "CCrypto", "Threads", "CatalogPostgres",
+                           .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .target(
             name: "CatalogPostgres",

@@ -104,15 +104,15 @@ enum FactsReader {
                           editConsent: int(consent) != 0, hasLocation: int(hasLocation) != 0, isHEIF: int(heif) != 0)
     }
 
-    /// The facts of the row `h` stands on (the C API: the view build's loop).
+    /// The facts of the row `h` stands on (the view build's loop).
     @inline(__always)
-    static func facts(_ h: OpaquePointer) -> AssetFacts {
-        facts(int: { sqlite3_column_int64(h, $0) }, isNull: { sqlite3_column_type(h, $0) == SQLITE_NULL })
+    static func facts<C: ColumnSource>(_ h: C) -> AssetFacts {
+        facts(int: { h.int($0) }, isNull: { h.isNull($0) })
     }
 
     /// The facts of the row `h` of a `sqlUnjoined` statement stands on, its grants from `grants`.
     @inline(__always)
-    static func facts(_ h: OpaquePointer, rowID: Int64, grants: Grants) -> AssetFacts {
+    static func facts<C: ColumnSource>(_ h: C, rowID: Int64, grants: Grants) -> AssetFacts {
         let selection = grants.selections.isEmpty ? nil : grants.selections[rowID]
         let pick = grants.picks.isEmpty ? nil : grants.picks[rowID]
         return facts(int: { c in
@@ -120,13 +120,13 @@ enum FactsReader {
             case selectionStrip: return selection == true ? 1 : 0
             case pickStrip: return pick == true ? 1 : 0
             case consent: return grants.consents.contains(rowID) ? 1 : 0
-            default: return sqlite3_column_int64(h, c)
+            default: return h.int(c)
             }
         }, isNull: { c in
             switch c {
             case selectionStrip: return selection == nil
             case pickStrip: return pick == nil
-            default: return sqlite3_column_type(h, c) == SQLITE_NULL
+            default: return h.isNull(c)
             }
         })
     }
@@ -201,5 +201,42 @@ extension Library {
     /// How the app `id` stands at `access`, known to the library or not (`AppContext.unknownApp`).
     static func context(_ db: Database, _ id: AppID, _ access: AccessLevel) throws -> AppContext {
         try fetchApp(db, id).map { context($0, access) } ?? .unknownApp(access)
+    }
+}
+
+/// The columns of the row a view build stands on: SQLite's statement (the C API, no Row and no
+/// String per value: a mount of a million assets reads them all) or a fetched row (a server's).
+protocol ColumnSource {
+    func int(_ c: Int32) -> Int64
+    func double(_ c: Int32) -> Double
+    func isNull(_ c: Int32) -> Bool
+    /// Calls `body` with the column's text (nil for NULL); its bytes last only as long as the call.
+    func withText<T>(_ c: Int32, _ body: (UnsafePointer<UInt8>?, Int) throws -> T) throws -> T
+}
+
+struct SQLiteColumns: ColumnSource {
+    let h: OpaquePointer
+    let connection: OpaquePointer?
+    @inline(__always) func int(_ c: Int32) -> Int64 { sqlite3_column_int64(h, c) }
+    @inline(__always) func double(_ c: Int32) -> Double { sqlite3_column_double(h, c) }
+    @inline(__always) func isNull(_ c: Int32) -> Bool { sqlite3_column_type(h, c) == SQLITE_NULL }
+    @inline(__always) func withText<T>(_ c: Int32, _ body: (UnsafePointer<UInt8>?, Int) throws -> T) throws -> T {
+        // sqlite3_column_text before _bytes, as SQLite asks; nil for NULL (or out of memory).
+        if let p = sqlite3_column_text(h, c) { return try body(p, Int(sqlite3_column_bytes(h, c))) }
+        // A nil that is not NULL is SQLite out of memory (it then also says the value is NULL):
+        // that must fail the view, not empty a path.
+        guard sqlite3_errcode(connection) != SQLITE_NOMEM else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
+        return try body(nil, 0)
+    }
+}
+
+struct RowColumns: ColumnSource {
+    let row: Row
+    func int(_ c: Int32) -> Int64 { Int64(sqlValue: row.values[Int(c)]) ?? 0 }
+    func double(_ c: Int32) -> Double { Double(sqlValue: row.values[Int(c)]) ?? 0 }
+    func isNull(_ c: Int32) -> Bool { row.values[Int(c)].isNull }
+    func withText<T>(_ c: Int32, _ body: (UnsafePointer<UInt8>?, Int) throws -> T) throws -> T {
+        guard var s = String(sqlValue: row.values[Int(c)]) else { return try body(nil, 0) }
+        return try s.withUTF8 { try body($0.baseAddress, $0.count) }
     }
 }

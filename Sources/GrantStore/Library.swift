@@ -12,9 +12,17 @@ import Glibc
 /// The folders of a library (named in `LibraryLayout`, shared with every module that reads them).
 public struct LibraryPaths: Sendable {
     public let root: String
+    /// Where its catalog and shared store are, for a library whose catalog is on a server.
+    public let link: CatalogLink?
     public var database: String { root + "/" + LibraryLayout.database }
-    public var store: String { root + "/" + LibraryLayout.store }
-    public var tmp: String { root + "/" + LibraryLayout.tmp }
+    /// The originals: in the library's folder, or in the shared folder a linked library names.
+    public var store: String { (link?.shared ?? root) + "/" + LibraryLayout.store }
+    /// Temp files beside the store (a rename into it never crosses filesystems).
+    public var tmp: String { (link?.shared ?? root) + "/" + LibraryLayout.tmp }
+    /// The catalog's link file (`catalog.conf`).
+    public var linkFile: String { root + "/" + LibraryLayout.catalogLink }
+    /// Whether a library is here: its SQLite catalog, or a link to a server's.
+    public var exists: Bool { access(database, F_OK) == 0 || access(linkFile, F_OK) == 0 }
     public var run: String { root + "/" + LibraryLayout.run }
     /// The run folder, where the library and its running mounts meet (`RunFolder`).
     public var runFolder: RunFolder { RunFolder(run) }
@@ -28,6 +36,7 @@ public struct LibraryPaths: Sendable {
         var r = root
         while r.count > 1 && r.hasSuffix("/") { r.removeLast() }
         self.root = r
+        link = CatalogLink.read(r + "/" + LibraryLayout.catalogLink)
     }
 
     /// `--library`, else `$PHOTOGATE_LIBRARY`, else `$XDG_DATA_HOME/photogate`, else `~/.local/share/photogate`.
@@ -56,7 +65,10 @@ extension LibraryPaths: LibraryLocations {
 /// each runs in one transaction and appends to the change log.
 public final class Library: Sendable {
     public let paths: LibraryPaths
-    let pool: DatabasePool
+    /// The SQLite catalog (nil for a library whose catalog is on a server).
+    let pool: DatabasePool?
+    /// The server's catalog (PostgreSQL), for a library with a `catalog.conf`.
+    let server: ServerCatalog?
 
     /// How long a statement waits for another connection's lock before failing busy.
     static let busyTimeout: TimeInterval = 15
@@ -78,6 +90,49 @@ public final class Library: Sendable {
             if let connection = db.sqliteConnection { _ = pg_sqlite_keep_wal(UnsafeMutableRawPointer(connection)) }
         }
         return c
+    }
+
+    /// Creates a library whose catalog is on a server (issue 41): this folder holds what is local
+    /// to this host and `catalog.conf`; the originals are under `link.shared`. When the server's
+    /// database already holds a photogate catalog (another host made it), this joins it.
+    public static func create(at paths: LibraryPaths, link: CatalogLink) throws -> Library {
+        try LibraryOwnership.check(paths)
+        if paths.exists { throw LibraryError.libraryExists(paths.root) }
+        guard link.shared.hasPrefix("/") else { throw LibraryError.invalid("--store must be an absolute path: \(link.shared)") }
+        let fm = FileManager.default
+        var made: [String] = []
+        do {
+            for d in [paths.root, paths.run, paths.cache] where access(d, F_OK) != 0 {
+                try fm.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                made.append(d)
+            }
+            try LibraryOwnership.check(paths)
+            for d in [link.shared, link.shared + "/" + LibraryLayout.store, link.shared + "/" + LibraryLayout.tmp] where access(d, F_OK) != 0 {
+                try fm.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            let fd = Glibc.open(paths.linkFile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else { throw LibraryError.io("cannot create \(paths.linkFile): \(String(cString: strerror(errno)))") }
+            let bytes = Array(link.text.utf8)
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            let synced = fsync(fd) == 0
+            Glibc.close(fd)
+            guard n == bytes.count, synced else { throw LibraryError.io("cannot write \(paths.linkFile)") }
+            made.append(paths.linkFile)
+            try "photogate library\n".write(toFile: paths.marker, atomically: true, encoding: .utf8)
+            chmod(paths.marker, 0o600)
+            made.append(paths.marker)
+        } catch {
+            for m in made.reversed() { try? fm.removeItem(atPath: m) }
+            if let e = error as? LibraryError { throw e }
+            throw LibraryError.io("cannot create library at \(paths.root): \(error.localizedDescription)")
+        }
+        do {
+            return try Library(paths: LibraryPaths(root: paths.root), creating: true)
+        } catch {
+            // Nothing half made is left: a second try starts afresh.
+            for m in made.reversed() { try? fm.removeItem(atPath: m) }
+            throw error
+        }
     }
 
     /// Creates a new library (fails if one exists).
@@ -129,6 +184,11 @@ public final class Library: Sendable {
 
     /// Opens an existing library.
     public static func open(at paths: LibraryPaths) throws -> Library {
+        if paths.link != nil {
+            try LibraryOwnership.check(paths)
+            try LibraryPrivacy.ensure(paths)
+            return try Library(paths: paths, creating: false)
+        }
         guard access(paths.database, F_OK) == 0 else {
             // A library (its marker, or originals in its store) whose database is gone is
             // damaged, not missing: `init` would make an empty catalog over its photos.
@@ -157,6 +217,15 @@ public final class Library: Sendable {
 
     init(paths: LibraryPaths, creating: Bool) throws {
         self.paths = paths
+        if let link = paths.link {
+            pool = nil
+            server = try ServerCatalog.open(link, library: paths.root, creating: creating)
+            for d in [paths.run, paths.cache] where access(d, F_OK) != 0 {
+                try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            return
+        }
+        server = nil
         // Never beside a running process that holds a log or index no longer at its name.
         if !creating {
             try CatalogFiles.checkNotOrphaned(paths)
@@ -190,11 +259,13 @@ public final class Library: Sendable {
                     + "(its write-ahead log, photogate.sqlite-wal, was lost or damaged, or the file was replaced)")
             }
         }
+        let pool: DatabasePool
         do {
             pool = try DatabasePool(path: paths.database, configuration: Library.configuration())
         } catch let e as DatabaseError {
             throw Library.map(e, paths: paths)
         }
+        self.pool = pool
         let migrator = Schema.migrator
         do {
             // One query on the writer connection the pool opened anyway (a pool.read would open a
@@ -242,7 +313,7 @@ public final class Library: Sendable {
     /// Runs a write transaction, maps database errors, and rings the change bell after commit.
     @discardableResult
     func write<T>(_ body: (Database) throws -> T) throws -> T {
-        let result = try quietWrite(body)
+        let result = try server.map { try $0.write(notify: true, body) } ?? quietWrite(body)
         ringBell()
         if Library.notesCommits.load(ordering: .relaxed), let seq = try? lastChange() {
             Library.committed.withLock { c in
@@ -270,6 +341,8 @@ public final class Library: Sendable {
     /// that it wakes no mount. It must not append to `changes` either (mounts follow that log).
     @discardableResult
     func quietWrite<T>(_ body: (Database) throws -> T) throws -> T {
+        if let server { return try server.write(notify: false, body) }
+        guard let pool else { throw LibraryError.io("the library is closed") }
         try markInUse()
         do {
             let result = try pool.write { g in try body(Database(sqlite: g)) }
@@ -290,7 +363,7 @@ public final class Library: Sendable {
     /// A mount's daemon calls it at its start (it holds the library for long; a log replaced
     /// under it before its first commit was not told otherwise).
     public func markInUse() throws {
-        guard !marked.load(ordering: .relaxed) else { return }
+        guard server == nil, !marked.load(ordering: .relaxed) else { return }
         var st = stat()
         guard lstat(paths.database + "-wal", &st) == 0 else { return }
         let log = Library.identity(st)
@@ -313,6 +386,7 @@ public final class Library: Sendable {
     /// after it (later calls fail as a closed database does).
     public func letGo() {
         guard !letGoDone.exchange(true, ordering: .relaxed) else { return }
+        if let server { server.close(); return }
         if wrote.load(ordering: .relaxed), !checkpointLargeLog() { try? syncLog(rescue: false) }
         checkpointIfLast()
     }
@@ -328,6 +402,7 @@ public final class Library: Sendable {
     /// command costs what it did; the last of them to end does it. The checkpoint writes the
     /// log's pages into the database and syncs it (synchronous=NORMAL).
     func checkpointIfLast() {
+        guard let pool else { return }
         // A log damaged in place would put the zeros of its hole into the database.
         if logDamaged.load(ordering: .relaxed) { try? pool.close(); return }
         // A log removed or replaced under this process: what it holds goes into the database now
@@ -369,6 +444,7 @@ public final class Library: Sendable {
     /// that. Never waits: with readers in the way (mounts), the checkpoint copies what it can and
     /// SQLite's own checkpoints restart the log later. Returns true when the log was synced.
     func checkpointLargeLog() -> Bool {
+        guard let pool else { return false }
         var st = stat()
         guard lstat(paths.database + "-wal", &st) == 0, Int64(st.st_size) > Library.largeLog else { return false }
         do {
@@ -385,6 +461,8 @@ public final class Library: Sendable {
     }
 
     func read<T>(_ body: (Database) throws -> T) throws -> T {
+        if let server { return try server.read(body) }
+        guard let pool else { throw LibraryError.io("the library is closed") }
         do {
             return try pool.read { g in try body(Database(sqlite: g)) }
         } catch let e as DatabaseError {
@@ -404,6 +482,8 @@ public final class Library: Sendable {
     /// database file (`rescueLog`) instead of failing; not at the end of a process's use of the
     /// library (its last close checkpoints anyway, and its folder may be gone by then).
     public func syncLog(rescue: Bool = true) throws {
+        // A server's commit is durable when it returns (the server's own log).
+        guard pool != nil else { return }
         let path = paths.database + "-wal"
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
@@ -467,7 +547,7 @@ public final class Library: Sendable {
     /// log (a hostile review measured 262 such reads in 10,901 under a busy writer). True when it
     /// is whole, or when the lock cannot be had (then nothing is claimed damaged).
     func logWholeUnderWriteLock(fd: Int32) -> Bool {
-        (try? pool.writeWithoutTransaction { db -> Bool in
+        (try? pool?.writeWithoutTransaction { db -> Bool in
             try db.execute(sql: "BEGIN IMMEDIATE")
             defer { try? db.execute(sql: "ROLLBACK") }
             var st = stat()
@@ -481,6 +561,7 @@ public final class Library: Sendable {
     /// now (`rescueLog`), not at its next commit or at its end: a kill before then would lose it.
     /// Commands are refused meanwhile (`CatalogFiles.checkNotOrphaned`). One lstat when all is well.
     public func rescueIfLogGone() {
+        guard pool != nil else { return }
         // The mark removed under a running mount (run/ cleaned away and made again): written
         // again, or a kill and a lost log after it would go untold.
         var st = stat()
@@ -515,7 +596,7 @@ public final class Library: Sendable {
 
     func rescueLog() -> Bool {
         var frames = 0
-        let done = (try? pool.writeWithoutTransaction { db -> Bool in
+        let done = (try? pool?.writeWithoutTransaction { db -> Bool in
             // What the log holds (a truncating checkpoint reports the emptied log: 0 frames).
             frames = try db.checkpoint(.passive).walFrameCount
             guard frames > 0 else { return true }
@@ -555,6 +636,12 @@ public final class Library: Sendable {
     /// The newest change sequence number.
     public func lastChange() throws -> Int64 {
         // Cached: every mount asks this whenever anything in run/ changes.
-        try read { db in try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(seq) FROM changes")) ?? 0 }
+        try read { db in try Library.lastChange(db) }
+    }
+
+    /// The newest change sequence number, in an access (sequence numbers of deleted rows count).
+    static func lastChange(_ db: Database) throws -> Int64 {
+        if db.isPostgres { return try Int64.fetchOne(db.cachedStatement(sql: ServerCatalog.lastChangeSQL)) ?? 0 }
+        return try Int64.fetchOne(db.cachedStatement(sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'")) ?? 0
     }
 }

@@ -18,7 +18,16 @@ extension Library: LibraryLocations {
 public final class LibraryStorePort: LibraryPort {
     public let library: Library
 
-    public init(_ library: Library) { self.library = library }
+    /// For a catalog on a server: its doorbell and heartbeat (issue 41).
+    let follower: CatalogFollower?
+
+    public init(_ library: Library) {
+        self.library = library
+        follower = library.followCatalog()
+    }
+
+    public var catalogIsRemote: Bool { follower != nil }
+    public var failsClosed: Bool { follower.map { $0.unconfirmedFor > CatalogFollower.failClosedAfter } ?? false }
 
     public var storeRoot: String { library.paths.store }
     public var runDir: String { library.paths.run }

@@ -255,58 +255,232 @@ public final class Statement {
     public var sqliteStatement: SQLiteStatement { grdb!.sqliteStatement }
 }
 
+/// A connection to a database server (PostgreSQL), as GrantStore's SQL needs one: statements
+/// with `$1...` placeholders, and scripts of several statements without arguments.
+public protocol SQLServerConnection: AnyObject {
+    func query(_ sql: String, _ binds: [SQLValue]) throws -> SQLServerResult
+    func execute(script: String) throws
+}
+
+public struct SQLServerResult: Sendable {
+    public var columns: [String]
+    public var rows: [[SQLValue]]
+    public var affectedRows: Int
+    public init(columns: [String], rows: [[SQLValue]], affectedRows: Int) {
+        self.columns = columns
+        self.rows = rows
+        self.affectedRows = affectedRows
+    }
+}
+
 /// One connection in one access (a transaction, or a read): what every query of GrantStore is
-/// given. Over GRDB's database on SQLite.
+/// given. Over GRDB's database on SQLite, or a server connection (PostgreSQL).
 public final class Database {
     /// GRDB's connection, on SQLite: for what only SQLite has.
     public let sqlite: GRDB.Database?
+    /// The server's connection, on PostgreSQL.
+    let server: SQLServerConnection?
+    private var serverChanges = 0
 
-    init(sqlite: GRDB.Database) { self.sqlite = sqlite }
+    init(sqlite: GRDB.Database) {
+        self.sqlite = sqlite
+        server = nil
+    }
+
+    init(server: SQLServerConnection) {
+        sqlite = nil
+        self.server = server
+    }
+
+    public var isPostgres: Bool { server != nil }
 
     /// SQLite's connection handle (nil on PostgreSQL).
     public var sqliteConnection: SQLiteConnection? { sqlite?.sqliteConnection }
 
-    public var changesCount: Int { sqlite!.changesCount }
-    public var lastInsertedRowID: Int64 { sqlite!.lastInsertedRowID }
+    /// Rows the last statement changed.
+    public var changesCount: Int { sqlite?.changesCount ?? serverChanges }
+
+    /// The row id the last INSERT gave (on PostgreSQL: the key its `RETURNING` gave, which
+    /// `ServerSQL.keyed` adds to an INSERT of a table with a row id).
+    public var lastInsertedRowID: Int64 { sqlite?.lastInsertedRowID ?? serverLastInserted }
+    private var serverLastInserted: Int64 = 0
 
     public func execute(sql: String, arguments: StatementArguments = StatementArguments()) throws {
-        try sqlite!.execute(sql: sql, arguments: arguments.grdb)
+        if let sqlite { return try sqlite.execute(sql: sql, arguments: arguments.grdb) }
+        if arguments.isEmpty && ServerSQL.hasSeveralStatements(sql) {
+            try server!.execute(script: sql)
+            serverChanges = 0
+            return
+        }
+        _ = try serverQuery(sql, arguments)
     }
 
     public func cachedStatement(sql: String) throws -> Statement {
-        Statement(db: self, sql: sql, grdb: try sqlite!.cachedStatement(sql: sql))
+        Statement(db: self, sql: sql, grdb: try sqlite?.cachedStatement(sql: sql))
     }
 
     public func makeStatement(sql: String) throws -> Statement {
-        Statement(db: self, sql: sql, grdb: try sqlite!.makeStatement(sql: sql))
+        Statement(db: self, sql: sql, grdb: try sqlite?.makeStatement(sql: sql))
     }
 
-    public func tableExists(_ name: String) throws -> Bool { try sqlite!.tableExists(name) }
+    public func tableExists(_ name: String) throws -> Bool {
+        if let sqlite { return try sqlite.tableExists(name) }
+        return try Bool.fetchOne(self, sql: "SELECT to_regclass(?) IS NOT NULL", arguments: [name]) ?? false
+    }
+
+    func serverQuery(_ sql: String, _ arguments: StatementArguments) throws -> SQLServerResult {
+        var (text, binds) = try ServerSQL.translate(sql, arguments)
+        let key = ServerSQL.keyed(text)
+        if let key {
+            while let last = text.last, last.isWhitespace || last == ";" { text.removeLast() }
+            text += " RETURNING " + key
+        }
+        let r = try server!.query(text, binds)
+        serverChanges = r.affectedRows
+        if key != nil, let last = r.rows.last, let id = Int64(sqlValue: last[0]) { serverLastInserted = id }
+        return r
+    }
 
     func run(_ s: Statement) throws {
-        try s.grdb!.execute()
+        if let g = s.grdb { return try g.execute() }
+        _ = try serverQuery(s.sql, s.arguments)
     }
 
     func rows(_ s: Statement) throws -> [Row] {
-        let cursor = try GRDB.Row.fetchCursor(s.grdb!)
+        guard let g = s.grdb else {
+            let r = try serverQuery(s.sql, s.arguments)
+            return r.rows.map { Row(names: r.columns, values: $0) }
+        }
+        let cursor = try GRDB.Row.fetchCursor(g)
         var out: [Row] = []
         var names: [String]?
         while let r = try cursor.next() {
-            if names == nil { names = s.grdb!.columnNames }
+            if names == nil { names = g.columnNames }
             out.append(Row(r, names: names!))
         }
         return out
     }
 
     func cursor(_ s: Statement) throws -> RowCursor {
-        let cursor = try GRDB.Row.fetchCursor(s.grdb!)
-        let names = s.grdb!.columnNames
+        guard let g = s.grdb else {
+            var rows = try self.rows(s).makeIterator()
+            return RowCursor { rows.next() }
+        }
+        let cursor = try GRDB.Row.fetchCursor(g)
+        let names = g.columnNames
         return RowCursor { try cursor.next().map { Row($0, names: names) } }
     }
 
     func first(_ s: Statement) throws -> Row? {
-        let cursor = try GRDB.Row.fetchCursor(s.grdb!)
-        return try cursor.next().map { Row($0, names: s.grdb!.columnNames) }
+        guard let g = s.grdb else { return try rows(s).first }
+        let cursor = try GRDB.Row.fetchCursor(g)
+        return try cursor.next().map { Row($0, names: g.columnNames) }
+    }
+}
+
+/// SQLite's SQL text as the server takes it: `?` and `:name` placeholders become `$1...`.
+enum ServerSQL {
+    struct BadArguments: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The text with numbered placeholders, and the values in their order.
+    static func translate(_ sql: String, _ arguments: StatementArguments) throws -> (String, [SQLValue]) {
+        var out = ""
+        out.reserveCapacity(sql.utf8.count + 16)
+        var binds: [SQLValue] = []
+        var nameIndex: [String: Int] = [:]
+        var positional = 0
+        let chars = Array(sql.unicodeScalars)
+        var i = 0
+        func isNameChar(_ c: Unicode.Scalar) -> Bool { c == "_" || c.properties.isAlphabetic || ("0"..."9").contains(c) }
+        while i < chars.count {
+            let c = chars[i]
+            switch c {
+            case "'", "\"":
+                // A string or a quoted name: copied as is, a doubled quote inside it included.
+                out.unicodeScalars.append(c)
+                i += 1
+                while i < chars.count {
+                    out.unicodeScalars.append(chars[i])
+                    if chars[i] == c {
+                        if i + 1 < chars.count && chars[i + 1] == c { out.unicodeScalars.append(chars[i + 1]); i += 2; continue }
+                        i += 1
+                        break
+                    }
+                    i += 1
+                }
+                continue
+            case "-" where i + 1 < chars.count && chars[i + 1] == "-":
+                while i < chars.count && chars[i] != "\n" { out.unicodeScalars.append(chars[i]); i += 1 }
+                continue
+            case "?":
+                guard positional < arguments.positional.count else {
+                    throw BadArguments(description: "the statement has more ? than the \(arguments.positional.count) arguments given: \(sql)")
+                }
+                binds.append(arguments.positional[positional])
+                positional += 1
+                out += "$\(binds.count)"
+                i += 1
+                continue
+            case ":" where i + 1 < chars.count && (chars[i + 1] == "_" || chars[i + 1].properties.isAlphabetic)
+                           && (i == 0 || chars[i - 1] != ":"):
+                var j = i + 1
+                while j < chars.count && isNameChar(chars[j]) { j += 1 }
+                let name = String(String.UnicodeScalarView(chars[(i + 1)..<j]))
+                guard let value = arguments.named[name] else {
+                    throw BadArguments(description: "the statement names :\(name), which no argument gives: \(sql)")
+                }
+                if let n = nameIndex[name] {
+                    out += "$\(n)"
+                } else {
+                    binds.append(value)
+                    nameIndex[name] = binds.count
+                    out += "$\(binds.count)"
+                }
+                i = j
+                continue
+            default:
+                out.unicodeScalars.append(c)
+                i += 1
+            }
+        }
+        guard positional == arguments.positional.count else {
+            throw BadArguments(description: "\(arguments.positional.count) arguments for \(positional) ? in: \(sql)")
+        }
+        return (out, binds)
+    }
+
+    /// The tables whose rows SQLite numbers (a rowid, or an INTEGER PRIMARY KEY that is one) and
+    /// whose number the library reads after an INSERT (`lastInsertedRowID`), with that column.
+    static let rowKeys = ["assets": "rowid", "albums": "id", "requests": "id", "refusals": "id", "report_apps": "id",
+                          "set_grants": "id", "changes": "seq", "app_changes": "token"]
+
+    /// The key column an INSERT of `sql` should return, or nil (another statement, another
+    /// table, or one that says RETURNING itself).
+    static func keyed(_ sql: String) -> String? {
+        var rest = sql.drop { $0.isWhitespace }
+        guard rest.prefix(6).uppercased() == "INSERT" else { return nil }
+        rest = rest.dropFirst(6).drop { $0.isWhitespace }
+        guard rest.prefix(4).uppercased() == "INTO" else { return nil }
+        rest = rest.dropFirst(4).drop { $0.isWhitespace }
+        let table = String(rest.prefix { $0.isLetter || $0.isNumber || $0 == "_" })
+        guard let key = rowKeys[table], sql.range(of: "RETURNING", options: .caseInsensitive) == nil,
+              !hasSeveralStatements(sql) else { return nil }
+        return key
+    }
+
+    /// Whether the text holds more than one statement (a `;` outside strings, not at its end).
+    static func hasSeveralStatements(_ sql: String) -> Bool {
+        var quote: Character?
+        var seenEnd = false
+        for ch in sql {
+            if let q = quote { if ch == q { quote = nil }; continue }
+            if ch == "'" || ch == "\"" { quote = ch; if seenEnd { return true }; continue }
+            if ch == ";" { seenEnd = true; continue }
+            if seenEnd && !ch.isWhitespace { return true }
+        }
+        return false
     }
 }
 

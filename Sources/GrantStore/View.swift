@@ -80,7 +80,7 @@ extension Library {
     }
 
     static func changeSeq(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT max(seq) FROM changes") ?? 0
+        try Library.lastChange(db)
     }
 
     /// `only`: compute just these rows (sorted row ids) and leave names unsettled and albums
@@ -121,7 +121,7 @@ extension Library {
                                                                  : FactsReader.sqlUnjoined(columns: cols, filter: candidates))
         try statement.setArguments(["app": app.id.rawValue])
         var rows = ViewRows()
-        if policy.scope == .everything && reserve > 0 {
+        if policy.scope == .everything && reserve > 0 && !db.isPostgres {
             // Room for every asset up front: growing the columns of a million rows by doubling
             // copied them and faulted in fresh pages over and over (a fifth of a mount's build).
             // Room never written to costs address space, not memory. 96 bytes of text a row is
@@ -139,17 +139,15 @@ extension Library {
         // columns read NULL as a nil pointer (its type asked only then), the left-out columns are
         // not asked at all, the row id is read once.
         let textColumns = lean ? ViewRows.textColumns.filter { !Library.leanLeftOut.contains($0.1) } : ViewRows.textColumns
-        let connection = db.sqliteConnection
-        try FactsReader.each(db, statement) { h in
-            let rowID = sqlite3_column_int64(h, C.rowid.rawValue)
+        func take<Source: ColumnSource>(_ h: Source) throws {
+            let rowID = h.int(C.rowid.rawValue)
             // Columns: see assetColumns (0...15), then the facts (FactsReader).
             let facts = grants.map { FactsReader.facts(h, rowID: rowID, grants: $0) } ?? FactsReader.facts(h)
             guard context.isVisible(facts) else { return }
             // A row naming a store file photogate never writes (`StorePath`: "../../etc/shadow")
             // is damaged: it is in no view, so no mount ever builds a path from it (verify
             // reports it). A few byte compares on SQLite's own copy of the text.
-            if let p = sqlite3_column_text(h, C.storePath.rawValue),
-               !StorePath.isValid(UnsafeRawBufferPointer(start: p, count: Int(sqlite3_column_bytes(h, C.storePath.rawValue)))) {
+            if try !h.withText(C.storePath.rawValue, { p, n in p.map { StorePath.isValid(UnsafeRawBufferPointer(start: $0, count: n)) } ?? true }) {
                 return
             }
             let owned = facts.isOwned, trashed = facts.isTrashed
@@ -174,14 +172,11 @@ extension Library {
                 guard next < textColumns.count, textColumns[next].0 == field else { rows.appendText(nil, 0); continue }
                 let column = textColumns[next].1
                 next += 1
-                // sqlite3_column_text before _bytes, as SQLite asks; nil for NULL (or out of memory).
-                if let p = sqlite3_column_text(h, column) {
-                    rows.appendText(p, Int(sqlite3_column_bytes(h, column)))
-                    continue
-                }
-                // A nil that is not NULL is SQLite out of memory (it then also says the value is
-                // NULL): that must fail the view, not empty a path.
-                guard sqlite3_errcode(connection) != SQLITE_NOMEM else { throw DatabaseError(resultCode: .SQLITE_NOMEM) }
+                if try h.withText(column, { p, n in
+                    guard let p else { return false }
+                    rows.appendText(p, n)
+                    return true
+                }) { continue }
                 switch field {
                 case .ownerName: f.insert(.ownerNameNull)
                 case .ownerApp: f.insert(.ownerAppNull)
@@ -193,9 +188,15 @@ extension Library {
             }
             if owned && !f.contains(.ownerNameNull) { needsNaming = true }
             rows.appendNumbers(rowID: rowID,
-                               size: UInt64(bitPattern: sqlite3_column_int64(h, C.byteSize.rawValue)),
-                               capture: sqlite3_column_double(h, C.captureDate.rawValue), added: sqlite3_column_double(h, C.addedAt.rawValue),
-                               trashed: trashed ? sqlite3_column_double(h, C.trashedAt.rawValue) : 0, flags: f)
+                               size: UInt64(bitPattern: h.int(C.byteSize.rawValue)),
+                               capture: h.double(C.captureDate.rawValue), added: h.double(C.addedAt.rawValue),
+                               trashed: trashed ? h.double(C.trashedAt.rawValue) : 0, flags: f)
+        }
+        if db.isPostgres {
+            for row in try Row.fetchAll(statement) { try take(RowColumns(row: row)) }
+        } else {
+            let connection = db.sqliteConnection
+            try FactsReader.each(db, statement) { try take(SQLiteColumns(h: $0, connection: connection)) }
         }
         return (rows, needsNaming)
     }

@@ -12,7 +12,7 @@ extension Library {
             let now = try Library.requireApp(db, id)
             // Cached statements: every mount runs this on every change (issue 18: preparing these
             // statements, through GRDB's authorizer, was ~40% of a daemon's CPU per change).
-            let seq = try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(seq) FROM changes")) ?? 0
+            let seq = try Library.lastChange(db)
             func full() throws -> ViewUpdate { .full(try Library.view(db, app: now, access: access, lean: true)) }
             if forceFull || now != app || seq < since || seq - since > Int64(maxChanges) { return try full() }
             let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT seq, kind, app_id, asset_rowid FROM changes WHERE seq > ? ORDER BY seq"),

@@ -23,6 +23,9 @@ public enum LibraryLayout {
     public static let tmp = "tmp"
     public static let run = "run"
     public static let cache = "cache"
+    /// In a library whose catalog is on a server (PostgreSQL): where the catalog and the shared
+    /// store are (`CatalogLink`). The library's folder then holds only what is local to one host.
+    public static let catalogLink = "catalog.conf"
 
     /// Where an original with id `id` and extension `ext` is kept inside store/: a folder per
     /// first two characters of the id (`3f/3fa2...e1.jpg`).

@@ -46,6 +46,13 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// removed under this process, put what it committed where it is safe (GrantStore: checkpoint
     /// the write-ahead log it still holds into the database).
     func keepCommitsSafe()
+    /// Whether the library's catalog is on a server (issue 41): the mount then looks at
+    /// `failsClosed` every second.
+    var catalogIsRemote: Bool { get }
+    /// True while a catalog on a server has gone unconfirmed (not reached) for longer than its
+    /// fail-closed delay: a running mount then shows nothing, and rebuilds its view once it is
+    /// reached again. Always false for a local catalog.
+    var failsClosed: Bool { get }
     /// The app's own history after `since` (what `.photogate/changes` shows).
     func changes(_ app: AppID, since: Int64) throws -> HistoryAnswer
     /// The newest entry of the app's history.
@@ -127,6 +134,8 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
 }
 
 extension LibraryPort {
+    public var catalogIsRemote: Bool { false }
+    public var failsClosed: Bool { false }
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         .never(reason: "this library keeps no sidecars")
     }

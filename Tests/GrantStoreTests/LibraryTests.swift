@@ -56,7 +56,7 @@ let camera = AppID("org.example.Camera")!
         #expect(mode == "wal")
         // The schema refuses a selection pointing at no asset.
         #expect(throws: (any Error).self) {
-            try t.library.pool.write { db in
+            try t.library.pool!.write { db in
                 try db.execute(sql: "INSERT INTO apps (id, secret, created_at) VALUES ('org.x.y', zeroblob(16), 0)")
                 try db.execute(sql: "INSERT INTO selections (app_id, asset_rowid, granted_at) VALUES ('org.x.y', 999, 0)")
             }
@@ -67,19 +67,19 @@ let camera = AppID("org.example.Camera")!
         let t = try TempLibrary()
         // limited is not an add-only status
         #expect(throws: (any Error).self) {
-            try t.library.pool.write { db in
+            try t.library.pool!.write { db in
                 try db.execute(sql: "INSERT INTO apps (id, ao_status, secret, created_at) VALUES ('org.x.y', 'limited', zeroblob(16), 0)")
             }
         }
         // an album name with a slash
         #expect(throws: (any Error).self) {
-            try t.library.pool.write { db in try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES ('a/b', 'user', 0)") }
+            try t.library.pool!.write { db in try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES ('a/b', 'user', 0)") }
         }
     }
 
     @Test func newerLibraryIsRefusedAndLeftUntouched() throws {
         let t = try TempLibrary()
-        try t.library.pool.write { db in
+        try t.library.pool!.write { db in
             try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v999-from-the-future')")
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: t.library.paths.database))

@@ -92,13 +92,13 @@ import Glibc
         do { _ = try Library.create(at: paths) }
         let busy = try Library.open(at: paths)
         let mine = try Library.open(at: paths)
-        try busy.pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1") }
+        try busy.pool!.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_autocheckpoint = 1") }
         let stop = Atomic<Bool>(false)
         let churn = Thread {
             var i = 0
             while !stop.load(ordering: .relaxed) {
                 _ = try? busy.authorize(AppID("org.example.Churn\(i % 50)")!, access: .readWrite, status: i % 2 == 0 ? .limited : .authorized)
-                if i % 7 == 0 { _ = busy.checkpointLargeLog() ; _ = try? busy.pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) } }
+                if i % 7 == 0 { _ = busy.checkpointLargeLog() ; _ = try? busy.pool!.writeWithoutTransaction { db in try db.checkpoint(.truncate) } }
                 i += 1
             }
         }

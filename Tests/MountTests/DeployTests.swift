@@ -181,6 +181,10 @@ struct Deploy {
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
     /// The README's quick start, as written, reaches a mounted view, sees a revoke, and unmounts.
     @Test func theReadmeQuickStartRuns() throws { try script("quickstart") }
+    /// Two hosts on one catalog on a real PostgreSQL and one shared folder (issue 41): a grant on
+    /// one reaches the other's running mount, across a killed listener and a server restart, and
+    /// that mount fails closed while the server is gone, then recovers without a remount.
+    @Test func twoHostsShareOneLibraryOnPostgreSQL() throws { try script("several-hosts") }
 }
 
 /// A unix datagram socket standing in for systemd's $NOTIFY_SOCKET.

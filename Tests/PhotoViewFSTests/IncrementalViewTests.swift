@@ -45,7 +45,7 @@ import TestSupport
         }
         _ = try Importer(library: library, options: ImportOptions()).run([src])
         // Capture dates out of row order, with ties: the listing sorts by date, then row id.
-        try library.pool.write { db in
+        try library.pool!.write { db in
             try db.execute(sql: "UPDATE assets SET capture_date = 1500000000 + ((rowid * 7919) % 13) * 86400")
         }
         let limited = AppID("org.example.Limited")!, full = AppID("org.example.Full")!, denied = AppID("org.example.Denied")!

@@ -50,11 +50,33 @@ final class ChangeWatcher: @unchecked Sendable {
         ack?.publish(lastSeq)
         var buf = [UInt8](repeating: 0, count: 4096)
         var lastLook = ContinuousClock.now
+        // A catalog on a server is confirmed every second; the view fails closed while it is not.
+        let remote = fs.library.catalogIsRemote
+        var blanked = false
         while true {
             var fds = [pollfd(fd: ifd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, 2000)
+            let n = poll(&fds, 2, remote ? 1000 : 2000)
             if n < 0 && errno != EINTR { return }
             if fds[1].revents != 0 { return }
+            if remote {
+                if fs.library.failsClosed {
+                    if !blanked {
+                        fs.log("the catalog has not answered for too long: this view shows nothing until it does (fail closed)")
+                        fs.blank()
+                        blanked = true
+                    }
+                    if fds[0].revents != 0 { while read(ifd, &buf, buf.count) > 0 {} }
+                    continue
+                }
+                if blanked {
+                    blanked = false
+                    fs.log("the catalog answers again: the view is rebuilt")
+                    fs.refresh()
+                    lastSeq = fs.model.withLock { $0.seq }
+                    ack?.publish(lastSeq)
+                    continue
+                }
+            }
             // Every 2 s, rung or not: the catalog's log removed under this daemon is emptied into
             // the database within that, not at the next close (a kill then would lose it).
             if lastLook.duration(to: .now) >= .seconds(2) {

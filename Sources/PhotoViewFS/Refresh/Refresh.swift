@@ -56,6 +56,27 @@ extension PhotoFS {
         }
     }
 
+    /// Fail closed (issue 41): while the library's catalog, on a server, cannot be confirmed, the
+    /// view shows nothing (a grant revoked meanwhile must not go on showing its photo). Its change
+    /// position becomes -1, so the first refresh after rebuilds it whole from the catalog.
+    public func blank() {
+        refreshLock.lock()
+        let old = model.withLock { $0 }
+        let empty = ViewSnapshot(app: old.app, access: access, policy: old.policy, rows: ViewRows(), albums: [], sidecars: [], changeSeq: -1)
+        let new = ViewModel(snapshot: empty, storeRoot: library.storeRoot)
+        viewBytes.store(new.totalBytes, ordering: .relaxed)
+        model.withLock { $0 = new }
+        let diff = ViewModel.diff(old, new)
+        let drops = settle(diff, oldPolicy: old.policy, oldAlbums: old.albums, oldShared: old.shared, new: new,
+                           oldIno: { old.nodes[$0]?.ino }, handled: [], handledAlbums: [])
+        invalidateSidecars(old: old.sidecars, handledNames: [])
+        refreshLock.unlock()
+        if !drops.isEmpty {
+            _ = invalidator?.flushNotifications()
+            pendingDrops.withLock { $0.subtract(drops) }
+        }
+    }
+
     /// The refresh under `refreshLock`; returns the inodes it put in `pendingDrops`, and the
     /// size of the view when it rebuilt all of it.
     private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>, handledNames: Set<String>) -> (Set<Inode>, rebuilt: Int?) {
@@ -66,7 +87,7 @@ extension PhotoFS {
         defer { invalidateSidecars(old: oldSidecars, handledNames: handledNames) }
         let update: ViewUpdate
         do {
-            update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild)
+            update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild || seq < 0)
         } catch {
             log("refresh failed: \(error)")
             return ([], nil)

@@ -1,0 +1,156 @@
+import Foundation
+import PhotoLibrary
+import Synchronization
+import CatalogPostgres
+
+/// An error a server connection reports: the server's SQLSTATE and message, or a lost connection.
+public protocol SQLServerError: Error {
+    var sqlState: String? { get }
+    var serverMessage: String { get }
+    var isConnectionLost: Bool { get }
+}
+
+/// A library's catalog on a server (PostgreSQL; issue 41): a few connections, each access one
+/// transaction on one of them. Writers are serialized by one advisory lock, taken first in every
+/// write transaction, as SQLite serializes them: the code's read-then-write steps stay right, and
+/// the change log's sequence numbers commit in their order (a mount that has seen number n has
+/// seen every change before it). A write that changes what views show notifies the channel
+/// `photogate_changes` at its commit: the doorbell of every host's mounts, never the record (they
+/// read the change log).
+public final class ServerCatalog: Sendable {
+    public let link: CatalogLink
+    let library: String
+    /// Connections not in use.
+    private let idle = Mutex<[ConnectionBox]>([])
+    /// The most connections kept open while not in use.
+    static let keepIdle = 4
+
+    public static let channel = "photogate_changes"
+    /// The key of the advisory lock every write transaction takes first.
+    static let writeLock: Int64 = 0x7068_6f74_6f67   // "photog"
+    /// The newest change in the snapshot a read sees (never a sequence's last value: that one counts
+    /// numbers of transactions not committed yet, which a reader would then skip for good).
+    static let lastChangeSQL = "SELECT COALESCE(max(seq), 0) FROM changes"
+
+    final class ConnectionBox: @unchecked Sendable {
+        let connection: SQLServerConnection
+        init(_ c: SQLServerConnection) { connection = c }
+    }
+
+    init(link: CatalogLink, library: String) {
+        self.link = link
+        self.library = library
+    }
+
+    /// Opens the catalog a link names; when `creating`, makes its schema if the database has none
+    /// yet (a second host's `init` joins the catalog the first one made).
+    static func open(_ link: CatalogLink, library: String, creating: Bool) throws -> ServerCatalog {
+        let catalog = ServerCatalog(link: link, library: library)
+        try catalog.withConnection { c in
+            let has = try c.query("SELECT to_regclass('photogate_schema') IS NOT NULL", []).rows.first?.first == .int(1)
+            if !has {
+                guard creating else {
+                    throw LibraryError.catalogDamaged(library: library, why: "its catalog at \(link.safeCatalog) holds no photogate catalog")
+                }
+                // Two hosts making it at once: one does, the other waits and finds it made.
+                _ = try c.query("BEGIN", [])
+                do {
+                    _ = try c.query("SELECT pg_advisory_xact_lock($1)", [.int(writeLock)])
+                    let again = try c.query("SELECT to_regclass('photogate_schema') IS NOT NULL", []).rows.first?.first == .int(1)
+                    if !again { try c.execute(script: SchemaPostgres.ddl) }
+                    _ = try c.query("COMMIT", [])
+                } catch {
+                    _ = try? c.query("ROLLBACK", [])
+                    throw error
+                }
+            }
+            // The migrations the catalog's schema equals, against the ones this photogate knows.
+            let applied = try c.query("SELECT version FROM photogate_schema", []).rows.compactMap { String(sqlValue: $0[0]) }
+            if applied.contains(where: { !SchemaPostgres.migrations.contains($0) }) { throw LibraryError.libraryTooNew(library) }
+            guard Set(applied) == Set(SchemaPostgres.migrations) else {
+                throw LibraryError.catalogDamaged(library: library, why: "its catalog at \(link.safeCatalog) has the schema of \(applied.last ?? "nothing"), "
+                    + "this photogate's is \(SchemaPostgres.version)")
+            }
+        }
+        return catalog
+    }
+
+    func connect() throws -> SQLServerConnection {
+        do {
+            return try PostgresCatalog.connect(link.catalog)
+        } catch {
+            throw map(error)
+        }
+    }
+
+    /// Runs `body` on a connection of its own; a connection that failed is not used again.
+    func withConnection<T>(_ body: (SQLServerConnection) throws -> T) throws -> T {
+        let box = try idle.withLock { $0.popLast() } ?? ConnectionBox(connect())
+        do {
+            let r = try body(box.connection)
+            idle.withLock { if $0.count < ServerCatalog.keepIdle { $0.append(box) } }
+            return r
+        } catch let e as SQLServerError where e.isConnectionLost {
+            throw map(e)
+        } catch {
+            idle.withLock { if $0.count < ServerCatalog.keepIdle { $0.append(box) } }
+            throw map(error)
+        }
+    }
+
+    /// One write transaction, writers one at a time; `notify`: ring every host's doorbell at commit.
+    func write<T>(notify: Bool, _ body: (Database) throws -> T) throws -> T {
+        try withConnection { c in
+            _ = try c.query("BEGIN", [])
+            do {
+                _ = try c.query("SELECT pg_advisory_xact_lock($1)", [.int(ServerCatalog.writeLock)])
+                let r = try body(Database(server: c))
+                if notify { _ = try c.query("SELECT pg_notify($1, '')", [.text(ServerCatalog.channel)]) }
+                _ = try c.query("COMMIT", [])
+                return r
+            } catch {
+                _ = try? c.query("ROLLBACK", [])
+                throw error
+            }
+        }
+    }
+
+    /// One read, on one snapshot of the catalog (as a SQLite read transaction is).
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try withConnection { c in
+            _ = try c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+            do {
+                let r = try body(Database(server: c))
+                _ = try c.query("COMMIT", [])
+                return r
+            } catch {
+                _ = try? c.query("ROLLBACK", [])
+                throw error
+            }
+        }
+    }
+
+    func close() {
+        let all = idle.withLock { i -> [ConnectionBox] in defer { i.removeAll() }; return i }
+        for b in all { (b.connection as? PGSession)?.close() }
+    }
+
+    /// One round trip to the server (a heartbeat): true when it answered.
+    public func ping() -> Bool {
+        (try? withConnection { c in try c.query("SELECT 1", []) }) != nil
+    }
+
+    func map(_ error: Error) -> Error {
+        if error is LibraryError { return error }
+        guard let e = error as? SQLServerError else { return error }
+        if e.isConnectionLost {
+            return LibraryError.io("the catalog at \(link.safeCatalog) cannot be reached: \(e.serverMessage)")
+        }
+        switch e.sqlState ?? "" {
+        case let s where s.hasPrefix("23"): return LibraryError.conflict(e.serverMessage)
+        case "53100": return LibraryError.noSpace(link.safeCatalog)
+        case "25006": return LibraryError.io("the catalog at \(link.safeCatalog) is read-only: \(e.serverMessage)")
+        default: return LibraryError.io("database error: \(e.serverMessage)")
+        }
+    }
+}

@@ -1,0 +1,23 @@
+# A real PostgreSQL 15 for a deployment test (sourced after lib.sh): initdb'd into $tmp/pg by the
+# unprivileged `postgres` user (initdb refuses root), listening on a Unix socket in that folder
+# only, trusting that socket; stopped on exit whatever happens (never left running).
+pgbin=/usr/lib/postgresql/15/bin
+[[ -x $pgbin/initdb && -x $pgbin/pg_ctl ]] || skip "PostgreSQL 15 is missing (scripts/setup installs postgresql)"
+id postgres >/dev/null 2>&1 || skip "the postgres user is missing (the postgresql package makes it)"
+pgdir="$tmp/pg"
+
+pg_ctl_() { runuser -u postgres -- "$pgbin/pg_ctl" -D "$pgdir/data" "$@"; }
+pg_start_again() { pg_ctl_ -o "-k $pgdir -c listen_addresses=''" -l "$pgdir/log" -w start >/dev/null || fail "PostgreSQL did not start: $(tail -5 "$pgdir/log")"; }
+pg_stop() { pg_ctl_ -m fast -w stop >/dev/null || fail "PostgreSQL did not stop"; }
+pg_restart() { pg_ctl_ -m fast -o "-k $pgdir -c listen_addresses=''" -l "$pgdir/log" -w restart >/dev/null || fail "PostgreSQL did not restart"; }
+pg_sql() { runuser -u postgres -- /usr/bin/psql -h "$pgdir" -U postgres -d photos -At -c "$1"; }
+pg_url() { echo "postgresql:///photos?host=$pgdir&user=postgres"; }
+
+pg_start() {
+    mkdir -p "$pgdir"
+    chown postgres "$pgdir"
+    runuser -u postgres -- "$pgbin/initdb" -D "$pgdir/data" -A trust -U postgres -E UTF8 --no-sync >/dev/null || fail "initdb"
+    on_exit "runuser -u postgres -- '$pgbin/pg_ctl' -D '$pgdir/data' -m immediate -w stop"
+    pg_start_again
+    runuser -u postgres -- /usr/bin/psql -h "$pgdir" -U postgres -d postgres -Atq -c "CREATE DATABASE photos" || fail "createdb"
+}
