@@ -34,7 +34,7 @@ extension Library {
     /// The names are as the catalog holds them: what a shell or a terminal may be shown is the
     /// caller's to decide (an app names its files as it likes).
     public static func completions(_ source: CompletionSource, prefix: String, at paths: LibraryPaths) -> [CompletionCandidate] {
-        guard access(paths.database, F_OK) == 0 else { return [] }
+        guard paths.exists else { return [] }
         do {
             try LibraryOwnership.check(paths)
             // A log or shared index removed or replaced under running processes, or a log lost
@@ -49,8 +49,6 @@ extension Library {
                 // As every photogate connection: the log is never removed at close.
                 if let connection = db.sqliteConnection { _ = pg_sqlite_keep_wal(UnsafeMutableRawPointer(connection)) }
             }
-            let queue = try DatabaseQueue(path: paths.database, configuration: configuration)
-            defer { try? queue.close() }
             // Prefix ranges on the unique indexes: `x >= p AND x < p || U+10FFFF` (UTF-8 sorts
             // as code points do), so a library of any size is a few index pages.
             let range = { (column: String) in "\(column) >= (SELECT v FROM p) AND \(column) < (SELECT v FROM p) || '\u{10FFFF}'" }
@@ -68,6 +66,15 @@ extension Library {
                 let kind = source == .userAlbums ? " AND kind = 'user'" : source == .sharedAlbums ? " AND kind = 'shared'" : ""
                 sql = "WITH p(v) AS (SELECT CAST(? AS TEXT)) SELECT DISTINCT name, NULL FROM albums WHERE \(range("name"))\(kind) ORDER BY name"
             }
+            if paths.link != nil {
+                // A catalog on a server: read as any command reads it.
+                let library = try Library.open(at: paths)
+                return try library.read { db in
+                    try Row.fetchAll(db, sql: sql, arguments: [prefix]).map { CompletionCandidate(name: $0[0], id: $0[1]) }
+                }
+            }
+            let queue = try DatabaseQueue(path: paths.database, configuration: configuration)
+            defer { try? queue.close() }
             return try queue.read { db in
                 try Row.fetchAll(Database(sqlite: db), sql: sql, arguments: [prefix]).map { CompletionCandidate(name: $0[0], id: $0[1]) }
             }

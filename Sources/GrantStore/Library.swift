@@ -140,6 +140,8 @@ public final class Library: Sendable {
         // Another user's folder is theirs to make a library in (see LibraryOwnership).
         try LibraryOwnership.check(paths)
         let fm = FileManager.default
+        // A library whose catalog is on a server is here.
+        if paths.link != nil || access(paths.linkFile, F_OK) == 0 { throw LibraryError.libraryExists(paths.root) }
         if fm.fileExists(atPath: paths.database) {
             // Said to be damaged if it is (as every other command says), else that it exists.
             do { _ = try Library.open(at: paths) } catch let e as LibraryError {

@@ -23,7 +23,8 @@ public enum LibraryPrivacy {
     /// that also holds the person's own files keeps those as they are (the folder itself being
     /// 0700 already hides them).
     static let entries = [LibraryLayout.database] + ["-wal", "-shm", "-journal"].map { LibraryLayout.database + $0 }
-        + [LibraryLayout.marker, LibraryLayout.store, LibraryLayout.tmp, LibraryLayout.run, "lost+found"]
+        + [LibraryLayout.marker, LibraryLayout.store, LibraryLayout.tmp, LibraryLayout.run, "lost+found",
+           LibraryLayout.cache, LibraryLayout.catalogLink]
 
     /// Group and other permission bits.
     static let openBits: mode_t = 0o077

@@ -108,7 +108,8 @@ public final class Verifier {
     public init(library: Library, options: VerifyOptions = VerifyOptions()) {
         self.library = library
         self.options = options
-        root = library.paths.root
+        // Paths are told from the folder store/ is in: the library's, or a linked library's shared folder.
+        root = library.paths.link?.shared ?? library.paths.root
     }
 
     struct CatalogEntry {

@@ -276,7 +276,8 @@ extension Library {
             let new = tried!.subtracting(queried)
             queried.formUnion(new)
             let json = String(decoding: try JSONSerialization.data(withJSONObject: Array(new)), as: UTF8.self)
-            let grew = try !new.isEmpty && add("a.display_name IN (SELECT value FROM json_each(:names))", ["names": json])
+            let list = db.isPostgres ? "SELECT json_array_elements_text(CAST(:names AS json))" : "SELECT value FROM json_each(:names)"
+            let grew = try !new.isEmpty && add("a.display_name IN (\(list))", ["names": json])
             if !grew { return names.filter { $0.value != members[$0.key]!.displayName } }
         }
     }

@@ -73,7 +73,7 @@ struct Mounts: PhotogateCommand {
     /// root's) is left out, as every command refuses it, and said so.
     func allLibraries() -> [(library: String, entry: MountEntry)] {
         var roots = UserLibraries.list()
-        if access(lib.paths.database, F_OK) == 0 { roots.append(UserLibraries.canonical(lib.paths.root) ?? lib.paths.root) }
+        if lib.paths.exists { roots.append(UserLibraries.canonical(lib.paths.root) ?? lib.paths.root) }
         var out: [(library: String, entry: MountEntry)] = []
         for root in Set(roots).sorted() {
             let paths = LibraryPaths(root: root)

@@ -20,6 +20,11 @@ extension SandboxHiding {
                       (paths.run, "the run folder of the photo library \(paths.root)")].map {
             SandboxHiding.Hidden(path: Array($0.0.utf8), what: $0.1, policy: .maskReadOnly)
         }
+        // A library whose catalog is on a server: the shared folder its originals are in, whole.
+        if let shared = paths.link?.shared {
+            hidden.append(SandboxHiding.Hidden(path: Array(shared.utf8), what: "the shared folder of the photo library \(paths.root)",
+                                               policy: .maskReadOnly))
+        }
         // Every proc mount, not only /proc: each shows the host's processes (a chroot's own).
         // Mount points as the kernel's bytes: a name need not be UTF-8.
         hidden += ([Array("/proc".utf8)] + mounts.filter { $0.type == "proc" }.map(\.mountPointBytes)).map {

@@ -63,7 +63,9 @@ enum UserLibraries {
             guard let text = try? String(contentsOfFile: dir + "/" + name, encoding: .utf8) else { continue }
             let root = text.trimmingCharacters(in: .newlines)
             guard root.hasPrefix("/") else { unlink(dir + "/" + name); continue }
-            if access(LibraryPaths(root: root).database, F_OK) != 0 {
+            // Its SQLite catalog, or its link to a server's (issue 41).
+            let paths = LibraryPaths(root: root)
+            if access(paths.database, F_OK) != 0 && access(paths.linkFile, F_OK) != 0 {
                 if errno == ENOENT { unlink(dir + "/" + name) }
                 continue
             }

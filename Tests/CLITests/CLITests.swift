@@ -10,7 +10,7 @@ final class CLI: @unchecked Sendable {
     init(initialize: Bool = true) throws {
         dir = TestSupport.tempDir("cli")
         library = dir + "/library"
-        if initialize { try ok("init", library) }
+        if initialize { try ok(["init", library] + TestSupport.initArguments(for: library)) }
     }
     deinit { TestSupport.remove(dir) }
 
@@ -28,6 +28,11 @@ final class CLI: @unchecked Sendable {
 
     @discardableResult
     func ok(_ args: String..., stdin: String? = nil) throws -> TestSupport.Output {
+        try ok(args, stdin: stdin)
+    }
+
+    @discardableResult
+    func ok(_ args: [String], stdin: String? = nil) throws -> TestSupport.Output {
         let o = try run(args, stdin: stdin)
         #expect(o.status == 0, "photogate \(args.joined(separator: " ")) -> \(o.status): \(o.stderr)")
         return o
@@ -55,8 +60,9 @@ enum Code {
 @Suite(.serialized) struct CLIBasics {
     @Test func initCreatesAndRefusesTwice() throws {
         let c = try CLI()
-        #expect(FileManager.default.fileExists(atPath: c.library + "/photogate.sqlite"))
-        #expect(FileManager.default.fileExists(atPath: c.library + "/store"))
+        // Its catalog: an SQLite file, or a link to the server's (the PostgreSQL run).
+        #expect(FileManager.default.fileExists(atPath: c.library + (TestSupport.onPostgres ? "/catalog.conf" : "/photogate.sqlite")))
+        #expect(FileManager.default.fileExists(atPath: TestSupport.storeFolder(of: c.library)))
         let again = try c.run("init", c.library)
         #expect(again.status == Code.conflict)
         #expect(again.stderr.hasPrefix("photogate: error: "))

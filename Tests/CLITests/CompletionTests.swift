@@ -86,16 +86,18 @@ import TestSupport
         let (c, _) = try Self.library()
         try c.ok("delete", "boat.jpg")
         try CLIScriptsRoundTwo.sql(c, "UPDATE assets SET trashed_at = trashed_at - 40 * 86400 WHERE display_name = 'boat.jpg'")
-        try CLIScriptsRoundTwo.sql(c, "INSERT OR REPLACE INTO trash_settings (one, purge_after_days, last_purge_at) VALUES (1, 30, 0)")
+        try CLIScriptsRoundTwo.sql(c, "UPDATE trash_settings SET purge_after_days = 30, last_purge_at = 0 WHERE one = 1")
         // Opened once without purging (python's sqlite3 removed the log at its close).
         #expect(try c.run("mounts").status == 0)
         func files() throws -> [String: Data] {
             var out: [String: Data] = [:]
-            for f in ["photogate.sqlite", "photogate.sqlite-wal", "LIBRARY"] {
+            // A server's catalog is compared through what a command shows of it (`assets` above).
+            for f in TestSupport.onPostgres ? ["catalog.conf", "LIBRARY"] : ["photogate.sqlite", "photogate.sqlite-wal", "LIBRARY"] {
                 out[f] = try Data(contentsOf: URL(fileURLWithPath: c.library + "/" + f))
             }
+            let shared = TestSupport.sharedFolder(of: c.library)
             for d in ["run", "store", "tmp"] {
-                out[d] = Data(try FileManager.default.subpathsOfDirectory(atPath: c.library + "/" + d).sorted().joined(separator: "\n").utf8)
+                out[d] = Data(try FileManager.default.subpathsOfDirectory(atPath: (d == "run" ? c.library : shared) + "/" + d).sorted().joined(separator: "\n").utf8)
             }
             return out
         }

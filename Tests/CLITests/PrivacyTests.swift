@@ -46,7 +46,7 @@ enum Privacy {
     }
 
     static func storeFiles(_ library: String) -> [String] {
-        let store = library + "/store"
+        let store = TestSupport.storeFolder(of: library)
         return ((try? FileManager.default.subpathsOfDirectory(atPath: store)) ?? [])
             .filter { $0.hasSuffix(".jpg") }.map { store + "/" + $0 }
     }
@@ -114,7 +114,7 @@ enum Privacy {
             #expect(o.status != 0, "\(user) read \(target)")
             #expect(o.stderr.contains("Permission denied"), "\(o.stderr)")
         }
-        #expect(try Privacy.runAs(user, ["ls", library + "/store"]).status != 0)
+        #expect(try Privacy.runAs(user, ["ls", TestSupport.storeFolder(of: library)]).status != 0)
         #expect(try Privacy.runAs(user, ["cp", db, "/tmp/stolen-\(getpid()).sqlite"]).status != 0)
         // Control: opened the way an older photogate left it, the other user can read both.
         #expect(try TestSupport.run("chmod", ["-R", "go+rX", library]).status == 0)
@@ -123,7 +123,7 @@ enum Privacy {
         // Any photogate command by the owner makes it private again.
         #expect(try pg("assets").status == 0)
         for target in [db, photo] { #expect(try Privacy.runAs(user, ["cat", target]).status != 0, "\(user) read \(target)") }
-        #expect(try Privacy.runAs(user, ["ls", library + "/store"]).status != 0)
+        #expect(try Privacy.runAs(user, ["ls", TestSupport.storeFolder(of: library)]).status != 0)
     }
 
     /// A library open to others that belongs to someone else is refused, and nothing changes:

@@ -96,8 +96,7 @@ import TestSupport
 
     /// Runs SQL on the library's catalog (to move a deletion into the past), with python3's sqlite3.
     static func sql(_ c: CLI, _ statement: String) throws {
-        let o = try TestSupport.run("python3", ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit(); c.close()",
-                                                c.library + "/photogate.sqlite", statement])
+        let o = try TestSupport.catalogSQL(library: c.library, statement)
         #expect(o.status == 0, "\(o.stderr)")
     }
 

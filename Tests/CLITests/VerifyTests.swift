@@ -21,7 +21,7 @@ import Glibc
 
     func storePath(_ c: CLI, _ asset: [String: Any]) throws -> String {
         let id = try #require(asset["id"] as? String)
-        let dir = c.library + "/store/" + id.prefix(2)
+        let dir = TestSupport.storeFolder(of: c.library) + "/" + id.prefix(2)
         let name = try #require(try FileManager.default.contentsOfDirectory(atPath: dir).first { $0.hasPrefix(id) })
         return dir + "/" + name
     }
@@ -40,13 +40,18 @@ import Glibc
     /// "nothing changed" compares.
     func snapshot(_ c: CLI) -> [String: String] {
         var out: [String: String] = [:]
-        for rel in (try? FileManager.default.subpathsOfDirectory(atPath: c.library)) ?? [] where !rel.hasPrefix("photogate.sqlite") && rel != "run/bell" {
-            let path = c.library + "/" + rel
+        // The library's folder, and the shared folder of a linked library (its store and temps).
+        let shared = TestSupport.sharedFolder(of: c.library)
+        let roots = shared == c.library ? [c.library] : [c.library, shared]
+        for root in roots {
+        for rel in (try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? [] where !rel.hasPrefix("photogate.sqlite") && rel != "run/bell" {
+            let path = root + "/" + rel
             var st = stat()
             guard lstat(path, &st) == 0 else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR { out[rel] = "dir"; continue }
             let bytes = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
             out[rel] = hexString(SHA256.hash(bytes))
+        }
         }
         return out
     }
@@ -64,7 +69,7 @@ import Glibc
 
     /// A temp folder left by a process that died mid-import: its lock file is held by nobody.
     func deadTempFolder(_ c: CLI, holding bytes: [UInt8]) throws -> String {
-        let dir = c.library + "/tmp/import-999999-dead00"
+        let dir = TestSupport.sharedFolder(of: c.library) + "/tmp/import-999999-dead00"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         _ = FileManager.default.createFile(atPath: dir + "/.lock", contents: nil)
         try TestMedia.write(bytes, to: dir + "/0123456789abcdef.jpg")
@@ -121,8 +126,8 @@ import Glibc
 
     @Test func anOrphanStoreFileIsReportedAndNothingChanges() throws {
         let (c, _) = try library()
-        try FileManager.default.createDirectory(atPath: c.library + "/store/zz", withIntermediateDirectories: true)
-        try TestMedia.write(TestMedia.jpeg(tag: "nobody's"), to: c.library + "/store/zz/abababababababab.jpg")
+        try FileManager.default.createDirectory(atPath: TestSupport.storeFolder(of: c.library) + "/zz", withIntermediateDirectories: true)
+        try TestMedia.write(TestMedia.jpeg(tag: "nobody's"), to: TestSupport.storeFolder(of: c.library) + "/zz/abababababababab.jpg")
         let before = snapshot(c)
         let (o, r) = try verify(c)
         #expect(o.status == Self.damaged)
@@ -141,7 +146,7 @@ import Glibc
         #expect(field(d.first, "detail").contains("1 incomplete"), "\(d)")
         #expect(snapshot(c) == before)
         // A live process's temp folder (its lock held) is not a problem.
-        let live = c.library + "/tmp/import-\(getpid())-live00"
+        let live = TestSupport.sharedFolder(of: c.library) + "/tmp/import-\(getpid())-live00"
         try FileManager.default.createDirectory(atPath: live, withIntermediateDirectories: true)
         let fd = open(live + "/.lock", O_RDWR | O_CREAT, 0o600)
         #expect(flock(fd, LOCK_EX) == 0)
@@ -180,8 +185,8 @@ import Glibc
         #expect(unlink(photos[1]) == 0)
         let dead = try deadTempFolder(c, holding: [UInt8](good1))
         // An orphan nobody needs, a stray file in tmp/, and a store file others could read.
-        try TestMedia.write(TestMedia.jpeg(tag: "stray"), to: c.library + "/store/orphan.jpg")
-        try TestMedia.write([1, 2, 3], to: c.library + "/tmp/stray")
+        try TestMedia.write(TestMedia.jpeg(tag: "stray"), to: TestSupport.storeFolder(of: c.library) + "/orphan.jpg")
+        try TestMedia.write([1, 2, 3], to: TestSupport.sharedFolder(of: c.library) + "/tmp/stray")
         chmod(photos[2], 0o644)
         let (o, r) = try verify(c)
         #expect(o.status == Self.damaged)
@@ -196,7 +201,7 @@ import Glibc
         #expect(FileManager.default.contents(atPath: photos[0]) == good0)
         #expect(FileManager.default.contents(atPath: photos[1]) == good1)
         #expect(!FileManager.default.fileExists(atPath: dead))
-        let lost = (try? FileManager.default.subpathsOfDirectory(atPath: c.library + "/lost+found")) ?? []
+        let lost = (try? FileManager.default.subpathsOfDirectory(atPath: TestSupport.sharedFolder(of: c.library) + "/lost+found")) ?? []
         #expect(lost.contains { $0.hasSuffix("store/orphan.jpg") }, "\(lost)")
         #expect(lost.contains { $0.hasSuffix("tmp/stray") }, "\(lost)")
         #expect(lost.contains { $0.hasSuffix((photos[0] as NSString).lastPathComponent) }, "the damaged copy: \(lost)")
@@ -233,7 +238,7 @@ import Glibc
         let good = FileManager.default.contents(atPath: path)
         #expect(unlink(path) == 0)
         // The only copy left is in lost+found/ (kept there by an earlier repair, say).
-        let lost = c.library + "/lost+found/earlier"
+        let lost = TestSupport.sharedFolder(of: c.library) + "/lost+found/earlier"
         try FileManager.default.createDirectory(atPath: lost, withIntermediateDirectories: true)
         try good?.write(to: URL(fileURLWithPath: lost + "/kept.jpg"))
         let (o, r) = try verify(c, "--repair")
@@ -274,9 +279,9 @@ import Glibc
         #expect(hash.allSatisfy { $0.isLetter || $0.isNumber || $0 == ":" })
         let escaped = c.dir + "/escaped.jpg"   // library/store/../../escaped.jpg
         try c.sql("""
-            INSERT INTO assets (id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
+            INSERT INTO assets (rowid, id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
                                 content_hash, store_path)
-            VALUES ('bbbbbbbbbbbbbbbb', 'b-copy.jpg', 'jpeg', 'photo', \(size), 0, 0, 0, '\(hash)', '../../escaped.jpg')
+            VALUES ((SELECT COALESCE(max(rowid), 0) + 1 FROM assets), 'bbbbbbbbbbbbbbbb', 'b-copy.jpg', 'jpeg', 'photo', \(size), 0, 0, 0, '\(hash)', '../../escaped.jpg')
             """)
         for repair in [false, true] {
             let (o, report) = repair ? try verify(c, "--repair") : try verify(c)

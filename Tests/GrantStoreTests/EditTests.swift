@@ -189,7 +189,7 @@ let viewer = AppID("org.example.Viewer")!
         let (_, isNew) = try lib.recordRequest(AppID("org.x.y")!, kind: .picker, reason: "why")
         #expect(!isNew)
         #expect(throws: (any Error).self) {
-            try lib.pool!.write { db in
+            try lib.write { db in
                 try db.execute(sql: "INSERT INTO requests (app_id, kind, reason, created_at) VALUES ('org.x.y', 'edit', '', 0)")
             }
         }
@@ -509,7 +509,7 @@ extension EditDecisions {
         #expect(try EditHelp.sha(try lib.originalPath(e2)) == e2.contentHash)
         // The schema refuses a current version that does not exist.
         #expect(throws: (any Error).self) {
-            try lib.pool!.write { db in try db.execute(sql: "UPDATE assets SET current_version = 42 WHERE rowid = ?", arguments: [a.rowID]) }
+            try lib.write { db in try db.execute(sql: "UPDATE assets SET current_version = 42 WHERE rowid = ?", arguments: [a.rowID]) }
         }
     }
 

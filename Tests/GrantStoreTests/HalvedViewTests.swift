@@ -98,7 +98,7 @@ import Glibc
     @Test func rowIDsAtTheEndsOfInt64() throws {
         let (t, assets) = try richLibrary()
         let plain = assets.suffix(2)   // the last import: in no album, granted to nobody
-        try t.library.pool!.write { db in
+        try t.library.write { db in
             try db.execute(sql: "UPDATE assets SET rowid = ? WHERE rowid = ?", arguments: [Int64.min, plain.first!.rowID])
             try db.execute(sql: "UPDATE assets SET rowid = ? WHERE rowid = ?", arguments: [Int64.max, plain.last!.rowID])
         }
@@ -110,7 +110,7 @@ import Glibc
         #expect(Set(halves.entries.map(\.asset.rowID)).isSuperset(of: [Int64.min, Int64.max]))
         #expect(Library.halvedViews.load(ordering: .relaxed) == before + 1)
         // One asset left: nothing to halve.
-        try t.library.pool!.write { db in try db.execute(sql: "DELETE FROM assets WHERE rowid NOT IN (?)", arguments: [Int64.max]) }
+        try t.library.write { db in try db.execute(sql: "DELETE FROM assets WHERE rowid NOT IN (?)", arguments: [Int64.max]) }
         #expect(try t.library.view(for: editor, access: .readWrite, lean: true, halvesFrom: 1).entries.count == 1)
     }
 

@@ -13,7 +13,11 @@ final class TempLibrary {
     let library: Library
     init() throws {
         dir = TestSupport.tempDir("lib")
-        library = try Library.create(at: LibraryPaths(root: dir + "/library"))
+        if let url = try TestSupport.newTestCatalog() {
+            library = try Library.create(at: LibraryPaths(root: dir + "/library"), link: CatalogLink(catalog: url, shared: dir + "/shared"))
+        } else {
+            library = try Library.create(at: LibraryPaths(root: dir + "/library"))
+        }
     }
     deinit { TestSupport.remove(dir) }
 
@@ -50,7 +54,8 @@ let camera = AppID("org.example.Camera")!
         #expect(throws: LibraryError.libraryMissing(missing.root)) { try Library.open(at: missing) }
     }
 
-    @Test func walModeAndForeignKeys() throws {
+    @Test(.disabled(if: TestSupport.onPostgres, "SQLite's journal mode: a PostgreSQL catalog has none"))
+    func walModeAndForeignKeys() throws {
         let t = try TempLibrary()
         let mode = try t.library.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
@@ -67,26 +72,30 @@ let camera = AppID("org.example.Camera")!
         let t = try TempLibrary()
         // limited is not an add-only status
         #expect(throws: (any Error).self) {
-            try t.library.pool!.write { db in
-                try db.execute(sql: "INSERT INTO apps (id, ao_status, secret, created_at) VALUES ('org.x.y', 'limited', zeroblob(16), 0)")
+            try t.library.write { db in
+                try db.execute(sql: "INSERT INTO apps (id, ao_status, secret, created_at) VALUES ('org.x.y', 'limited', ?, 0)", arguments: [Data(count: 16)])
             }
         }
         // an album name with a slash
         #expect(throws: (any Error).self) {
-            try t.library.pool!.write { db in try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES ('a/b', 'user', 0)") }
+            try t.library.write { db in try db.execute(sql: "INSERT INTO albums (name, kind, created_at) VALUES ('a/b', 'user', 0)") }
+        }
+        // and the same app with a right status is taken (what was refused was the status)
+        try t.library.write { db in
+            try db.execute(sql: "INSERT INTO apps (id, ao_status, secret, created_at) VALUES ('org.x.y', 'denied', ?, 0)", arguments: [Data(count: 16)])
         }
     }
 
     @Test func newerLibraryIsRefusedAndLeftUntouched() throws {
         let t = try TempLibrary()
-        try t.library.pool!.write { db in
-            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v999-from-the-future')")
+        // Where each catalog keeps the migrations it has had.
+        let (table, column) = TestSupport.onPostgres ? ("photogate_schema", "version") : ("grdb_migrations", "identifier")
+        try t.library.write { db in
+            try db.execute(sql: "INSERT INTO \(table) (\(column)) VALUES ('v999-from-the-future')")
         }
-        let before = try Data(contentsOf: URL(fileURLWithPath: t.library.paths.database))
         #expect(throws: LibraryError.libraryTooNew(t.library.paths.root)) { try Library.open(at: t.library.paths) }
-        let ids = try t.library.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+        let ids = try t.library.read { db in try String.fetchAll(db, sql: "SELECT \(column) FROM \(table)") }
         #expect(ids.contains("v999-from-the-future"))
-        _ = before
     }
 
     @Test func migrationsAreIdempotentOnReopen() throws {
@@ -351,7 +360,8 @@ let camera = AppID("org.example.Camera")!
     /// recovery for a reason of its own (here a failing trigger stands for a busy or broken
     /// database): it stays, with its folder, and a later recovery commits it. A file that is
     /// not media is still dropped.
-    @Test func aReadyFileTheDatabaseCannotTakeYetWaitsForALaterRecovery() throws {
+    @Test(.disabled(if: TestSupport.onPostgres, "stands a failing SQLite trigger for a broken database"))
+    func aReadyFileTheDatabaseCannotTakeYetWaitsForALaterRecovery() throws {
         let t = try TempLibrary()
         let writer = try StoreWriter(library: t.library, purpose: "test")
         let (id, temp, fd) = try writer.makeTemp(extension: "part")

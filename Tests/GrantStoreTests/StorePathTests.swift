@@ -36,9 +36,9 @@ import TestSupport
         let id = "1111111111111111"
         try t.library.write { db in
             try db.execute(sql: """
-                INSERT INTO assets (id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
+                INSERT INTO assets (rowid, id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
                                     added_at, has_location, content_hash, store_path)
-                VALUES (?, 'x.jpg', ?, 'x.jpg', 'jpeg', 'photo', ?, 0, 0, 0, 'sha256:00', '../../victim.jpg')
+                VALUES ((SELECT COALESCE(max(rowid), 0) + 1 FROM assets), ?, 'x.jpg', ?, 'x.jpg', 'jpeg', 'photo', ?, 0, 0, 0, 'sha256:00', '../../victim.jpg')
                 """, arguments: [id, app.rawValue, victimBytes.count])
         }
         let rowID = try #require(try t.library.read { db in try Int64.fetchOne(db, sql: "SELECT rowid FROM assets WHERE id = ?", arguments: [id]) })

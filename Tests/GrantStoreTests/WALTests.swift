@@ -13,7 +13,7 @@ import Glibc
 /// checkpoint at close, so a CLI command syncs little), which made one large transaction costly
 /// for ever after: every later process rebuilt the log's index by reading all of it, and every
 /// commit's checkpoint copied it all again.
-@Suite(.serialized) struct WALLeftBehind {
+@Suite(.serialized, .disabled(if: TestSupport.onPostgres, "SQLite's write-ahead log: a PostgreSQL catalog has its server's")) struct WALLeftBehind {
     func walSize(_ lib: LibraryPaths) -> Int64 {
         var st = stat()
         return stat(lib.database + "-wal", &st) == 0 ? Int64(st.st_size) : -1
@@ -149,7 +149,7 @@ import Glibc
 /// `photogate backup DEST` never replaces a DEST that appeared while it ran (rename(2) replaces an
 /// empty folder), and a DEST.partial is claimed by making it: a second backup to the same DEST
 /// stops without touching the first one's.
-@Suite(.serialized) struct BackupRaces {
+@Suite(.serialized, .disabled(if: TestSupport.onPostgres, "photogate backup copies an SQLite catalog; a PostgreSQL one is the server's to back up")) struct BackupRaces {
     @Test func aFolderMadeMeanwhileIsNeverReplaced() throws {
         let t = try TempLibrary()
         try t.importJPEGs(["a.jpg"])

@@ -33,7 +33,7 @@ final class MountFixture {
     init(libraryName: String = "library") throws {
         dir = TestSupport.tempDir("mnt")
         library = dir + "/" + libraryName
-        try pg("init")
+        try pg(["init"] + TestSupport.initArguments(for: library))
     }
 
     deinit {

@@ -38,21 +38,27 @@ struct MountPrivacy {
         #expect(fd >= 0)
         let bytes = try TestMedia.jpeg(tag: "privacy")
         #expect(bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count)
-        let temps = ((try? FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp")) ?? []).filter { $0.hasSuffix(".jpg") || $0.hasSuffix(".part") }
+        let temps = ((try? FileManager.default.subpathsOfDirectory(atPath: TestSupport.sharedFolder(of: f.library) + "/tmp")) ?? []).filter { $0.hasSuffix(".jpg") || $0.hasSuffix(".part") }
         #expect(!temps.isEmpty, "no temp file while writing")
         #expect(notPrivate(f.library).isEmpty, "while writing: \(notPrivate(f.library))")
         #expect(close(fd) == 0)
         #expect(eventually { (try? f.assetsJSON().count) == 2 })
         // What a running mount keeps in the library.
         let files = (try? FileManager.default.subpathsOfDirectory(atPath: f.library)) ?? []
-        for want in ["photogate.sqlite-wal", "photogate.sqlite-shm", "run/bell"] { #expect(files.contains(want), "\(want) missing: \(files)") }
+        // Where the originals and temps are: the library's folder, or a linked one's shared folder.
+        let shared = TestSupport.sharedFolder(of: f.library)
+        let sharedFiles = shared == f.library ? files : (try? FileManager.default.subpathsOfDirectory(atPath: shared)) ?? []
+        for want in (TestSupport.onPostgres ? ["catalog.conf"] : ["photogate.sqlite-wal", "photogate.sqlite-shm"]) + ["run/bell"] {
+            #expect(files.contains(want), "\(want) missing: \(files)")
+        }
         #expect(files.contains { $0.hasPrefix("run/logs/") && $0.hasSuffix(".log") }, "\(files)")
         #expect(files.contains { $0.hasPrefix("run/mounts/") && $0.hasSuffix(".json") }, "\(files)")
-        #expect(files.contains { $0.hasPrefix("tmp/mount-") }, "\(files)")
+        #expect(sharedFiles.contains { $0.hasPrefix("tmp/mount-") }, "\(sharedFiles)")
         #expect(notPrivate(f.library).isEmpty, "mounted: \(notPrivate(f.library))")
+        #expect(notPrivate(shared).isEmpty, "mounted: \(notPrivate(shared))")
         // And the new asset's store folder and file.
         let id = try #require(f.assetsJSON().first { $0["name"] as? String == "new.jpg" }?["id"] as? String)
-        #expect(files.contains("store/\(id.prefix(2))"), "\(files)")
+        #expect(sharedFiles.contains("store/\(id.prefix(2))"), "\(sharedFiles)")
         try f.unmount(mp)
         #expect(notPrivate(f.library).isEmpty, "after unmount: \(notPrivate(f.library))")
     }

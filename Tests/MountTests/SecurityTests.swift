@@ -244,9 +244,9 @@ struct Security {
         let lib = try Library.open(at: LibraryPaths(root: f.library))
         try lib.write { db in
             try db.execute(sql: """
-                INSERT INTO assets (id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
+                INSERT INTO assets (rowid, id, display_name, media_kind, media_class, byte_size, capture_date, added_at, has_location,
                                     content_hash, store_path)
-                VALUES ('cccccccccccccccc', 'secret.jpg', 'jpeg', 'photo', ?, 0, 0, 0, 'sha256:00', '../../secret.jpg')
+                VALUES ((SELECT COALESCE(max(rowid), 0) + 1 FROM assets), 'cccccccccccccccc', 'secret.jpg', 'jpeg', 'photo', ?, 0, 0, 0, 'sha256:00', '../../secret.jpg')
                 """, arguments: [bytes.count])
         }
         let mp = try f.mount(app)

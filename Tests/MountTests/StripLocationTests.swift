@@ -196,7 +196,7 @@ struct StripLocation {
         let twin = f.dir + "/cafe\u{301}/store"
         try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
         var a = stat(), b = stat()
-        #expect(stat(f.library + "/store", &a) == 0 && stat(twin, &b) == 0 && a.st_ino != b.st_ino,
+        #expect(stat(TestSupport.storeFolder(of: f.library), &a) == 0 && stat(twin, &b) == 0 && a.st_ino != b.st_ino,
                 "the two folders were meant to be distinct on disk")
         let mp = try Self.changeAfterImport(f, folder: twin, name: "t.jpg", app: "org.example.TwinReader")
         #expect(openErrno(mp + "/t.jpg", O_RDONLY) == EACCES, "a changed referenced original was opened")

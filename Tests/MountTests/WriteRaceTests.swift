@@ -14,7 +14,7 @@ func storeMismatches(_ libraryRoot: String) throws -> [String] {
     var bad: [String] = []
     for a in try lib.assets() {
         guard let rel = a.storePath else { continue }
-        guard let bytes = readAll(libraryRoot + "/store/" + rel) else {
+        guard let bytes = readAll(TestSupport.storeFolder(of: libraryRoot) + "/" + rel) else {
             bad.append("\(a.displayName): store file missing")
             continue
         }

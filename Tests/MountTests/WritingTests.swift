@@ -79,7 +79,7 @@ struct Writing {
         let f = try MountFixture()
         let mp = try authorizedMount(f)
         #expect(cpWrite(try TestMedia.jpeg(tag: "settled"), to: mp + "/settled.jpg") == 0)
-        let tmp = f.library + "/tmp"
+        let tmp = TestSupport.sharedFolder(of: f.library) + "/tmp"
         #expect(!((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).isEmpty, "the live daemon's folder")
         try f.unmount(mp)
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []) == [])
@@ -90,7 +90,8 @@ struct Writing {
     /// A file whose close succeeded while the database refused its commit (kept durable and
     /// marked; its last release tried again, in vain) is committed at the unmount, once the
     /// database takes it, rather than left for the next start.
-    @Test func aFileTheDatabaseRefusedIsCommittedAtTheUnmount() throws {
+    @Test(.disabled(if: TestSupport.onPostgres, "stands a failing SQLite trigger for a database that refuses a commit"))
+    func aFileTheDatabaseRefusedIsCommittedAtTheUnmount() throws {
         let f = try MountFixture()
         let mp = try authorizedMount(f)
         let lib = try Library.open(at: LibraryPaths(root: f.library))
@@ -108,7 +109,7 @@ struct Writing {
         #expect(try f.assetsJSON().isEmpty)
         try f.unmount(mp)
         #expect(try f.assetsJSON().compactMap { $0["name"] as? String } == ["late.jpg"])
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: f.library + "/tmp")) ?? []) == [])
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: TestSupport.sharedFolder(of: f.library) + "/tmp")) ?? []) == [])
         try verifyClean(f)
     }
 
@@ -127,7 +128,7 @@ struct Writing {
         #expect(try f.assetsJSON().isEmpty)
         // A refused file is discarded at its last release, which the kernel sends after close(2).
         func tmp() -> [String] {
-            ((try? FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp")) ?? []).filter { !$0.hasSuffix(".lock") && $0.contains(".") }
+            ((try? FileManager.default.subpathsOfDirectory(atPath: TestSupport.sharedFolder(of: f.library) + "/tmp")) ?? []).filter { !$0.hasSuffix(".lock") && $0.contains(".") }
         }
         #expect(eventually { tmp().isEmpty }, "\(tmp())")
         try f.unmount(mp)
@@ -238,7 +239,7 @@ struct Writing {
             #expect(a["size"] as? Int == expected, "\(n) is partial")
         }
         // Temp data of the dead daemon is gone.
-        let leftovers = try FileManager.default.subpathsOfDirectory(atPath: f.library + "/tmp").filter { $0.hasSuffix(".part") }
+        let leftovers = try FileManager.default.subpathsOfDirectory(atPath: TestSupport.sharedFolder(of: f.library) + "/tmp").filter { $0.hasSuffix(".part") }
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 }

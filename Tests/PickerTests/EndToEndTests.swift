@@ -379,7 +379,7 @@ final class PickFixture {
         #expect(path.hasPrefix(f.library + "/run/preview/") && path.contains(id), "\(path)")
         let copy = FileManager.default.contents(atPath: path)
         var original: Data? = nil
-        let store = f.library + "/store"
+        let store = TestSupport.storeFolder(of: f.library)
         for d in try FileManager.default.contentsOfDirectory(atPath: store) {
             let names: [String] = (try? FileManager.default.contentsOfDirectory(atPath: store + "/" + d)) ?? []
             for n in names where n.hasPrefix(id) { original = FileManager.default.contents(atPath: store + "/" + d + "/" + n) }

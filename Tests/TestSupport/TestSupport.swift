@@ -33,6 +33,71 @@ public enum TestSupport {
         return packageRoot + "/.build/debug/photogate"
     }
 
+    /// The suite's run on a PostgreSQL catalog (issue 41): scripts/test runs the suites a second
+    /// time with `PHOTOGATE_TEST_PG` naming the socket folder of a server it started for the run
+    /// (trust, user postgres). Nil on the SQLite run.
+    public static let testCatalogServer: String? = {
+        let v = ProcessInfo.processInfo.environment["PHOTOGATE_TEST_PG"] ?? ""
+        return v.isEmpty ? nil : v
+    }()
+
+    /// On the PostgreSQL run, a test about what only SQLite has (its log, its file) is skipped,
+    /// and says so: `try TestSupport.requireSQLiteCatalog("why")` first thing in such a test.
+    public static var onPostgres: Bool { testCatalogServer != nil }
+
+    /// The folder a library's originals are in: its store/, or, for a library whose catalog is
+    /// on a server, the store/ of the shared folder its catalog.conf names.
+    public static func storeFolder(of library: String) -> String {
+        if let text = try? String(contentsOfFile: library + "/catalog.conf", encoding: .utf8),
+           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("shared=") }) {
+            return String(line.dropFirst("shared=".count)) + "/store"
+        }
+        return library + "/store"
+    }
+
+    /// The folder a library's store/, tmp/ and lost+found/ are in: the library's, or the shared
+    /// folder a linked library's catalog.conf names.
+    public static func sharedFolder(of library: String) -> String {
+        String(storeFolder(of: library).dropLast("/store".count))
+    }
+
+    /// The URL of a linked library's catalog (nil for an SQLite one).
+    public static func catalogURL(of library: String) -> String? {
+        guard let text = try? String(contentsOfFile: library + "/catalog.conf", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("catalog=") }) else { return nil }
+        return String(line.dropFirst("catalog=".count))
+    }
+
+    /// Runs one SQL statement on a library's catalog behind photogate's back (a test that moves a
+    /// date into the past, say): python's sqlite3 on an SQLite catalog, psql on a server's.
+    public static func catalogSQL(library: String, _ statement: String) throws -> Output {
+        if let url = catalogURL(of: library) {
+            return try run("/usr/bin/psql", [url, "-Atq", "-v", "ON_ERROR_STOP=1", "-c", statement])
+        }
+        return try run("python3", ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit(); c.close()",
+                                   library + "/photogate.sqlite", statement])
+    }
+
+    /// A fresh database on the run's server, and its URL (nil on the SQLite run).
+    public static func newTestCatalog() throws -> String? {
+        guard let dir = testCatalogServer else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 8)
+        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+        let name = "t" + bytes.map { String(format: "%02x", $0) }.joined()
+        let o = try run("/usr/bin/psql", ["-h", dir, "-U", "postgres", "-d", "postgres", "-Atq", "-c", "CREATE DATABASE \(name)"])
+        guard o.status == 0 else {
+            throw NSError(domain: "TestSupport", code: Int(o.status), userInfo: [NSLocalizedDescriptionKey: "CREATE DATABASE \(name) failed: \(o.stderr)"])
+        }
+        return "postgresql:///\(name)?host=\(dir)&user=postgres"
+    }
+
+    /// `photogate init`'s arguments for a new library at `root` beyond its folder: on the
+    /// PostgreSQL run, a database of its own and a shared folder beside it.
+    public static func initArguments(for root: String) throws -> [String] {
+        guard let url = try newTestCatalog() else { return [] }
+        return ["--catalog", url, "--store", root + ".shared"]
+    }
+
     public static func tempDir(_ label: String = "t") -> String {
         let base = ProcessInfo.processInfo.environment["PHOTOGATE_TEST_TMP"] ?? "/tmp"
         var template = Array("\(base)/photogate-\(label).XXXXXX".utf8CString)

@@ -24,12 +24,13 @@ import rows_writes  # noqa: E402,F401
 import rows_report  # noqa: E402,F401
 import rows_webui  # noqa: E402,F401
 import rows_compatible  # noqa: E402,F401
+import rows_hosts  # noqa: E402,F401
 
 
 # --- main ---------------------------------------------------------------------------------------
 
 def selected():
-    groups = {"reads": {"reads"}, "writes": {"writes"}, "": {"reads", "metadata", "writes-mount", "writes", "ui"}}
+    groups = {"reads": {"reads"}, "writes": {"writes"}, "": {"reads", "metadata", "writes-mount", "writes", "ui", "hosts"}}
     if ONLY in groups:
         return [r for r in ROWS if r[1] in groups[ONLY]]
     wanted = set(ONLY.split(","))

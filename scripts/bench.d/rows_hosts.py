@@ -1,0 +1,95 @@
+"""scripts/bench's several-hosts row (issue 41): how soon a grant made on one host shows in another
+host's running mount, with the catalog on PostgreSQL, beside the same on one host's SQLite
+catalog. A real PostgreSQL 15 (initdb'd into the bench's work folder by the `postgres` user, on a
+Unix socket) and two library folders linked to it stand for the two hosts."""
+import os
+import subprocess
+import threading
+import time
+
+from benchlib import QUICK, Failed, log, percentile, median, pg, pg_mount, pg_unmount, record, row, w
+
+PGBIN = "/usr/lib/postgresql/15/bin"
+DEMO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demo-photos")
+GRANTS = int(os.environ.get("BENCH_HOST_GRANTS", "60" if QUICK else "500"))
+
+
+class Server:
+    """A throwaway PostgreSQL for the row; stopped whatever happens."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        subprocess.run(["chown", "postgres", folder], check=True)
+        self.as_pg(f"{PGBIN}/initdb", "-D", f"{folder}/data", "-A", "trust", "-U", "postgres", "--no-sync")
+        self.as_pg(f"{PGBIN}/pg_ctl", "-D", f"{folder}/data", "-l", f"{folder}/log", "-w",
+                   "-o", f"-k {folder} -c listen_addresses=''", "start")
+        self.as_pg("/usr/bin/psql", "-h", folder, "-U", "postgres", "-d", "postgres", "-Atq", "-c", "CREATE DATABASE photos")
+
+    def as_pg(self, *cmd):
+        subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def url(self):
+        return f"postgresql:///photos?host={self.folder}&user=postgres"
+
+    def stop(self):
+        subprocess.run(["runuser", "-u", "postgres", "--", f"{PGBIN}/pg_ctl", "-D", f"{self.folder}/data", "-m", "immediate", "-w", "stop"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def latencies(grant_lib, mount_lib, app, mountpoint, name, n):
+    """Seconds from the start of `photogate grant` on one library to the photo showing in the
+    mount of the other (and the same for its revoke): polled with stat every 0.2 ms."""
+    path = os.path.join(mountpoint, name)
+    out = []
+    for i in range(n):
+        for verb, want in (("grant", True), ("revoke", False)):
+            t0 = time.perf_counter()
+            p = subprocess.Popen([os.environ["PG"], verb, "--library", grant_lib, app, name],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = t0 + 10
+            while os.path.exists(path) != want:
+                if time.perf_counter() > deadline:
+                    p.wait()
+                    raise Failed(f"{verb} {name} not seen in {mountpoint} after 10 s")
+                time.sleep(0.0002)
+            out.append(time.perf_counter() - t0)
+            if p.wait() != 0:
+                raise Failed(f"photogate {verb} failed: {p.stderr.read()}")
+    return out
+
+
+@row("grant-across-hosts", "hosts")
+def grant_across_hosts():
+    if not os.path.exists(f"{PGBIN}/initdb"):
+        raise Failed("PostgreSQL 15 is missing (scripts/setup installs postgresql)")
+    app = "org.bench.Remote"
+    server = Server(w("pg-hosts"))
+    try:
+        a, b, shared = w("host-a"), w("host-b"), w("host-shared")
+        pg("init", a, "--catalog", server.url(), "--store", shared)
+        pg("init", b, "--catalog", server.url(), "--store", shared)
+        pg("import", "--library", a, DEMO)
+        pg("authorize", "--library", a, app, "--status", "limited")
+        mnt = pg_mount(b, app, w("mnt", "host-b"))
+        try:
+            remote = latencies(a, b, app, mnt, "beach.jpg", GRANTS)
+        finally:
+            pg_unmount(b, mnt)
+        # The same on one host's SQLite catalog: the grant returns once the mount applied it.
+        local = w("host-sqlite")
+        pg("init", local)
+        pg("import", "--library", local, DEMO)
+        pg("authorize", "--library", local, app, "--status", "limited")
+        mnt = pg_mount(local, app, w("mnt", "host-sqlite"))
+        try:
+            same = latencies(local, local, app, mnt, "beach.jpg", GRANTS)
+        finally:
+            pg_unmount(local, mnt)
+    finally:
+        server.stop()
+    label = f"grant (and revoke) seen in another host's mount, {len(remote)} changes"
+    for variant, xs in (("postgresql", remote), ("sqlite", same)):
+        note = f"p50 {1000 * median(xs):.1f} ms, p99 {1000 * percentile(xs, 99):.1f} ms, max {1000 * max(xs):.1f} ms"
+        record("grant-across-hosts", label, variant, "s", "lower", percentile(xs, 99), xs, note=note)
+    log(f"grant across hosts: PostgreSQL p99 {1000 * percentile(remote, 99):.1f} ms, one host's SQLite p99 {1000 * percentile(same, 99):.1f} ms")
