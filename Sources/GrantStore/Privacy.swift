@@ -149,6 +149,14 @@ public enum LibraryOwnership {
         for e in LibraryPrivacy.entries {
             try checkEntry(paths.root + "/" + e, library: paths.root, uid: uid)
         }
+        // A library whose catalog is on a server: the shared folder its originals and temps are
+        // in is trusted as the library's own folder is (its owner chooses what is renamed and served).
+        if let shared = paths.link?.shared {
+            try checkFoldersAbove(shared, uid: uid)
+            for p in [shared, shared + "/" + LibraryLayout.store, shared + "/" + LibraryLayout.tmp, shared + "/lost+found"] {
+                try checkEntry(p, library: paths.root, uid: uid)
+            }
+        }
     }
 
     /// The folders above the library must be as much the caller's as the library itself: who

@@ -85,4 +85,14 @@ pg_start_again
 wait_until 20 shows "cat.jpg " || fail "with the catalog back host B shows '$(ls "$mnt")'"
 
 pb unmount "$mnt" >/dev/null || fail "unmount"
+
+# The shared folder is trusted as the library's own folder is: one that another user owns (who
+# could put links in it for photogate to rename files through, or serve) is refused.
+second_user pgh
+chown "$user" "$shared/store"
+set +e; out=$(pb assets 2>&1); rc=$?; set -e
+[[ $rc == 74 ]] || fail "a shared store another user owns: exit $rc ($out)"
+has "$user" "$out" || fail "the refusal does not name the owner: $out"
+chown root "$shared/store"
+pb assets >/dev/null || fail "the library is refused once its shared store is the owner's again"
 say "ok"
