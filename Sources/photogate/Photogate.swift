@@ -27,7 +27,7 @@ struct Photogate: ParsableCommand {
             Init.self, Import.self, Assets.self, AlbumCommand.self, Albums.self,
             Apps.self, Authorize.self, Status.self, Grant.self, Revoke.self, Grants.self, Options.self, Pick.self,
             Requests.self, Delete.self, Trash.self, Restore.self, Mount.self, Unmount.self, Mounts.self, Run.self, Changes.self, Explain.self,
-            Versions.self, Revert.self, Verify.self, Backup.self, Refused.self, Report.self, UI.self, ExitCodes.self,
+            Versions.self, Revert.self, Verify.self, Backup.self, Migrate.self, Refused.self, Report.self, UI.self, ExitCodes.self,
             DebugFillCatalog.self,
         ]
     )

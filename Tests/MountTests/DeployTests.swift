@@ -185,6 +185,11 @@ struct Deploy {
     /// one reaches the other's running mount, across a killed listener and a server restart, and
     /// that mount fails closed while the server is gone, then recovers without a remount.
     @Test func twoHostsShareOneLibraryOnPostgreSQL() throws { try script("several-hosts") }
+    /// An SQLite library migrated into PostgreSQL and a shared folder (issue 41): refused while it
+    /// has a mount running or into a catalog that is not empty (nothing changed); SIGKILLed inside
+    /// its transaction it leaves the catalog empty and runs again; then every listing, and what a
+    /// mount shows, byte for byte, is the same on both, and both verify clean.
+    @Test func anSQLiteLibraryMigratesIntoPostgreSQL() throws { try script("migrate") }
 }
 
 /// A unix datagram socket standing in for systemd's $NOTIFY_SOCKET.
