@@ -110,18 +110,20 @@ mkfifo "$tmp/lock.in"
 runuser -u postgres -- /usr/bin/psql -h "$pgdir" -U postgres -d photos -Atq <"$tmp/lock.in" >/dev/null 2>&1 &
 locker=$!
 exec 7>"$tmp/lock.in"
-on_exit "exec 7>&-; kill $locker"
+on_exit "exec 7>&-"   # (its end of input ends that session)
 echo "BEGIN; LOCK TABLE trash_settings IN SHARE MODE;" >&7
 locked() { [[ $(pg_sql "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'trash_settings' AND l.mode = 'ShareLock' AND l.granted") == 1 ]]; }
 wait_until 10 locked || fail "the test's session did not lock trash_settings"
 # (A simple command, not the function: $! is then photogate's own pid.)
 PHOTOGATE_LIBRARY="$src" "$PHOTOGATE_BIN" migrate "$dest" --catalog "$url" --store "$shared" >"$tmp/killed.out" 2>&1 &
 migrator=$!
-# Waiting for that lock, having written the tables before it (a transaction id is assigned).
-waiting() { [[ $(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND backend_xid IS NOT NULL AND query LIKE '%trash_settings%'") == 1 ]]; }
-wait_until 30 waiting || fail "migrate never reached trash_settings inside its transaction: $(cat "$tmp/killed.out")"
+# Waiting for that lock, having written the tables before it in its transaction (which then
+# has a transaction id).
+waiting() { [[ $(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trash_settings%'") == 1 ]]; }
+wait_until 30 waiting || fail "migrate never reached trash_settings: $(cat "$tmp/killed.out")"
+wrote=$(pg_sql "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trash_settings%'")
 kill -KILL $migrator
-status=0; wait $migrator 2>/dev/null || status=$?
+status=0; { wait $migrator; } 2>/dev/null || status=$?
 [[ $status == 137 ]] || fail "migrate was not killed in its transaction: it exited $status: $(cat "$tmp/killed.out")"
 echo "COMMIT;" >&7
 exec 7>&-
@@ -133,6 +135,7 @@ for t in apps assets albums album_assets selections picks requests changes app_c
     [[ $n == 0 ]] || fail "a migrate killed in its transaction left $n rows in $t"
 done
 [[ $(pg_sql "SELECT count(*) FROM trash_settings") == 1 ]] || fail "trash_settings lost its row"
+[[ $wrote == t ]] || fail "migrate had written nothing in its transaction when it was killed"
 [[ -f $dest/catalog.conf ]] || fail "the killed migrate had not made $dest"
 # The library it copies is as it was.
 [[ $(md5sum "$src/photogate.sqlite") == "$src_catalog" ]] || fail "the SQLite catalog changed"
