@@ -187,8 +187,13 @@ $(head -40 "$tmp/diff")"
 done
 
 # The new library is a library: a change to it works, and the SQLite one is still usable.
-pd album add Holidays cat.jpg >/dev/null || fail "a change to the new library"
-ps album add Holidays cat.jpg >/dev/null || fail "a change to the SQLite library after migrate"
+# Numbered on from where the SQLite library was: an app's change tokens go on the same.
+tokens() { $1 changes $editor --json | python3 -c 'import json,sys; print([(c["token"], c["kind"], c.get("id")) for c in json.load(sys.stdin)["changes"]])'; }
+earlier=$(tokens pd)
+pd grant $editor mountain.jpg >/dev/null || fail "a grant in the new library"
+ps grant $editor mountain.jpg >/dev/null || fail "a grant in the SQLite library after migrate"
+[[ $(tokens pd) != "$earlier" ]] || fail "a grant made no change for the app: $earlier"
+[[ $(tokens pd) == "$(tokens ps)" ]] || fail "the change tokens after migrate differ: $(tokens pd) against $(tokens ps)"
 
 # --- Into a catalog that is not empty: refused, and nothing changes anywhere.
 tables="apps assets albums album_assets selections picks requests changes app_changes versions sidecars set_grants refusals trash_settings report_settings asset_rowid_high"
