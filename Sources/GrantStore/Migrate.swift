@@ -141,8 +141,11 @@ extension Library {
                 try refuseRunningMounts()
                 let db = Database(sqlite: g)
                 let snapshot = try Library.migrationSnapshot(db)
-                // What was named since the first look.
-                try files.copy(try String.fetchAll(db, sql: Migration.storePathsSQL), &report)
+                // What was named since the first look; what is no longer named (deleted for good
+                // meanwhile), taken back out of the store.
+                let named = try String.fetchAll(db, sql: Migration.storePathsSQL)
+                try files.copy(named, &report)
+                files.removeCopies(except: Set(named), &report)
                 try files.sync()
                 report.referenced = try Int.fetchOne(db, sql: "SELECT count(*) FROM assets WHERE store_path IS NULL") ?? 0
                 report.rows = try dest.write { pg in try Library.load(snapshot, into: pg, link: link) }
@@ -279,6 +282,8 @@ struct MigrationFiles {
     let writer: StoreWriter
     private var seen = Set<String>()
     private var folders = Set<String>()
+    /// The files this run put into the store (not those an earlier run had), with their sizes.
+    private var copiedNow: [String: UInt64] = [:]
 
     init(from: String, to: String, writer: StoreWriter) {
         self.from = from
@@ -339,6 +344,17 @@ struct MigrationFiles {
             }
             report.filesCopied += 1
             report.bytesCopied += UInt64(n)
+            copiedNow[rel] = UInt64(n)
+        }
+    }
+
+    /// Removes the files this run copied that `named` does not name.
+    mutating func removeCopies(except named: Set<String>, _ report: inout MigrationReport) {
+        for (rel, size) in copiedNow where !named.contains(rel) {
+            guard unlink(to + "/" + rel) == 0 else { continue }
+            copiedNow[rel] = nil
+            report.filesCopied -= 1
+            report.bytesCopied -= size
         }
     }
 
