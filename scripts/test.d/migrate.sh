@@ -122,8 +122,7 @@ migrator=$!
 waiting() { [[ $(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trash_settings%'") == 1 ]]; }
 wait_until 30 waiting || fail "migrate never reached trash_settings: $(cat "$tmp/killed.out")"
 wrote=$(pg_sql "SELECT backend_xid IS NOT NULL FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%trash_settings%'")
-kill -KILL $migrator
-status=0; { wait $migrator; } 2>/dev/null || status=$?
+status=0; { kill -KILL $migrator; wait $migrator; } 2>/dev/null || status=$?
 [[ $status == 137 ]] || fail "migrate was not killed in its transaction: it exited $status: $(cat "$tmp/killed.out")"
 echo "COMMIT;" >&7
 exec 7>&-
