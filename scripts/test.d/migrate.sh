@@ -17,8 +17,8 @@ url=$(pg_url)
 src="$tmp/library"
 dest="$tmp/migrated"
 shared="$tmp/shared"
-ps() { PHOTOGATE_LIBRARY="$src" "$PHOTOGATE_BIN" "$@"; }
-pd() { PHOTOGATE_LIBRARY="$dest" "$PHOTOGATE_BIN" "$@"; }
+sqlite_lib() { PHOTOGATE_LIBRARY="$src" "$PHOTOGATE_BIN" "$@"; }
+pg_lib() { PHOTOGATE_LIBRARY="$dest" "$PHOTOGATE_BIN" "$@"; }
 migrate() { PHOTOGATE_LIBRARY="$src" "$PHOTOGATE_BIN" migrate "$@"; }
 
 editor=org.example.Editor
@@ -26,31 +26,31 @@ viewer=org.example.Viewer
 uploader=org.example.Uploader
 
 # --- The SQLite library.
-ps init >/dev/null
-ps import "$root/scripts/demo-photos" >/dev/null
+sqlite_lib init >/dev/null
+sqlite_lib import "$root/scripts/demo-photos" >/dev/null
 mkdir -p "$tmp/files" "$tmp/refs"
 cp "$corpus/exif.jpg" "$tmp/files/exif.jpg"
 cp "$corpus/xmp.jpg" "$tmp/refs/referenced.jpg"
-ps import --shared Family "$tmp/files" >/dev/null
-ps import --reference "$tmp/refs/referenced.jpg" >/dev/null
-ps authorize $editor --access read-write --status limited >/dev/null
-ps authorize $viewer --access read-write --status authorized >/dev/null
-ps authorize $uploader --access add-only --status authorized >/dev/null
-ps grant $editor beach.jpg cat.jpg harbour.jpg referenced.jpg >/dev/null
-ps grant $editor --strip-location cat.jpg >/dev/null
-ps grant $editor --edit beach.jpg >/dev/null
-ps revoke $editor harbour.jpg >/dev/null
-ps grant $editor --picked market.jpg >/dev/null
-ps album create Holidays >/dev/null
-ps album add Holidays mountain.jpg market.jpg >/dev/null
-ps grant $viewer --album Holidays >/dev/null
-ps delete receipt.jpg >/dev/null
+sqlite_lib import --shared Family "$tmp/files" >/dev/null
+sqlite_lib import --reference "$tmp/refs/referenced.jpg" >/dev/null
+sqlite_lib authorize $editor --access read-write --status limited >/dev/null
+sqlite_lib authorize $viewer --access read-write --status authorized >/dev/null
+sqlite_lib authorize $uploader --access add-only --status authorized >/dev/null
+sqlite_lib grant $editor beach.jpg cat.jpg harbour.jpg referenced.jpg >/dev/null
+sqlite_lib grant $editor --strip-location cat.jpg >/dev/null
+sqlite_lib grant $editor --edit beach.jpg >/dev/null
+sqlite_lib revoke $editor harbour.jpg >/dev/null
+sqlite_lib grant $editor --picked market.jpg >/dev/null
+sqlite_lib album create Holidays >/dev/null
+sqlite_lib album add Holidays mountain.jpg market.jpg >/dev/null
+sqlite_lib grant $viewer --album Holidays >/dev/null
+sqlite_lib delete receipt.jpg >/dev/null
 
 # Through a mount: an edit of the person's photo (a version), the app's own file with a sidecar,
 # a refused file, and reads (the access report).
 m="$tmp/m"
 mkdir -p "$m"
-ps mount $editor "$m" >/dev/null || fail "mount of the SQLite library"
+sqlite_lib mount $editor "$m" >/dev/null || fail "mount of the SQLite library"
 on_exit "force_unmount '$m'"
 exiftran -9 -i "$m/beach.jpg" 2>/dev/null || fail "exiftran through the mount"
 cp "$corpus/exif.jpg" "$m/own.jpg"
@@ -70,11 +70,11 @@ set +e; out=$(migrate "$dest" --catalog "$url" --store "$shared" 2>&1); status=$
 has "mounts running" "$out" || fail "migrate with a mount running said: $out"
 [[ ! -e $dest && ! -e $shared ]] || fail "a refused migrate made $dest or $shared"
 [[ $(pg_sql "SELECT to_regclass('photogate_schema') IS NULL") == t ]] || fail "a refused migrate made a catalog"
-ps unmount "$m" >/dev/null || fail "unmount"
+sqlite_lib unmount "$m" >/dev/null || fail "unmount"
 
-[[ $(ps versions beach.jpg --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 2 ]] \
-    || fail "the edit made no version: $(ps versions beach.jpg)"
-[[ -n $(ps refused --json | python3 -c 'import json,sys; print(json.load(sys.stdin) or "")') ]] || fail "no refusal recorded"
+[[ $(sqlite_lib versions beach.jpg --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 2 ]] \
+    || fail "the edit made no version: $(sqlite_lib versions beach.jpg)"
+[[ -n $(sqlite_lib refused --json | python3 -c 'import json,sys; print(json.load(sys.stdin) or "")') ]] || fail "no refusal recorded"
 
 # What the SQLite library is, before.
 snapshot() {   # snapshot LIBRARY-COMMAND: every listing, in JSON, paths of the library left out
@@ -96,7 +96,7 @@ snapshot() {   # snapshot LIBRARY-COMMAND: every listing, in JSON, paths of the 
     echo "== versions own"; $p versions own.jpg --json
 }
 normalize() { sed -e "s#$src/store#STORE#g" -e "s#$shared/store#STORE#g" -e "s#$src#LIB#g" -e "s#$dest#LIB#g"; }
-before=$(snapshot ps | normalize)
+before=$(snapshot sqlite_lib | normalize)
 has '"own.jpg"' "$before" || fail "the app's own file is not an asset"
 src_store=$(cd "$src/store" && find . -type f | sort | xargs md5sum)
 src_catalog=$(md5sum "$src/photogate.sqlite")
@@ -145,8 +145,8 @@ has "there already from an earlier run" "$out" || fail "the second run copied ev
 [[ $(grep -c ": [0-9]* assets, [0-9]* files hashed, no problems" <<<"$out") == 2 ]] || fail "migrate did not verify both clean: $out"
 [[ $(ls -A "$shared/tmp") == "" ]] || fail "temp folders left in the shared folder: $(ls -A "$shared/tmp")"
 [[ ! -e $dest/photogate.sqlite && ! -e $dest/store ]] || fail "the new library has a catalog or a store of its own"
-out=$(pd verify 2>&1) || fail "verify of the new library: $out"
-out=$(ps verify 2>&1) || fail "verify of the SQLite library: $out"
+out=$(pg_lib verify 2>&1) || fail "verify of the new library: $out"
+out=$(sqlite_lib verify 2>&1) || fail "verify of the SQLite library: $out"
 
 # Every table's rows are on the server, keys as they were.
 for t in assets versions sidecars app_changes changes refusals selections picks album_assets set_grants; do
@@ -158,41 +158,41 @@ done
 [[ $(pg_sql "SELECT count(*) FROM assets WHERE reference_path IS NOT NULL") == 1 ]] || fail "the referenced original is not a reference"
 
 # The same listings, JSON for JSON.
-after=$(snapshot pd | normalize)
+after=$(snapshot pg_lib | normalize)
 diff <(echo "$before") <(echo "$after") >"$tmp/diff" || fail "the listings differ after migrate:
 $(head -40 "$tmp/diff")"
 # The SQLite library is unchanged by it.
-[[ $(snapshot ps | normalize) == "$before" ]] || fail "the SQLite library's listings changed"
+[[ $(snapshot sqlite_lib | normalize) == "$before" ]] || fail "the SQLite library's listings changed"
 [[ $(cd "$src/store" && find . -type f | sort | xargs md5sum) == "$src_store" ]] || fail "the SQLite library's store changed"
 [[ $(cd "$shared/store" && find . -type f | sort | xargs md5sum) == "$src_store" ]] || fail "the shared store is not the library's store"
 
 # A mount of each shows the same: names, modes, sizes, times, and bytes.
-view() {   # view LIBRARY-COMMAND APP: the listing and checksums of a fresh mount
+view() {   # view LIBRARY-COMMAND APP OUT: the listing and checksums of a fresh mount, into OUT
     local p=$1 app=$2 mp="$tmp/v-$1-$2"
     mkdir -p "$mp"
-    $p mount "$app" "$mp" >/dev/null || fail "mount of $app ($p)"
     on_exit "force_unmount '$mp'"
+    $p mount "$app" "$mp" >/dev/null || fail "mount of $app ($p)"
     # Folders' times are the view's (when it was made), not the library's: left out, as is the
     # mount point's parent ("..", a folder of this test).
-    (cd "$mp" && ls -laR --time-style=+%s . | grep -v ' \.\.$' | awk '/^d/ { $6 = "-" } { print }' && find . -type f | sort | xargs -r md5sum)
+    (cd "$mp" && ls -laR --time-style=+%s . | grep -v ' \.\.$' | awk '/^d/ { $6 = "-" } { print }' && find . -type f | sort | xargs -r md5sum) >"$3"
     $p unmount "$mp" >/dev/null || fail "unmount of $app ($p)"
 }
 for app in $editor $viewer; do
-    a=$(view ps $app)
-    b=$(view pd $app)
-    [[ $(grep -c '\.jpg$' <<<"$a") -ge 3 ]] || fail "the view of $app shows too little to compare: $a"
-    diff <(echo "$a") <(echo "$b") >"$tmp/diff" || fail "a mount of $app shows otherwise after migrate:
+    view sqlite_lib $app "$tmp/view-sqlite"
+    view pg_lib $app "$tmp/view-pg"
+    [[ $(grep -c '\.jpg$' "$tmp/view-sqlite") -ge 3 ]] || fail "the view of $app shows too little to compare: $(cat "$tmp/view-sqlite")"
+    diff "$tmp/view-sqlite" "$tmp/view-pg" >"$tmp/diff" || fail "a mount of $app shows otherwise after migrate:
 $(head -40 "$tmp/diff")"
 done
 
 # The new library is a library: a change to it works, and the SQLite one is still usable.
 # Numbered on from where the SQLite library was: an app's change tokens go on the same.
 tokens() { $1 changes $editor --json | python3 -c 'import json,sys; print([(c["token"], c["kind"], c.get("id")) for c in json.load(sys.stdin)["changes"]])'; }
-earlier=$(tokens pd)
-pd grant $editor mountain.jpg >/dev/null || fail "a grant in the new library"
-ps grant $editor mountain.jpg >/dev/null || fail "a grant in the SQLite library after migrate"
-[[ $(tokens pd) != "$earlier" ]] || fail "a grant made no change for the app: $earlier"
-[[ $(tokens pd) == "$(tokens ps)" ]] || fail "the change tokens after migrate differ: $(tokens pd) against $(tokens ps)"
+earlier=$(tokens pg_lib)
+pg_lib grant $editor mountain.jpg >/dev/null || fail "a grant in the new library"
+sqlite_lib grant $editor mountain.jpg >/dev/null || fail "a grant in the SQLite library after migrate"
+[[ $(tokens pg_lib) != "$earlier" ]] || fail "a grant made no change for the app: $earlier"
+[[ $(tokens pg_lib) == "$(tokens sqlite_lib)" ]] || fail "the change tokens after migrate differ: $(tokens pg_lib) against $(tokens sqlite_lib)"
 
 # --- Into a catalog that is not empty: refused, and nothing changes anywhere.
 tables="apps assets albums album_assets selections picks requests changes app_changes versions sidecars set_grants refusals trash_settings report_settings asset_rowid_high"
