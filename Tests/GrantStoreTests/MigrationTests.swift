@@ -24,7 +24,8 @@ import Glibc
 
     /// Every table of the SQLite catalog is one of the PostgreSQL schema's, in an order where a
     /// table follows those its foreign keys name; a table or column on one side only stops it.
-    @Test func theSnapshotHoldsEveryTableOfTheCatalog() throws {
+    @Test(.disabled(if: TestSupport.onPostgres, "reads an SQLite source catalog, which migrate moves from"))
+    func theSnapshotHoldsEveryTableOfTheCatalog() throws {
         let src = try TempLibrary()
         try src.importJPEGs(["a.jpg", "b.jpg"])
         let s = try src.library.read { db in try Library.migrationSnapshot(db) }
