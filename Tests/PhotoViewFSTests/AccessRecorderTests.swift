@@ -3,6 +3,7 @@ import Testing
 import TestSupport
 @testable import PhotoViewFS
 import PhotoLibrary
+import Synchronization
 
 /// The access report's recorder (issue 36): tallies in memory, bounded, written in batches.
 @Suite struct AccessRecorderTests {
@@ -69,6 +70,64 @@ extension AccessRecorderTests {
         // The bound: twice the capacity of new keys, the writing thread's failed batch put back
         // (at most as many), and this test's own batch of one.
         #expect(written.count <= 4 * 16 + 1, "\(written.count) tallies held")
+    }
+}
+
+extension AccessRecorderTests {
+    /// Failed writes in a row while new keys keep coming: what is held stays within twice the
+    /// capacity (it grew by that much at each failed write), the held keys kept first.
+    @Test func failedWritesInARowStayWithinTheBound() throws {
+        let lib = try FakeLibrary()
+        let logged = LogLines()
+        let r = AccessRecorder(app: app, library: lib, log: { logged.add($0) },
+                               environment: ["PHOTOGATE_REPORT_FLUSH_MS": "600000", "PHOTOGATE_REPORT_CAPACITY": "16"])
+        r.note(4242, .read)
+        lib.failAccess = true
+        var next: Int64 = 0
+        for _ in 0..<10 {
+            // Each failed write, new keys arrive while it holds its batch.
+            let base = next
+            lib.whileAccessFails = { for i in 0..<40 { r.note(base + Int64(i), .read) } }
+            r.flush()
+            next += 40
+        }
+        lib.failAccess = false
+        lib.whileAccessFails = nil
+        r.stop()
+        let written = lib.accessBatches.flatMap(\.tallies)
+        #expect(written.contains { $0.rowID == 4242 }, "the first access held was lost")
+        #expect(written.count <= 2 * 16, "\(written.count) tallies held")
+        #expect(logged.lines.contains { $0.contains("not recorded") })
+    }
+
+    /// A dissolve waits for a batch in flight: written after the dissolve, it put back the
+    /// `created` of the editor's temp file the dissolve had just deleted from the report.
+    @Test func aDissolveWaitsForTheBatchInFlight() throws {
+        let lib = try FakeLibrary()
+        let r = AccessRecorder(app: app, library: lib, log: { _ in },
+                               environment: ["PHOTOGATE_REPORT_FLUSH_MS": "600000"])
+        r.note(7, .created)
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        lib.beforeAccessWrite = { entered.signal(); release.wait() }
+        let flushed = DispatchSemaphore(value: 0)
+        Thread.detachNewThread { r.flush(); flushed.signal() }
+        entered.wait()
+        lib.beforeAccessWrite = nil
+        let seen = Mutex<Int?>(nil)
+        let dissolved = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            r.dissolving(7) { seen.withLock { $0 = lib.accessBatches.count } }
+            dissolved.signal()
+        }
+        // While the batch is held, the dissolve must not run (it ran at once before the fix).
+        let ranEarly = dissolved.wait(timeout: .now() + 1) == .success
+        release.signal()
+        flushed.wait()
+        if !ranEarly { dissolved.wait() }
+        #expect(!ranEarly, "the dissolve ran while a batch was in flight")
+        #expect(seen.withLock { $0 } == 1, "the dissolve saw the batch written before it")
+        r.note(7, .read)
+        r.stop()
     }
 }
 

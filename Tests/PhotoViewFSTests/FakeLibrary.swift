@@ -199,7 +199,10 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     private var failingAccess = false
     /// Runs while a failing recordAccess holds its batch (before it throws).
     var whileAccessFails: (@Sendable () -> Void)?
+    /// Runs in every recordAccess with a batch, before it is written.
+    var beforeAccessWrite: (@Sendable () -> Void)?
     func recordAccess(_ app: AppID, _ batch: [AccessTally], prune: Bool) throws -> Bool {
+        if !batch.isEmpty, let hook = locked({ beforeAccessWrite }) { hook() }
         if failAccess, let hook = locked({ whileAccessFails }) { hook() }
         try locked {
             if failingAccess { throw PortError.denied("the database is failing (test)") }

@@ -117,9 +117,16 @@ public final class AccessRecorder: @unchecked Sendable {
         return t
     }
 
+    /// One flush at a time (the thread's, a test's, the last at `stop`), and none while an
+    /// asset is dissolved (`dissolving`): a batch taken before a dissolve and written after it
+    /// put back the `created` of a temp file that was never a photo.
+    private let flushing = NSLock()
+
     /// Writes what is held, in one transaction. On a failure the tallies go back (within the
     /// bound) for the next try.
     func flush() {
+        flushing.lock()
+        defer { flushing.unlock() }
         let (batch, dropped) = state.withLock { s -> ([Key: Tally], Int) in
             defer { s.pending = [:]; s.dropped = 0 }
             return (s.pending, s.dropped)
@@ -138,28 +145,41 @@ public final class AccessRecorder: @unchecked Sendable {
             if prune { lastPrune = wall }
             if !forcedOff { enabled.store(on, ordering: .relaxed) }
         } catch {
-            // The batch goes back whole, merged with what arrived since: an access already
-            // held is never dropped for newer ones (new keys are what the bound refuses, counted,
-            // in `note`). Held at most: twice the capacity of new keys plus the batch.
+            // The batch goes back whole, before what arrived since: an access already held is
+            // never dropped for a newer one. New keys that arrived meanwhile stay as far as the
+            // bound allows (twice the capacity), the rest dropped and counted as in `note`; so
+            // what is held never passes the bound, however many writes fail in a row (it grew
+            // by the bound at each failed write while new keys kept coming).
             state.withLock { s in
-                for (k, t) in batch {
-                    if let now = s.pending[k] {
-                        s.pending[k] = Tally(first: min(t.first, now.first), last: max(t.last, now.last), count: t.count + now.count)
+                var merged = batch
+                var dropped = 0
+                for (k, now) in s.pending {
+                    if let t = merged[k] {
+                        merged[k] = Tally(first: min(t.first, now.first), last: max(t.last, now.last), count: t.count + now.count)
+                    } else if merged.count < 2 * capacity {
+                        merged[k] = now
                     } else {
-                        s.pending[k] = t
+                        dropped += 1
                     }
                 }
+                s.pending = merged
+                s.dropped += dropped
             }
             log("access report: could not record \(tallies.count) tallies now (kept for the next try): \(error)")
         }
     }
 
-    /// Forgets what is held of an asset that is gone as if it never was (an editor's temp file
-    /// dissolved into the photo it saved).
-    func forget(_ rowID: Int64) {
+    /// Runs `dissolve`, which makes an asset gone as if it never was (an editor's temp file
+    /// dissolved into the photo it saved, its report rows deleted with it), with no batch in
+    /// flight, then forgets what is held of it: no tally of it is written after.
+    func dissolving<T>(_ rowID: Int64, _ dissolve: () throws -> T) rethrows -> T {
+        flushing.lock()
+        defer { flushing.unlock() }
+        let result = try dissolve()
         state.withLock { s in
             for k in s.pending.keys where k.rowID == rowID { s.pending[k] = nil }
         }
+        return result
     }
 
     /// The mount is ending: writes what is held and stops the thread.

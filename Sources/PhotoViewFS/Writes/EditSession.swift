@@ -322,8 +322,7 @@ extension PhotoFS {
         // The version is committed: its file (the link) is the library's now, moved into the store
         // or left for recovery to move; whatever happens next must not delete it.
         do {
-            try library.dissolveOwnAsset(rowID: sourceRow, app: appID)
-            recorder.forget(sourceRow)
+            try recorder.dissolving(sourceRow) { try library.dissolveOwnAsset(rowID: sourceRow, app: appID) }
         } catch {
             log("\(source.name) renamed over \(target.name): saved as its new version, but \(source.name) stays: \(error)")
             throw mountErrno(for: error)
