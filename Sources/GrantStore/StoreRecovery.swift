@@ -22,7 +22,13 @@ extension StoreWriter {
     /// be settled now, because the database cannot be read or refuses the commit for another
     /// reason than the file itself (busy, failing, full), stays with its folder for a later
     /// recovery: a file whose close returned 0 is never deleted for want of the database.
-    /// `locked`: the caller holds the lock of `folder` (its own; see `shutDown`).
+    /// `locked`: the caller holds the lock of `folder` (its own; see `shutDown`), and lets go of
+    /// it, then calls `removeSettled`.
+    ///
+    /// tmp/ may be shared by several hosts (issue 41): a folder is settled only by whoever holds
+    /// its lock, whichever host it is on; a folder whose lock is held, by a process of this host
+    /// or of another, is left alone (a dead host's locks are let go of by the file server once
+    /// its lease runs out, and the next recovery anywhere settles its folders).
     @discardableResult
     public static func recover(_ library: Library, only folder: String? = nil, locked: Bool = false) -> Int {
         let fm = FileManager.default
@@ -30,32 +36,109 @@ extension StoreWriter {
         var kept = 0
         for d in dirs {
             let dir = library.paths.tmp + "/" + d
+            if d.hasPrefix(newFolderPrefix) || d.hasPrefix(goneFolderPrefix) {
+                removeAbandoned(library.paths.tmp, d)
+                continue
+            }
             var fd: Int32 = -1
             if !locked {   // (a caller's own folder is locked already)
-                fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
-                if fd >= 0 {
-                    if flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); continue }   // alive
-                } else if errno != ENOENT {
-                    continue   // a lock that cannot be opened now (out of descriptors) may be held
-                }
+                guard let held = takeLock(dir) else { continue }   // alive, or cannot be told
+                fd = held
             }
-            defer { if fd >= 0 { Glibc.close(fd) } }
-            let names = (try? fm.contentsOfDirectory(atPath: dir)) ?? []
-            var later = false
-            for name in names where name != ".lock" && !name.hasSuffix(".ready") {
-                let path = dir + "/" + name
-                switch recoverFile(library, path: path, id: String(name.prefix { $0 != "." })) {
-                case .kept: kept += 1
-                case .discard: unlink(path)
-                case .later: later = true
-                }
-            }
-            if later { continue }
-            for name in names where name.hasSuffix(".ready") { unlink(dir + "/" + name) }
-            unlink(dir + "/.lock")
-            rmdir(dir)
+            let settled = settle(library, dir, own: locked, kept: &kept)
+            if locked { continue }
+            // Let go of first, then removed: the folder holds nothing else now, so a recovery that
+            // takes the lock in between finds it empty. (Removed while held, the lock file of an
+            // open descriptor is renamed to .nfsXXXX by an NFS client, and the folder stays.)
+            Glibc.close(fd)
+            if settled { removeSettled(dir) }
         }
         return kept
+    }
+
+    /// Settles the files of a temp folder whose lock the caller holds; true when none is left.
+    /// `own`: the caller's own folder (at its writer's end), else a dead writer's.
+    private static func settle(_ library: Library, _ dir: String, own: Bool, kept: inout Int) -> Bool {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        var later = false
+        for name in names where name.hasPrefix(".nfs") {
+            // A file its writer removed while a descriptor of it was open on its host (the NFS
+            // client's stand-in, which goes with the last descriptor): never one to keep. A dead
+            // host's stay for ever unless removed; this process's own go when it closes them.
+            if !own { unlink(dir + "/" + name) }
+        }
+        for name in names where name != ".lock" && !name.hasSuffix(".ready") && !name.hasPrefix(".nfs") {
+            let path = dir + "/" + name
+            switch recoverFile(library, path: path, id: String(name.prefix { $0 != "." })) {
+            case .kept: kept += 1
+            case .discard: unlink(path)
+            case .later: later = true
+            }
+        }
+        if later { return false }
+        for name in names where name.hasSuffix(".ready") { unlink(dir + "/" + name) }
+        return true
+    }
+
+    /// Removes a settled temp folder (its lock let go of): its lock file, then it.
+    static func removeSettled(_ dir: String) {
+        unlink(dir + "/.lock")
+        rmdir(dir)
+    }
+
+    /// Where a folder being made goes once a recovery takes it away from its (dead) maker.
+    static let goneFolderPrefix = ".gone-"
+
+    /// The lock of a temp folder, taken (an open descriptor) when nobody holds it: its writer is
+    /// gone, on whichever host it ran. Nil when it is held, or when that cannot be told.
+    static func takeLock(_ dir: String) -> Int32? {
+        let lock = dir + "/.lock"
+        var fd = Glibc.open(lock, O_RDWR | O_CLOEXEC)
+        if fd < 0 && errno == ENOENT {
+            // No lock file: a writer never shows such a folder (`makeFolder`), so it is one an
+            // earlier photogate left, or one a recovery is removing. Locked with a lock file of
+            // its own, so that two recoveries never settle it at once.
+            fd = Glibc.open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd < 0 && errno == EEXIST { fd = Glibc.open(lock, O_RDWR | O_CLOEXEC) }
+        }
+        // A lock that cannot be opened now (out of descriptors, not a file) may be held.
+        guard fd >= 0 else { return nil }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { Glibc.close(fd); return nil }
+        // Still the folder's lock: another recovery may have settled the folder and removed this
+        // file between our open and our lock (a new lock file there is someone else's).
+        var held = stat(), named = stat()
+        guard fstat(fd, &held) == 0, stat(lock, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev else {
+            Glibc.close(fd)
+            return nil
+        }
+        return fd
+    }
+
+    /// A folder being made (`makeFolder`) whose maker is gone, or that was taken from it: moved
+    /// out of its maker's way (to `.gone-<random>`) once its lock is ours, or when it has no lock
+    /// file yet, then removed. A live maker then fails to lock it or to rename it, and makes
+    /// another. Nothing of a writer's is ever in one: it gets files only once renamed.
+    static func removeAbandoned(_ tmp: String, _ name: String) {
+        let dir = tmp + "/" + name
+        if name.hasPrefix(newFolderPrefix) {
+            let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CLOEXEC)
+            if fd < 0 && errno != ENOENT { return }
+            if fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 { Glibc.close(fd); return }   // its maker holds it
+            let gone = tmp + "/" + goneFolderPrefix + randomID()
+            let moved = rename(dir, gone) == 0
+            if fd >= 0 { Glibc.close(fd) }
+            guard moved else { return }
+            clearGone(gone)
+        } else {
+            clearGone(dir)
+        }
+    }
+
+    /// Removes a folder taken from its maker: nothing is in it but its lock file (or the name an
+    /// NFS client gave it, while its maker still had it open).
+    private static func clearGone(_ dir: String) {
+        for (n, _) in Directory.entries(dir) where n == ".lock" || n.hasPrefix(".nfs") { unlink(dir + "/" + n) }
+        rmdir(dir)
     }
 
     private enum Recovered { case kept, discard, later }

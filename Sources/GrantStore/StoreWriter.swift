@@ -4,6 +4,7 @@ import LibraryRun
 import PhotoLibrary
 import PGSystem
 import Redaction
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,6 +26,15 @@ public struct NewAssetFacts: Sendable {
 /// Each process's temp folder is held with an exclusive `flock`; a folder whose lock can be taken
 /// belongs to a dead process and is recovered: files whose row was committed are rolled forward
 /// into the store, marked files are committed, all others deleted.
+///
+/// The store and tmp/ may be shared by several hosts (a linked library's shared folder, on NFS or
+/// CephFS: issue 41), so nothing here tells a live writer from a dead one by its pid or by a lock
+/// local to one host: only the folder's `flock`, which an NFSv4 server keeps for the host that
+/// holds it (and lets go of once that host's lease runs out, when it died). A temp folder appears
+/// under its name only with its lock already held (it is made and locked as `.new-<random>`,
+/// then renamed), so no recovery, on any host, ever takes a live writer's folder for a dead one;
+/// and a folder is settled only by whoever holds its lock. Names are random (64 bits), never
+/// derived from the pid or the host alone.
 public final class StoreWriter: @unchecked Sendable {
     public let library: Library
     public let tmpDir: String
@@ -33,18 +43,74 @@ public final class StoreWriter: @unchecked Sendable {
     public init(library: Library, purpose: String) throws {
         self.library = library
         StoreWriter.recover(library)
-        let dir = library.paths.tmp + "/\(purpose)-\(getpid())-\(StoreWriter.randomID().prefix(6))"
-        do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw LibraryError.io("cannot create \(dir): \(error.localizedDescription)")
+        (tmpDir, lockFD) = try StoreWriter.makeFolder(in: library.paths.tmp, purpose: purpose)
+    }
+
+    /// The prefix of a temp folder being made (see `makeFolder`): recovery only removes one
+    /// whose lock it holds, or that is empty, and `verify` does not report one.
+    static let newFolderPrefix = ".new-"
+
+    /// Tests only: runs once the lock file of a folder being made exists, before it is locked
+    /// (where another host's recovery may come in).
+    static let beforeFolderLock = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    /// A temp folder of this process's, already locked when it appears under its name: made as
+    /// `tmp/.new-<random>` with its `.lock`, locked, then renamed to `<purpose>-<pid>-<random>`.
+    /// Made and locked in place, a recovery elsewhere (another process, another host) that came
+    /// between the folder and its lock took the folder for a dead one and removed it, and this
+    /// writer then held the lock of a file no longer in any folder. A recovery can still remove
+    /// the folder while it is `.new-`: then the rename fails (or the lock was not ours), and a new
+    /// one is made.
+    static func makeFolder(in tmp: String, purpose: String) throws -> (String, Int32) {
+        if mkdir(tmp, 0o700) != 0 && errno != EEXIST { throw ioError(errno, "cannot create \(tmp)") }
+        for _ in 0..<16 {
+            let random = randomID()
+            let making = tmp + "/" + newFolderPrefix + random
+            guard mkdir(making, 0o700) == 0 else {
+                if errno == EEXIST { continue }
+                throw ioError(errno, "cannot create \(making)")
+            }
+            let fd = Glibc.open(making + "/.lock", O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                if errno == ENOENT { continue }   // removed (empty) by a recovery: again
+                throw ioError(errno, "cannot create \(making)/.lock")
+            }
+            beforeFolderLock.withLock { $0 }?(making)
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let e = errno
+                Glibc.close(fd)
+                if e == EWOULDBLOCK { continue }   // a recovery holds it, and removes the folder
+                rmdirLeftover(making)
+                throw LibraryError.io("cannot lock \(making)/.lock: \(String(cString: strerror(e)))" + (e == ENOLCK || e == ENOSYS || e == EOPNOTSUPP
+                    ? " (the filesystem of \(tmp) has no working flock across hosts: on NFSv3 that needs lockd, see the README)" : ""))
+            }
+            // Who holds it, for people (`photogate verify` says so of a dead one); nothing reads
+            // it to decide.
+            let owner = Array("host \(hostName()) pid \(getpid())\n".utf8)
+            _ = owner.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            let dir = tmp + "/\(purpose)-\(getpid())-\(random)"
+            guard rename(making, dir) == 0 else {
+                let e = errno
+                Glibc.close(fd)
+                if e == ENOENT { continue }   // a recovery got its lock first (before ours) and removed it
+                rmdirLeftover(making)
+                throw ioError(e, "cannot rename \(making) to \(dir)")
+            }
+            return (dir, fd)
         }
-        let fd = Glibc.open(dir + "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            throw LibraryError.io("cannot lock \(dir): \(String(cString: strerror(errno)))")
-        }
-        tmpDir = dir
-        lockFD = fd
+        throw LibraryError.io("cannot make a temp folder in \(tmp): a recovery removed each one as it was made")
+    }
+
+    /// Removes a folder being made that this process gives up on (its lock file, then it).
+    private static func rmdirLeftover(_ making: String) {
+        unlink(making + "/.lock")
+        rmdir(making)
+    }
+
+    static func hostName() -> String {
+        var buf = [UInt8](repeating: 0, count: 256)
+        guard gethostname(&buf, buf.count - 1) == 0 else { return "?" }
+        return String(decoding: buf.prefix { $0 != 0 }, as: UTF8.self)
     }
 
     deinit { shutDown() }
@@ -63,6 +129,9 @@ public final class StoreWriter: @unchecked Sendable {
         StoreWriter.recover(library, only: (tmpDir as NSString).lastPathComponent, locked: true)
         Glibc.close(lockFD)   // lets go of the lock
         lockFD = -1
+        // Removed once let go of (see `recover`), when nothing is left in it; else it waits for
+        // the next recovery, its lock free.
+        if Directory.entries(tmpDir).allSatisfy({ $0.0 == ".lock" }) { StoreWriter.removeSettled(tmpDir) }
     }
 
     public static func randomID() -> String {

@@ -356,6 +356,9 @@ public final class Verifier {
                 problems.append(VerifyProblem(kind: .strayTemp, path: "tmp/" + name, detail: "not a process's temp folder"))
                 continue
             }
+            // A folder being made, or taken from its dead maker: it holds nothing of a writer's,
+            // and the next recovery removes it (`StoreWriter.removeAbandoned`).
+            if name.hasPrefix(StoreWriter.newFolderPrefix) || name.hasPrefix(StoreWriter.goneFolderPrefix) { continue }
             guard Verifier.isDead(dir) else { continue }
             var forward = 0, commit = 0, discard = 0
             var keep: [String] = []
@@ -382,8 +385,7 @@ public final class Verifier {
                     }
                 }
             }
-            let pid = name.split(separator: "-").dropFirst().first.map(String.init) ?? "?"
-            var detail = "process \(pid) is gone: \(forward) file\(forward == 1 ? "" : "s") to roll forward into the store, "
+            var detail = "\(Verifier.writer(of: dir, name)) is gone: \(forward) file\(forward == 1 ? "" : "s") to roll forward into the store, "
                 + "\(commit) to commit as an app's asset (its close had succeeded), \(discard) incomplete to discard"
             if !keep.isEmpty { detail += " (\(keep.count) of them hold an asset's bytes and would be kept in lost+found)" }
             deadFolders.append((problems.count, keep))
@@ -472,6 +474,15 @@ public final class Verifier {
         // over the disk, and more of them in flight keep it busy: 100,000 small files with a cold
         // cache took 9.6 s with 3 threads, 6.6 s with 8 and 6.0 s with 16 on 2 vCPUs.
         return max(8, min(16, ProcessInfo.processInfo.activeProcessorCount + 1))
+    }
+
+    /// Who wrote in a temp folder, for people: "process PID on host HOST", from its lock file
+    /// (a host's pid alone names nothing in a folder several hosts share), else from its name.
+    static func writer(of dir: String, _ name: String) -> String {
+        let words = (FileManager.default.contents(atPath: dir + "/.lock").map { String(decoding: $0.prefix(300), as: UTF8.self) } ?? "")
+            .split(whereSeparator: \.isWhitespace).map(String.init)
+        if words.count >= 4, words[0] == "host", words[2] == "pid" { return "process \(words[3]) on host \(words[1])" }
+        return "process \(name.split(separator: "-").dropFirst().first.map(String.init) ?? "?")"
     }
 
     /// A temp folder whose lock can be taken belongs to a dead process (the test of
