@@ -278,12 +278,25 @@ public final class Verifier {
         var sources: [String: [String]] = [:]    // hash -> absolute paths
         var sourceOrphan: [String: Int] = [:]    // absolute path -> index in `problems` (an orphan)
 
+        // Files in live writers' temp folders (this host's or another's, tmp/ is shared), by
+        // their id: listed on first use, after the catalog was read.
+        var inFlightIndex: Set<String>? = nil
+        func inFlight(_ storePath: String) -> Bool {
+            if inFlightIndex == nil { inFlightIndex = Verifier.liveTempIDs(library.paths.tmp) }
+            let id = String((storePath as NSString).lastPathComponent.prefix { $0 != "." })
+            // Listed in a live folder, or moved into the store since it was first looked for.
+            return inFlightIndex!.contains(id) || access(store + "/" + storePath, F_OK) == 0
+        }
+
         // 4. Assets.
         var problems: [VerifyProblem] = []
         var wanted: [Int] = []                    // problem indexes of damaged or missing store originals
         for (i, a) in catalog.enumerated() {
             if let s = a.storePath {
                 let rel = "store/" + s
+                // Not in the store yet: a writer (on any host) between its row's commit and the
+                // rename into the store, which it has still to do (or its recovery will).
+                if jobOfAsset[i] < 0, inFlight(s) { continue }
                 guard jobOfAsset[i] >= 0 else {
                     wanted.append(problems.count)
                     problems.append(VerifyProblem(kind: .missing, path: rel, asset: a.id, name: a.name,
@@ -492,6 +505,17 @@ public final class Verifier {
         guard fd >= 0 else { return true }
         defer { Glibc.close(fd) }
         return flock(fd, LOCK_EX | LOCK_NB) == 0
+    }
+
+    /// The ids of the files in the temp folders of live writers (whose lock is held).
+    static func liveTempIDs(_ tmp: String) -> Set<String> {
+        var ids = Set<String>()
+        for (name, kind) in Directory.entries(tmp) where kind == .directory && !name.hasPrefix(".") {
+            let dir = tmp + "/" + name
+            guard !isDead(dir) else { continue }
+            for (f, _) in Directory.entries(dir) where f != ".lock" { ids.insert(String(f.prefix { $0 != "." })) }
+        }
+        return ids
     }
 
     static func mode(_ path: String) -> mode_t {

@@ -76,4 +76,37 @@ import Glibc
         StoreWriter.recover(t.library)
         #expect(Directory.entries(tmp).isEmpty)
     }
+
+    /// `verify`, on any host, while a writer (on any host) is between its row's commit and the
+    /// rename of its file into the store: the asset is not reported missing, and `--repair`
+    /// touches nothing of the writer's. Before, verify reported it missing (and repair "restored"
+    /// it from another asset with the same bytes, then the writer's rename replaced that).
+    @Test func verifyLeavesAWriterBetweenItsRowAndItsRenameAlone() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "part")
+        defer { close(fd) }
+        _ = try TestMedia.jpeg(tag: "in-flight-\(UUID())").withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        #expect(fsync(fd) == 0)
+        // The commit's first half: the row, and not yet the rename.
+        let (scan, size, date) = try StoreWriter.scan(fd: fd)
+        let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: try StoreWriter.hash(fd: fd, size: size), fileDate: date)
+        let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
+        _ = try t.library.write { db in
+            try Library.ensureApp(db, camera)
+            return try StoreWriter.insertRow(db, id: id, name: "flight.jpg", owner: camera, ownerName: "flight.jpg", facts: facts,
+                                      storePath: rel, referencePath: nil, shared: false)
+        }
+        let report = try Verifier(library: t.library).run()
+        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+        let repaired = try Verifier(library: t.library, options: VerifyOptions(repair: true)).run()
+        #expect(repaired.problems.isEmpty, "\(repaired.problems.map { "\($0.kind) \($0.path) \($0.detail) \($0.action ?? "")" })")
+        #expect(FileManager.default.fileExists(atPath: temp), "repair touched the writer's file")
+        #expect(!FileManager.default.fileExists(atPath: t.library.paths.root + "/" + LostAndFound.folder))
+        // The writer's end (or its recovery) moves it, and all is well.
+        writer.shutDown()
+        #expect(FileManager.default.fileExists(atPath: t.library.paths.store + "/" + rel))
+        let after = try Verifier(library: t.library).run()
+        #expect(after.ok, "\(after.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+    }
 }
