@@ -276,6 +276,14 @@ public final class StoreWriter: @unchecked Sendable {
         let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
         let (asset, reused) = try library.write { db -> (Asset, Bool) in
+            // This very file committed already: an earlier try whose commit went through but
+            // whose answer was lost (a server's connection cut at COMMIT), so its close was kept
+            // to be committed again. It is that asset, and still has to move into the store: were
+            // it taken for a copy of it (the reuse below), the file would be deleted under its row.
+            if let a = try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE id = ?", arguments: [id]).map(Library.asset),
+               a.storePath == rel, a.owner == app {
+                return (a, false)
+            }
             try Library.ensureApp(db, app)
             if reuse != .never, let a = try StoreWriter.reusableAsset(db, app: app, hash: hash, size: size, name: name,
                                                                      reuse: reuse) {

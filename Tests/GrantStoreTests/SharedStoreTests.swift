@@ -109,4 +109,29 @@ import Glibc
         let after = try Verifier(library: t.library).run()
         #expect(after.ok, "\(after.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
     }
+
+    /// A commit that went through but whose answer was lost (a server's connection cut at
+    /// COMMIT: the mount keeps the file, marked, to commit it again at its last release) is that
+    /// same asset when committed again, and its file still moves into the store. Before, the
+    /// second try took the file for a copy of the first one's asset (same app, same bytes),
+    /// deleted it, and the asset's row named a store file that never came: verify said missing.
+    @Test func aCommitWhoseAnswerWasLostIsTheSameAssetTheSecondTime() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        let (id, temp, fd) = try writer.makeTemp(extension: "part")
+        defer { close(fd) }
+        _ = try TestMedia.jpeg(tag: "lost-answer-\(UUID())").withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        let first = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "twice.jpg", reuseSameContent: .anyName)
+        #expect(!first.reused)
+        // As if the rename had not happened yet when the answer was lost: the file back in tmp.
+        let stored = t.library.paths.store + "/" + first.asset.storePath!
+        #expect(rename(stored, temp) == 0)
+        let second = try writer.commitAppFile(tempPath: temp, fd: fd, id: id, app: camera, name: "twice.jpg", reuseSameContent: .anyName)
+        #expect(second.asset.id == first.asset.id)
+        #expect(FileManager.default.fileExists(atPath: stored), "the file never reached the store")
+        #expect(try t.library.assets().filter { $0.owner == camera }.count == 1)
+        writer.shutDown()
+        let report = try Verifier(library: t.library).run()
+        #expect(report.ok, "\(report.problems.map { "\($0.kind) \($0.path) \($0.detail)" })")
+    }
 }
