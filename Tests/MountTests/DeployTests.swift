@@ -190,6 +190,11 @@ struct Deploy {
     /// its transaction it leaves the catalog empty and runs again; then every listing, and what a
     /// mount shows, byte for byte, is the same on both, and both verify clean.
     @Test func anSQLiteLibraryMigratesIntoPostgreSQL() throws { try script("migrate") }
+    /// Two hosts writing into add-only mounts of one shared store at once, one host's daemon
+    /// SIGKILLed in the middle and recovered while the other writes (issue 41): every copy that
+    /// returned 0 is an asset with its bytes on both hosts, verify is clean on both, no file is
+    /// claimed twice, and nothing of the other host's is touched.
+    @Test func twoHostsWriteIntoOneStoreAndOneIsKilled() throws { try script("several-writers") }
 }
 
 /// A unix datagram socket standing in for systemd's $NOTIFY_SOCKET.
