@@ -185,6 +185,9 @@ struct Deploy {
     /// one reaches the other's running mount, across a killed listener and a server restart, and
     /// that mount fails closed while the server is gone, then recovers without a remount.
     @Test func twoHostsShareOneLibraryOnPostgreSQL() throws { try script("several-hosts") }
+    /// A close whose commit reached PostgreSQL but whose answer was cut (issue 41) was told saved:
+    /// the retry finds it committed and moves its file into the store, for a new photo and an edit.
+    @Test func aCloseWhoseCommitAnswerWasCutIsNotLost() throws { try script("pg-commit-unknown") }
     /// An SQLite library migrated into PostgreSQL and a shared folder (issue 41): refused while it
     /// has a mount running or into a catalog that is not empty (nothing changed); SIGKILLed inside
     /// its transaction it leaves the catalog empty and runs again; then every listing, and what a

@@ -1,0 +1,104 @@
+#!/bin/bash
+# A close whose COMMIT reached PostgreSQL but whose answer did not (issue 41): the connection cut
+# while the server was committing (here: its backend terminated while it waits for a synchronous
+# standby that never comes, after the commit is in its log: "the transaction has already
+# committed locally"). The mount cannot know the outcome, keeps the file marked and tells the
+# app its close succeeded; the retry that follows (at the last release) then finds the asset
+# already there. Nothing the app was told is saved may be lost: the asset's original must be in
+# the store, with the bytes the app wrote. The same for an edit of a photo (a new version).
+PG_PRIVATE_MOUNTS=1
+source "$(dirname "$0")/lib.sh"
+need_fuse
+source "$(dirname "$0")/pg.sh"
+pg_start
+
+lib="$tmp/host"
+shared="$tmp/shared"
+pl() { PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
+out=$(pl init --catalog "$(pg_url)" --store "$shared" 2>&1) || fail "init: $out"
+app=org.example.Writer
+pl authorize $app --access read-write --status authorized >/dev/null
+mnt="$tmp/mnt"
+mkdir -p "$mnt"
+pl mount $app "$mnt" >/dev/null 2>&1 || fail "mount"
+on_exit "force_unmount '$mnt'"
+# A photo of the app's own, to edit below.
+cp "$corpus/exif.jpg" "$mnt/mine.jpg" || fail "writing mine.jpg"
+
+sync_standby() {   # ''/a name: commits wait for that standby (which never comes) after their log is written
+    pg_sql "ALTER SYSTEM SET synchronous_standby_names = '$1'" >/dev/null
+    pg_sql "SELECT pg_reload_conf()" >/dev/null
+}
+committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
+
+# close_cut FILE HOLD PYTHON-WRITE: runs the write, then closes the file, while every commit waits
+# for the standby; cuts the committing connection once the server has the commit in its log;
+# lets commits through again. Prints what the close returned. HOLD (True/False): a copy of the
+# descriptor is closed last, once the view shows the commit (the last release comes then).
+close_cut() {
+    local file=$1 hold=$2 code=$3
+    sync_standby nobody
+    python3 - "$file" "$corpus/exif.jpg" >"$tmp/close.out" 2>"$tmp/close.err" <<EOF &
+import os, sys, time
+path, src = sys.argv[1], sys.argv[2]
+hold = $hold
+$code
+ino = os.fstat(fd).st_ino
+held = os.dup(fd) if hold else None
+try:
+    os.close(fd)
+    print("0")
+except OSError as e:
+    print(e.errno)
+sys.stdout.flush()
+if held is not None:
+    # The last release comes once the view shows what the cut commit saved (a new version is a
+    # new inode), as it may whenever the view hears of the commit before that release.
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if os.stat(path).st_ino != ino: break
+        except OSError:
+            pass
+        time.sleep(0.02)
+    try:
+        os.close(held)
+    except OSError as e:
+        print("the close of the copy: %s" % e, file=sys.stderr)
+EOF
+    local writer=$!
+    wait_until 30 committing || { sync_standby ''; wait $writer; fail "no commit waited for the standby: $(cat "$tmp/close.out" "$tmp/close.err")"; }
+    pg_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" >/dev/null
+    sync_standby ''
+    wait $writer || true
+    cat "$tmp/close.out"
+}
+
+# A new photo: bytes no asset has.
+rc=$(close_cut "$mnt/new.jpg" False '
+data = open(src, "rb").read() + b"photogate-commit-unknown-new"
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, data)')
+[[ $rc == 0 ]] || fail "the close of new.jpg returned '$rc', the test needs it told saved"
+
+# An edit of mine.jpg (its whole bytes replaced through the view).
+rc2=$(close_cut "$mnt/mine.jpg" True '
+data = open(src, "rb").read() + b"photogate-commit-unknown-edit"
+fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+os.write(fd, data)')
+
+# The mount lets go of everything it holds (its temp folder is settled at its end).
+pl unmount "$mnt" >/dev/null 2>&1 || fail "unmount"
+
+new_hash=$( { cat "$corpus/exif.jpg"; printf 'photogate-commit-unknown-new'; } | sha256sum | cut -d' ' -f1)
+found=$(find "$shared/store" -type f -exec sha256sum {} + | awk -v h="$new_hash" '$1 == h' | wc -l)
+set +e; v=$(pl verify 2>&1); vrc=$?; set -e
+(( found == 1 )) || fail "new.jpg, whose close returned 0, is not in the store ($found copies); verify says: $v"
+if [[ $rc2 == 0 ]]; then
+    edit_hash=$( { cat "$corpus/exif.jpg"; printf 'photogate-commit-unknown-edit'; } | sha256sum | cut -d' ' -f1)
+    found=$(find "$shared/store" -type f -exec sha256sum {} + | awk -v h="$edit_hash" '$1 == h' | wc -l)
+    (( found == 1 )) || fail "the edit of mine.jpg, whose close returned 0, is not in the store ($found copies; $(cat "$tmp/close.err")); verify says: $v"
+fi
+[[ $rc2 == 0 ]] || fail "the close of the edit returned '$rc2', the test needs it told saved"
+[[ $vrc == 0 ]] || fail "verify after the cut commits: $v"
+say "ok"
