@@ -116,6 +116,12 @@ public final class LibraryStorePort: LibraryPort {
                                              requireConsent: true, basedOn: basedOn) }
     }
 
+    public func isCommittedVersion(tempPath: String) throws -> Bool {
+        let id = String((tempPath as NSString).lastPathComponent.prefix { $0 != "." })
+        guard Library.isFileID(id) else { return false }
+        return try port { try library.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE file_id = ?", arguments: [id]) != nil } }
+    }
+
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         try port { try library.read { db in try Library.sidecarDecision(db, app: app, rowID: rowID, access: access) } }
     }

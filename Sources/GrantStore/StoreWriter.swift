@@ -311,7 +311,7 @@ public final class StoreWriter: @unchecked Sendable {
             unlink(tempPath)
             return AppFileCommit(asset: asset, reused: true)
         }
-        try? StoreWriter.install(library, tempPath: tempPath, storePath: rel, durable: false)   // else recovery moves it
+        try? StoreWriter.install(library, tempPath: tempPath, storePath: asset.storePath ?? rel, durable: false)   // else recovery moves it
         return AppFileCommit(asset: asset, reused: false)
     }
 

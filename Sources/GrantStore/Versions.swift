@@ -193,7 +193,7 @@ extension Library {
         case .plan(let p): blob = Data(p.serialized())
         case .refuse(let why): refusal = why
         }
-        let committed: (Asset, Bool)
+        let committed: (Asset, Bool, saved: Bool)
         do {
             committed = try commitVersionRow(rowID: rowID, app: app, fileID: fileID, rel: rel, scan: scan, size: size, hash: hash,
                                              redaction: blob, refusal: refusal, alwaysNew: alwaysNew, requireConsent: requireConsent,
@@ -202,17 +202,18 @@ extension Library {
             if temp != tempPath { rename(temp, tempPath) }   // the temp stays the caller's, where it was
             throw error
         }
-        let (asset, changed) = committed
+        let (asset, changed, saved) = committed
         // Durable before the file is told saved (and before its marker goes: should the log be
         // gone, the temp file stays as it was, for the next mount's recovery).
         try syncLog()
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         unlink(temp + ".ready")
         guard changed else {
-            // Same content as the current version. If that version is this very file (a retry
-            // after its row committed but its rename failed), it still has to move into the store.
+            // Same content as the current version, or saved already. If a version is this very
+            // file (a retry after its row committed but its rename failed, or after its commit's
+            // answer was lost), it still has to move into the store, current or not by now.
             let dest = paths.store + "/" + rel
-            if asset.storePath == rel && Glibc.access(dest, F_OK) != 0 {
+            if (saved || asset.storePath == rel) && Glibc.access(dest, F_OK) != 0 {
                 try? StoreWriter.install(self, tempPath: temp, storePath: rel, durable: false)   // else recovery moves it
             } else {
                 unlink(temp)
@@ -229,8 +230,16 @@ extension Library {
     /// and the asset's new facts, or nothing when the content is the current version's.
     private func commitVersionRow(rowID: Int64, app: AppID, fileID: String, rel: String, scan: MediaScan, size: UInt64,
                                   hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool,
-                                  requireConsent: Bool, basedOn: String?) throws -> (Asset, Bool) {
-        try write { db -> (Asset, Bool) in
+                                  requireConsent: Bool, basedOn: String?) throws -> (Asset, Bool, saved: Bool) {
+        try write { db -> (Asset, Bool, saved: Bool) in
+            // This very file's version, committed by an earlier try whose answer never came (the
+            // connection to a catalog's server cut while it committed: issue 41): saved already,
+            // nothing new now, the file still to be moved into the store. Asked first: the checks
+            // below would now refuse it (the current version is no longer the one it was made
+            // from), and the caller would delete the only copy of the version the catalog names.
+            if let asset = try Int64.fetchOne(db, sql: "SELECT asset_rowid FROM versions WHERE file_id = ?", arguments: [fileID]) {
+                return (try Library.assetRow(db, asset), false, true)
+            }
             // Asked again here, in the commit's own transaction: consent withdrawn (or the photo
             // revoked, the app denied) after the mount's check still saved the version.
             if requireConsent, !(try Library.editDecision(db, app: app, rowID: rowID, access: .readWrite)).isAllowed {
@@ -249,7 +258,7 @@ extension Library {
                 }
             }
             if !alwaysNew && (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
-                return (try Library.assetRow(db, rowID), false)
+                return (try Library.assetRow(db, rowID), false, false)
             }
             try Library.ensureApp(db, app)
             try Library.ensureOriginalVersion(db, rowID)
@@ -265,7 +274,7 @@ extension Library {
                                  scan.kind.isVideo ? "video" : "photo", Int64(size), hash, capture, scan.hasLocation, rel,
                                  blob, refusal, MediaScanner.version])
             try Library.makeCurrent(db, rowID, version: next, by: app.rawValue)
-            return (try Library.assetRow(db, rowID), true)
+            return (try Library.assetRow(db, rowID), true, false)
         }
     }
 

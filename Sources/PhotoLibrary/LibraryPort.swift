@@ -115,6 +115,10 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// not seen yet), the commit is refused (`PortError.denied`): its bytes would undo that save.
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
                        contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool)
+    /// Whether the version a temp file holds is in the catalog already: an edit whose commit
+    /// reached a catalog's server but whose answer did not (the connection cut while it
+    /// committed: issue 41). Such an edit is saved, and `commitVersion` moves its file into the store.
+    func isCommittedVersion(tempPath: String) throws -> Bool
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
 
@@ -136,6 +140,7 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
 extension LibraryPort {
     public var catalogIsRemote: Bool { false }
     public var failsClosed: Bool { false }
+    public func isCommittedVersion(tempPath: String) throws -> Bool { false }
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         .never(reason: "this library keeps no sidecars")
     }

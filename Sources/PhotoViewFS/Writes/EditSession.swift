@@ -213,6 +213,23 @@ extension PhotoFS {
     /// when the bytes are the current version's); what is not complete media is refused and the
     /// current version stays.
     func commitEditLocked(_ f: SessionFile, rowID: Int64, last: Bool) throws(Errno) {
+        // Told saved at an earlier close whose commit's answer never came (a catalog's server cut
+        // while it committed: issue 41), it may be in the catalog already: then it is saved, the
+        // view may show it by now (under another inode), and its file has yet to move into the
+        // store. Refused now, its temp, the only copy of the version the catalog names, would go.
+        if f.ready, (try? library.isCommittedVersion(tempPath: f.tempPath)) == true {
+            do {
+                _ = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
+                                              alwaysNew: f.shownHash != nil, basedOn: f.basedOn)
+            } catch {
+                log("the edit of \(f.name) is kept to be committed later: \(error)")
+                return
+            }
+            log("saved a new version of \(f.name) from \(appID) (its commit had gone through)")
+            recorder.note(rowID, .edited)
+            endCommittedEdit(f, rowID: rowID)
+            return
+        }
         guard editStillAllowed(f, rowID: rowID) else {
             log("refused an edit of \(f.name) from \(appID): it may no longer edit it (revoked, denied or replaced meanwhile)")
             noteRefusal(f.name, "edit refused: the app may no longer edit this photo; the current version stays")
