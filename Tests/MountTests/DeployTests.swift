@@ -188,6 +188,9 @@ struct Deploy {
     /// A close whose commit reached PostgreSQL but whose answer was cut (issue 41) was told saved:
     /// the retry finds it committed and moves its file into the store, for a new photo and an edit.
     @Test func aCloseWhoseCommitAnswerWasCutIsNotLost() throws { try script("pg-commit-unknown") }
+    /// A server that stops answering (a partition; its processes stopped) blanks the views within
+    /// the fail-closed delay, not once a blocked statement times out (issue 41).
+    @Test func aPartitionFromTheCatalogFailsClosedInTime() throws { try script("pg-partition") }
     /// An SQLite library migrated into PostgreSQL and a shared folder (issue 41): refused while it
     /// has a mount running or into a catalog that is not empty (nothing changed); SIGKILLed inside
     /// its transaction it leaves the catalog empty and runs again; then every listing, and what a
