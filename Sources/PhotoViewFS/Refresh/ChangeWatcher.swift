@@ -14,6 +14,9 @@ import Glibc
 final class ChangeWatcher: @unchecked Sendable {
     let fs: PhotoFS
     let stopPipe: [Int32]
+    /// Whether the view is blanked (fail closed, a catalog on a server: issue 41).
+    let blanked = Atomic<Bool>(false)
+    let stopping = Atomic<Bool>(false)
 
     init(fs: PhotoFS) {
         self.fs = fs
@@ -25,11 +28,33 @@ final class ChangeWatcher: @unchecked Sendable {
 
     func start() {
         NativeThread.detached(name: "photogate-watcher") { [self] in loop() }
+        if fs.library.catalogIsRemote {
+            NativeThread.detached(name: "photogate-failclosed") { [self] in failClosedLoop() }
+        }
     }
 
     func stop() {
+        stopping.store(true, ordering: .relaxed)
         var b: UInt8 = 1
         _ = Glibc.write(stopPipe[1], &b, 1)
+    }
+
+    /// Blanks the view once the catalog has gone unconfirmed past the fail-closed delay, on a
+    /// thread of its own: the watcher's loop may be blocked meanwhile in a statement the server
+    /// does not answer (a partition, a hung server: until the statement's timeout, 30 s), and the
+    /// view must not go on showing what may have been revoked for that long.
+    private func failClosedLoop() {
+        while !stopping.load(ordering: .relaxed) {
+            // Blank (change position -1) it stays: a refresh that ran meanwhile is blanked again.
+            if fs.library.failsClosed, fs.model.withLock({ $0.seq }) >= 0 {
+                if !blanked.exchange(true, ordering: .relaxed) {
+                    fs.log("the catalog has not answered for too long: this view shows nothing until it does (fail closed)")
+                }
+                fs.blank()
+            }
+            var ts = timespec(tv_sec: 0, tv_nsec: 200_000_000)
+            nanosleep(&ts, nil)
+        }
     }
 
     private func loop() {
@@ -52,7 +77,6 @@ final class ChangeWatcher: @unchecked Sendable {
         var lastLook = ContinuousClock.now
         // A catalog on a server is confirmed every second; the view fails closed while it is not.
         let remote = fs.library.catalogIsRemote
-        var blanked = false
         while true {
             var fds = [pollfd(fd: ifd, events: Int16(POLLIN), revents: 0), pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
             let n = poll(&fds, 2, remote ? 1000 : 2000)
@@ -60,16 +84,12 @@ final class ChangeWatcher: @unchecked Sendable {
             if fds[1].revents != 0 { return }
             if remote {
                 if fs.library.failsClosed {
-                    if !blanked {
-                        fs.log("the catalog has not answered for too long: this view shows nothing until it does (fail closed)")
-                        fs.blank()
-                        blanked = true
-                    }
+                    // Blanked by failClosedLoop.
                     if fds[0].revents != 0 { while read(ifd, &buf, buf.count) > 0 {} }
                     continue
                 }
-                if blanked {
-                    blanked = false
+                if blanked.load(ordering: .relaxed) {
+                    blanked.store(false, ordering: .relaxed)
                     fs.log("the catalog answers again: the view is rebuilt")
                     fs.refresh()
                     lastSeq = fs.model.withLock { $0.seq }
