@@ -55,11 +55,27 @@ public struct CatalogLink: Sendable, Equatable {
 
     var text: String { "# photogate: this library's catalog and shared folder (issue 41)\ncatalog=\(catalog)\nshared=\(shared)\n" }
 
-    /// The URL with its password (if any) left out, for messages.
+    /// The URL with its password (if any) left out, for messages: the one in its user info
+    /// (`user:PASSWORD@host`) and a `password=` parameter (`?user=u&password=PASSWORD`), each
+    /// read where the URL's parser (PGURL) reads it.
     public var safeCatalog: String {
-        guard let scheme = catalog.range(of: "://"), let at = catalog[scheme.upperBound...].firstIndex(of: "@") else { return catalog }
-        let userinfo = catalog[scheme.upperBound..<at]
-        guard let colon = userinfo.firstIndex(of: ":") else { return catalog }
-        return String(catalog[..<colon]) + ":***" + String(catalog[at...])
+        var s = catalog
+        if let scheme = s.range(of: "://") {
+            let rest = s[scheme.upperBound...]
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? s.endIndex
+            let authority = s[scheme.upperBound..<authorityEnd]
+            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+                s = String(s[...colon]) + "***" + String(s[at...])
+            }
+        }
+        if let q = s.firstIndex(of: "?") {
+            let query = s[s.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+                let key = pair.prefix { $0 != "=" }
+                guard key.count < pair.count, (String(key).removingPercentEncoding ?? String(key)) == "password" else { return String(pair) }
+                return key + "=***"
+            }
+            s = String(s[...q]) + query.joined(separator: "&")
+        }
+        return s
     }
 }
