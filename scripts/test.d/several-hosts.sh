@@ -81,6 +81,10 @@ shows "cat.jpg " || fail "the catalog should say cat.jpg only, says '$want'"
 pg_stop
 wait_until 20 shows "" || fail "with the catalog gone host B still shows '$(ls "$mnt")'"
 if cat "$mnt/cat.jpg" >/dev/null 2>&1; then fail "a photo was read with the catalog gone"; fi
+# A command that cannot reach the catalog exits as docs/admin.md says, naming the catalog.
+set +e; out=$(pb assets 2>&1); rc=$?; set -e
+[[ $rc == 1 ]] || fail "a command with the catalog gone exited $rc, docs/admin.md says 1: $out"
+has "cannot be reached" "$out" || fail "a command with the catalog gone says: $out"
 pg_start_again
 wait_until 20 shows "cat.jpg " || fail "with the catalog back host B shows '$(ls "$mnt")'"
 
