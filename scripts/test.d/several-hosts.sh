@@ -99,4 +99,11 @@ set +e; out=$(pb assets 2>&1); rc=$?; set -e
 has "$user" "$out" || fail "the refusal does not name the owner: $out"
 chown root "$shared/store"
 pb assets >/dev/null || fail "the library is refused once its shared store is the owner's again"
+# And so at `init`, before anything is made: a --store in a folder another user owns (who could
+# turn the names below it into links at any moment) is refused as every later command refuses it.
+mkdir -p "$home/nas"
+chown "$user" "$home/nas"
+set +e; out=$(PHOTOGATE_LIBRARY="$tmp/hostC" "$PHOTOGATE_BIN" init --catalog "$url" --store "$home/nas/photos" 2>&1); rc=$?; set -e
+[[ $rc == 74 ]] || fail "init with a --store in a folder another user owns: exit $rc ($out)"
+[[ ! -e "$home/nas/photos" && ! -e "$tmp/hostC/catalog.conf" ]] || fail "init made $(ls -A "$home/nas" "$tmp/hostC" 2>&1 | tr '\n' ' ') before refusing"
 say "ok"
