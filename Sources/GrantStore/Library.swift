@@ -97,6 +97,7 @@ public final class Library: Sendable {
     /// database already holds a photogate catalog (another host made it), this joins it.
     public static func create(at paths: LibraryPaths, link: CatalogLink) throws -> Library {
         try LibraryOwnership.check(paths)
+        try LibraryOwnership.checkShared(link.shared, library: paths.root)
         if paths.exists { throw LibraryError.libraryExists(paths.root) }
         guard link.shared.hasPrefix("/") else { throw LibraryError.invalid("--store must be an absolute path: \(link.shared)") }
         let fm = FileManager.default
@@ -110,6 +111,7 @@ public final class Library: Sendable {
             for d in [link.shared, link.shared + "/" + LibraryLayout.store, link.shared + "/" + LibraryLayout.tmp] where access(d, F_OK) != 0 {
                 try fm.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }
+            try LibraryOwnership.checkShared(link.shared, library: paths.root)
             let fd = Glibc.open(paths.linkFile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else { throw LibraryError.io("cannot create \(paths.linkFile): \(String(cString: strerror(errno)))") }
             let bytes = Array(link.text.utf8)

@@ -151,11 +151,15 @@ public enum LibraryOwnership {
         }
         // A library whose catalog is on a server: the shared folder its originals and temps are
         // in is trusted as the library's own folder is (its owner chooses what is renamed and served).
-        if let shared = paths.link?.shared {
-            try checkFoldersAbove(shared, uid: uid)
-            for p in [shared, shared + "/" + LibraryLayout.store, shared + "/" + LibraryLayout.tmp, shared + "/lost+found"] {
-                try checkEntry(p, library: paths.root, uid: uid)
-            }
+        if let shared = paths.link?.shared { try checkShared(shared, library: paths.root, uid: uid) }
+    }
+
+    /// The shared folder of a library whose catalog is on a server (`check`); also asked by
+    /// `init` before it makes anything there, since catalog.conf does not name it yet.
+    static func checkShared(_ shared: String, library: String, uid: uid_t = geteuid()) throws {
+        try checkFoldersAbove(shared, uid: uid)
+        for p in [shared, shared + "/" + LibraryLayout.store, shared + "/" + LibraryLayout.tmp, shared + "/lost+found"] {
+            try checkEntry(p, library: library, uid: uid)
         }
     }
 
