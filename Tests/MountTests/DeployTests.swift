@@ -191,6 +191,9 @@ struct Deploy {
     /// A server that stops answering (a partition; its processes stopped) blanks the views within
     /// the fail-closed delay, not once a blocked statement times out (issue 41).
     @Test func aPartitionFromTheCatalogFailsClosedInTime() throws { try script("pg-partition") }
+    /// A writer stopped inside its transaction (holding the write lock every host's writes take)
+    /// does not stop every other host's writes for as long as it stays stopped (issue 41).
+    @Test func aStoppedWriterDoesNotBlockOtherHostsWrites() throws { try script("pg-stalled-writer") }
     /// An SQLite library migrated into PostgreSQL and a shared folder (issue 41): refused while it
     /// has a mount running or into a catalog that is not empty (nothing changed); SIGKILLed inside
     /// its transaction it leaves the catalog empty and runs again; then every listing, and what a
