@@ -28,6 +28,9 @@ public final class ServerCatalog: Sendable {
     public static let channel = "photogate_changes"
     /// The key of the advisory lock every write transaction takes first.
     static let writeLock: Int64 = 0x7068_6f74_6f67   // "photog"
+    /// How long a write transaction may wait for its client's next statement before the server
+    /// ends it (well within a statement's timeout: a writer waiting behind a silent one gets the lock).
+    static let idleWriterTimeout = "10s"
     /// The newest change in the snapshot a read sees (never a sequence's last value: that one counts
     /// numbers of transactions not committed yet, which a reader would then skip for good).
     static let lastChangeSQL = "SELECT COALESCE(max(seq), 0) FROM changes"
@@ -103,7 +106,12 @@ public final class ServerCatalog: Sendable {
         try withConnection { c in
             _ = try c.query("BEGIN", [])
             do {
-                _ = try c.query("SELECT pg_advisory_xact_lock($1)", [.int(ServerCatalog.writeLock)])
+                // The server ends this transaction should its client go silent in it (a process
+                // stopped, a host cut off): it holds the lock every host's writes, revokes
+                // included, wait for, and would for as long as the client stays so. No write of
+                // photogate's waits on anything but its own statements between them.
+                _ = try c.query("SELECT set_config('idle_in_transaction_session_timeout', $1, true), pg_advisory_xact_lock($2)",
+                                [.text(ServerCatalog.idleWriterTimeout), .int(ServerCatalog.writeLock)])
                 let r = try body(Database(server: c))
                 if notify { _ = try c.query("SELECT pg_notify($1, '')", [.text(ServerCatalog.channel)]) }
                 _ = try c.query("COMMIT", [])
