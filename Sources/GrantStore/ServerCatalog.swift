@@ -102,24 +102,68 @@ public final class ServerCatalog: Sendable {
     }
 
     /// One write transaction, writers one at a time; `notify`: ring every host's doorbell at commit.
+    ///
+    /// A COMMIT whose answer is lost (the connection cut as it committed) may have committed or
+    /// not. The transaction's id, asked just before, tells which once the server is reached again
+    /// (`pg_xact_status`): committed, the write returns as done (a close told failed whose photo
+    /// the catalog names, and whose temp file its caller then deleted, was a row without its
+    /// file); not committed, or not to be known, the lost connection is the error.
     func write<T>(notify: Bool, _ body: (Database) throws -> T) throws -> T {
-        try withConnection { c in
-            _ = try c.query("BEGIN", [])
-            do {
-                // The server ends this transaction should its client go silent in it (a process
-                // stopped, a host cut off): it holds the lock every host's writes, revokes
-                // included, wait for, and would for as long as the client stays so. No write of
-                // photogate's waits on anything but its own statements between them.
-                _ = try c.query("SELECT set_config('idle_in_transaction_session_timeout', $1, true), pg_advisory_xact_lock($2)",
-                                [.text(ServerCatalog.idleWriterTimeout), .int(ServerCatalog.writeLock)])
-                let r = try body(Database(server: c))
-                if notify { _ = try c.query("SELECT pg_notify($1, '')", [.text(ServerCatalog.channel)]) }
-                _ = try c.query("COMMIT", [])
-                return r
-            } catch {
-                _ = try? c.query("ROLLBACK", [])
-                throw error
+        var pending: (result: T, xid: String?)? = nil
+        var commitLost = false
+        do {
+            return try withConnection { c in
+                _ = try c.query("BEGIN", [])
+                do {
+                    // The server ends this transaction should its client go silent in it (a process
+                    // stopped, a host cut off): it holds the lock every host's writes, revokes
+                    // included, wait for, and would for as long as the client stays so. No write of
+                    // photogate's waits on anything but its own statements between them.
+                    _ = try c.query("SELECT set_config('idle_in_transaction_session_timeout', $1, true), pg_advisory_xact_lock($2)",
+                                    [.text(ServerCatalog.idleWriterTimeout), .int(ServerCatalog.writeLock)])
+                    let r = try body(Database(server: c))
+                    // The id is only there if the body wrote (asking for it would give a read-only
+                    // transaction one, and a commit record to flush).
+                    let xid = try c.query(notify ? "SELECT pg_current_xact_id_if_assigned()::text, pg_notify($1, '')"
+                                                 : "SELECT pg_current_xact_id_if_assigned()::text",
+                                          notify ? [.text(ServerCatalog.channel)] : []).rows.first?.first.flatMap { String(sqlValue: $0) }
+                    pending = (r, xid)
+                    _ = try c.query("COMMIT", [])
+                    return r
+                } catch {
+                    if pending != nil, (error as? SQLServerError)?.isConnectionLost == true { commitLost = true }
+                    if pending == nil { _ = try? c.query("ROLLBACK", []) }
+                    throw error
+                }
             }
+        } catch {
+            guard commitLost, let (result, xid) = pending else { throw error }
+            // Nothing written: nothing to lose either way.
+            guard let xid else { return result }
+            if committed(xid) { return result }
+            throw error
+        }
+    }
+
+    /// Whether transaction `xid` committed, asked on new connections until the server answers
+    /// or `within` seconds pass (false then: not known, the caller keeps the lost connection as
+    /// its error). A transaction whose client is gone is still in progress until its server
+    /// process sees so and aborts it: asked again until then.
+    func committed(_ xid: String, within: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(within)
+        var pause = 0.02
+        while true {
+            let status = try? withConnection { c in
+                try c.query("SELECT pg_xact_status($1::xid8)", [.text(xid)]).rows.first?.first.flatMap { String(sqlValue: $0) } ?? "unknown"
+            }
+            switch status {
+            case "committed"?: return true
+            case "aborted"?, "unknown"?: return false
+            default: break   // in progress, or the server not reached
+            }
+            if Date() >= deadline { return false }
+            Thread.sleep(forTimeInterval: pause)
+            pause = min(pause * 2, 0.5)
         }
     }
 
