@@ -188,6 +188,9 @@ struct Deploy {
     /// A close whose commit reached PostgreSQL but whose answer was cut (issue 41) was told saved:
     /// the retry finds it committed and moves its file into the store, for a new photo and an edit.
     @Test func aCloseWhoseCommitAnswerWasCutIsNotLost() throws { try script("pg-commit-unknown") }
+    /// A sidecar's close whose commit went through but whose answer was cut leaves no catalog row
+    /// naming a file the store lacks (issue 41). Fails: the close says EIO and deletes the file.
+    @Test func aSidecarWhoseCommitAnswerWasCutLeavesNoBrokenRow() throws { try script("pg-commit-unknown-sidecar") }
     /// A server that stops answering (a partition; its processes stopped) blanks the views within
     /// the fail-closed delay, not once a blocked statement times out (issue 41).
     @Test func aPartitionFromTheCatalogFailsClosedInTime() throws { try script("pg-partition") }
