@@ -87,8 +87,28 @@ public final class ServerCatalog: Sendable {
     }
 
     /// Runs `body` on a connection of its own; a connection that failed is not used again.
-    func withConnection<T>(_ body: (SQLServerConnection) throws -> T) throws -> T {
-        let box = try idle.withLock { $0.popLast() } ?? ConnectionBox(connect())
+    /// `begin`: the statement that starts the access (BEGIN, or a ping's SELECT 1). A connection
+    /// kept idle that the server closed meanwhile (a restart, a terminated backend) fails at
+    /// it, before anything of the access was sent: the next idle one, then a new one, is tried
+    /// (after a server restart every idle connection was dead, and each failed one access of the
+    /// daemon's with EIO until the pool was drained).
+    func withConnection<T>(begin: String? = nil, _ body: (SQLServerConnection) throws -> T) throws -> T {
+        var box: ConnectionBox
+        while true {
+            let pooled = idle.withLock { $0.popLast() }
+            box = try pooled ?? ConnectionBox(connect())
+            guard let begin else { break }
+            do {
+                _ = try box.connection.query(begin, [])
+                break
+            } catch let e as SQLServerError where e.isConnectionLost {
+                if pooled != nil { continue }
+                throw map(e)
+            } catch {
+                idle.withLock { if $0.count < ServerCatalog.keepIdle { $0.append(box) } }
+                throw map(error)
+            }
+        }
         do {
             let r = try body(box.connection)
             idle.withLock { if $0.count < ServerCatalog.keepIdle { $0.append(box) } }
@@ -112,8 +132,7 @@ public final class ServerCatalog: Sendable {
         var pending: (result: T, xid: String?)? = nil
         var commitLost = false
         do {
-            return try withConnection { c in
-                _ = try c.query("BEGIN", [])
+            return try withConnection(begin: "BEGIN") { c in
                 do {
                     // The server ends this transaction should its client go silent in it (a process
                     // stopped, a host cut off): it holds the lock every host's writes, revokes
@@ -169,8 +188,7 @@ public final class ServerCatalog: Sendable {
 
     /// One read, on one snapshot of the catalog (as a SQLite read transaction is).
     func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try withConnection { c in
-            _ = try c.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [])
+        try withConnection(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { c in
             do {
                 let r = try body(Database(server: c))
                 _ = try c.query("COMMIT", [])
@@ -182,6 +200,9 @@ public final class ServerCatalog: Sendable {
         }
     }
 
+    /// Connections kept idle now (for tests).
+    var idleCount: Int { idle.withLock { $0.count } }
+
     func close() {
         let all = idle.withLock { i -> [ConnectionBox] in defer { i.removeAll() }; return i }
         for b in all { (b.connection as? PGSession)?.close() }
@@ -189,7 +210,7 @@ public final class ServerCatalog: Sendable {
 
     /// One round trip to the server (a heartbeat): true when it answered.
     public func ping() -> Bool {
-        (try? withConnection { c in try c.query("SELECT 1", []) }) != nil
+        (try? withConnection(begin: "SELECT 1") { _ in }) != nil
     }
 
     func map(_ error: Error) -> Error {
