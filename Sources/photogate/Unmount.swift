@@ -13,15 +13,18 @@ struct Unmount: PhotogateCommand {
         abstract: "Unmount an app's view (waits for its daemon to finish).",
         discussion: """
             Returns once the view's daemon has ended (it commits the files still being closed \
-            first). A daemon that has not ended after --timeout seconds (stopped with SIGSTOP, \
-            stuck) is named, and the exit code is 69: the view is unmounted, but what the daemon \
-            still holds is not settled until it runs again.
+            first). A daemon that has not ended after --timeout seconds (stuck), or that is \
+            stopped (SIGSTOP), is named, and the exit code is 69: the view is unmounted, but what \
+            the daemon still holds is not settled until it runs again.
 
             Example: photogate unmount ~/mnt/editor   (fusermount3 -u works too)
             """)
 
     @Argument(help: "The mount point.", completion: .directory) var mountpoint: String
-    @Option(help: "How long to wait for the view's daemon to end, in seconds.") var timeout: Double = 10
+    /// 60 s: a daemon that commits what is being closed on a loaded machine or a slow disk took
+    /// longer than the 10 s this was, and a script was told its unmount failed (exit 69) while
+    /// the daemon was only slow. A stopped one is told at once, without waiting.
+    @Option(help: "How long to wait for the view's daemon to end, in seconds.") var timeout: Double = 60
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
@@ -59,7 +62,7 @@ struct Unmount: PhotogateCommand {
             } else if try runTool("/bin/fusermount3", ["-u", target]) != 0 {
                 throw busy
             }
-            guard daemon.waitForEnd(milliseconds: Int32(timeout * 1000)) else {
+            guard daemon.waitForEnd(milliseconds: Int32(timeout * 1000), unlessStopped: found.record.pid) else {
                 // Unmounted, but the daemon still runs: saying "unmounted" with exit 0 let a
                 // script go on (move the library, back it up, shut down) while files closed
                 // through the view were still being committed.
@@ -113,6 +116,18 @@ struct DaemonEnd {
     /// false when it still runs.
     @discardableResult
     func waitForEnd(milliseconds: Int32 = 10_000) -> Bool { fd < 0 || pg_pidfd_wait(fd, milliseconds) != 0 }
+
+    /// Waits as `waitForEnd`, but gives up as soon as `pid` is seen stopped (asked every
+    /// 100 ms): a stopped daemon does not end, however long it is waited for.
+    func waitForEnd(milliseconds: Int32, unlessStopped pid: pid_t) -> Bool {
+        var left = milliseconds
+        while true {
+            let slice = min(left, 100)
+            if waitForEnd(milliseconds: slice) { return true }
+            left -= slice
+            if left <= 0 || DaemonEnd.isStopped(pid) { return false }
+        }
+    }
     func release() { if fd >= 0 { close(fd) } }
 
     /// Whether the process is stopped (SIGSTOP, a debugger): its state in /proc/PID/stat.
