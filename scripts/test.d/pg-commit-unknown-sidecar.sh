@@ -1,76 +1,17 @@
 #!/bin/bash
 # A sidecar's close whose COMMIT reached PostgreSQL but whose answer did not (issue 41; as in
-# pg-commit-unknown.sh). A sidecar is not kept marked for a retry: its close fails (EIO) and its
-# temp is deleted. But the commit went through: the catalog names a new version of the sidecar
-# whose file is gone. Whatever the close says, the catalog must not be left naming a file that is
-# not in the store (verify clean); and told saved, the bytes must be there.
+# pg-commit-unknown.sh). A sidecar is not kept marked for a retry: its close failed (EIO) and its
+# temp was deleted while the commit had gone through, so the catalog named a new version of the
+# sidecar whose file was gone. (Now the write asks the server whether its transaction committed.)
+# Whatever the close says, the catalog must not be left naming a file that is not in the store
+# (verify clean); and told saved, the bytes must be there.
 PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
 source "$(dirname "$0")/pg.sh"
 pg_start
 
-lib="$tmp/host"
-shared="$tmp/shared"
-pl() { PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
-out=$(pl init --catalog "$(pg_url)" --store "$shared" 2>&1) || fail "init: $out"
-app=org.example.Writer
-pl authorize $app --access read-write --status authorized >/dev/null
-mnt="$tmp/mnt"
-mkdir -p "$mnt"
-pl mount $app "$mnt" >/dev/null 2>&1 || fail "mount"
-on_exit "force_unmount '$mnt'"
-# A photo of the app's own, to edit below.
-cp "$corpus/exif.jpg" "$mnt/mine.jpg" || fail "writing mine.jpg"
-
-sync_standby() {   # ''/a name: commits wait for that standby (which never comes) after their log is written
-    pg_sql "ALTER SYSTEM SET synchronous_standby_names = '$1'" >/dev/null
-    pg_sql "SELECT pg_reload_conf()" >/dev/null
-}
-committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
-
-# close_cut FILE HOLD PYTHON-WRITE: runs the write, then closes the file, while every commit waits
-# for the standby; cuts the committing connection once the server has the commit in its log;
-# lets commits through again. Prints what the close returned. HOLD (True/False): a copy of the
-# descriptor is closed last, once the view shows the commit (the last release comes then).
-close_cut() {
-    local file=$1 hold=$2 code=$3
-    sync_standby nobody
-    python3 - "$file" "$corpus/exif.jpg" >"$tmp/close.out" 2>"$tmp/close.err" <<EOF &
-import os, sys, time
-path, src = sys.argv[1], sys.argv[2]
-hold = $hold
-$code
-ino = os.fstat(fd).st_ino
-held = os.dup(fd) if hold else None
-try:
-    os.close(fd)
-    print("0")
-except OSError as e:
-    print(e.errno)
-sys.stdout.flush()
-if held is not None:
-    # The last release comes once the view shows what the cut commit saved (a new version is a
-    # new inode), as it may whenever the view hears of the commit before that release.
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if os.stat(path).st_ino != ino: break
-        except OSError:
-            pass
-        time.sleep(0.02)
-    try:
-        os.close(held)
-    except OSError as e:
-        print("the close of the copy: %s" % e, file=sys.stderr)
-EOF
-    local writer=$!
-    wait_until 30 committing || { sync_standby ''; wait $writer; fail "no commit waited for the standby: $(cat "$tmp/close.out" "$tmp/close.err")"; }
-    pg_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" >/dev/null
-    sync_standby ''
-    wait $writer || true
-    cat "$tmp/close.out"
-}
+source "$(dirname "$0")/pg-cut.sh"
 
 # A sidecar of mine.jpg.
 rc=$(close_cut "$mnt/mine.jpg.xmp" False '
