@@ -3,7 +3,9 @@ host's running mount, with the catalog on PostgreSQL, beside the same on one hos
 catalog. A real PostgreSQL 15 (initdb'd into the bench's work folder by the `postgres` user, on a
 Unix socket) and two library folders linked to it stand for the two hosts."""
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -17,9 +19,11 @@ GRANTS = int(os.environ.get("BENCH_HOST_GRANTS", "60" if QUICK else "500"))
 class Server:
     """A throwaway PostgreSQL for the row; stopped whatever happens."""
 
-    def __init__(self, folder):
-        self.folder = folder
-        os.makedirs(folder, exist_ok=True)
+    def __init__(self):
+        # A folder of its own beside the bench's (which is root's, 0700: the postgres user could
+        # not reach one inside it), removed at `stop`.
+        self.folder = tempfile.mkdtemp(prefix="photogate-bench-pg.", dir=os.environ.get("BENCH_DIR") or "/tmp")
+        folder = self.folder
         subprocess.run(["chown", "postgres", folder], check=True)
         self.as_pg(f"{PGBIN}/initdb", "-D", f"{folder}/data", "-A", "trust", "-U", "postgres", "--no-sync")
         self.as_pg(f"{PGBIN}/pg_ctl", "-D", f"{folder}/data", "-l", f"{folder}/log", "-w",
@@ -27,7 +31,9 @@ class Server:
         self.as_pg("/usr/bin/psql", "-h", folder, "-U", "postgres", "-d", "postgres", "-Atq", "-c", "CREATE DATABASE photos")
 
     def as_pg(self, *cmd):
-        subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.run(["runuser", "-u", "postgres", "--", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            raise Failed(f"{os.path.basename(cmd[0])} failed ({p.returncode}): {p.stderr.strip()}")
 
     def url(self):
         return f"postgresql:///photos?host={self.folder}&user=postgres"
@@ -35,6 +41,7 @@ class Server:
     def stop(self):
         subprocess.run(["runuser", "-u", "postgres", "--", f"{PGBIN}/pg_ctl", "-D", f"{self.folder}/data", "-m", "immediate", "-w", "stop"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def latencies(grant_lib, mount_lib, app, mountpoint, name, n):
@@ -59,35 +66,34 @@ def latencies(grant_lib, mount_lib, app, mountpoint, name, n):
     return out
 
 
+def side(app, grant_lib, mount_lib, init):
+    """Makes the libraries (`init`: the folder's `photogate init` arguments), imports the demo
+    photos on the granting one, mounts the other's view and measures."""
+    for lib in dict.fromkeys((grant_lib, mount_lib)):
+        pg("init", lib, *init)
+    pg("import", "--library", grant_lib, DEMO)
+    pg("authorize", "--library", grant_lib, app, "--status", "limited")
+    mnt = pg_mount(mount_lib, app, w("mnt", os.path.basename(mount_lib)))
+    try:
+        return latencies(grant_lib, mount_lib, app, mnt, "beach.jpg", GRANTS)
+    finally:
+        pg_unmount(mount_lib, mnt)
+
+
 @row("grant-across-hosts", "hosts")
 def grant_across_hosts():
     if not os.path.exists(f"{PGBIN}/initdb"):
         raise Failed("PostgreSQL 15 is missing (scripts/setup installs postgresql)")
     app = "org.bench.Remote"
-    server = Server(w("pg-hosts"))
+    server = Server()
     try:
-        a, b, shared = w("host-a"), w("host-b"), w("host-shared")
-        pg("init", a, "--catalog", server.url(), "--store", shared)
-        pg("init", b, "--catalog", server.url(), "--store", shared)
-        pg("import", "--library", a, DEMO)
-        pg("authorize", "--library", a, app, "--status", "limited")
-        mnt = pg_mount(b, app, w("mnt", "host-b"))
-        try:
-            remote = latencies(a, b, app, mnt, "beach.jpg", GRANTS)
-        finally:
-            pg_unmount(b, mnt)
-        # The same on one host's SQLite catalog: the grant returns once the mount applied it.
-        local = w("host-sqlite")
-        pg("init", local)
-        pg("import", "--library", local, DEMO)
-        pg("authorize", "--library", local, app, "--status", "limited")
-        mnt = pg_mount(local, app, w("mnt", "host-sqlite"))
-        try:
-            same = latencies(local, local, app, mnt, "beach.jpg", GRANTS)
-        finally:
-            pg_unmount(local, mnt)
+        # Two hosts: two library folders linked to one catalog and one shared folder.
+        remote = side(app, w("host-a"), w("host-b"), ["--catalog", server.url(), "--store", w("host-shared")])
     finally:
         server.stop()
+    # The same on one host's SQLite catalog: the grant returns once the mount applied it.
+    local = w("host-sqlite")
+    same = side(app, local, local, [])
     label = f"grant (and revoke) seen in another host's mount, {len(remote)} changes"
     for variant, xs in (("postgresql", remote), ("sqlite", same)):
         note = f"p50 {1000 * median(xs):.1f} ms, p99 {1000 * percentile(xs, 99):.1f} ms, max {1000 * max(xs):.1f} ms"
