@@ -129,7 +129,7 @@ public final class ServerCatalog: Sendable {
     /// the catalog names, and whose temp file its caller then deleted, was a row without its
     /// file); not committed, or not to be known, the lost connection is the error.
     func write<T>(notify: Bool, _ body: (Database) throws -> T) throws -> T {
-        var pending: (result: T, xid: String?)? = nil
+        var pending: (result: T, xid: String?, backend: Int64?)? = nil
         var commitLost = false
         do {
             return try withConnection(begin: "BEGIN") { c in
@@ -143,10 +143,13 @@ public final class ServerCatalog: Sendable {
                     let r = try body(Database(server: c))
                     // The id is only there if the body wrote (asking for it would give a read-only
                     // transaction one, and a commit record to flush).
-                    let xid = try c.query(notify ? "SELECT pg_current_xact_id_if_assigned()::text, pg_notify($1, '')"
-                                                 : "SELECT pg_current_xact_id_if_assigned()::text",
-                                          notify ? [.text(ServerCatalog.channel)] : []).rows.first?.first.flatMap { String(sqlValue: $0) }
-                    pending = (r, xid)
+                    // And the server process that commits it, to end should its answer never come.
+                    let row = try c.query(notify ? "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid(), pg_notify($1, '')"
+                                                 : "SELECT pg_current_xact_id_if_assigned()::text, pg_backend_pid()",
+                                          notify ? [.text(ServerCatalog.channel)] : []).rows.first
+                    let xid = row?.first.flatMap { String(sqlValue: $0) }
+                    let backend: Int64? = row.flatMap { $0.count > 1 ? Int64(sqlValue: $0[1]) : nil }
+                    pending = (r, xid, backend)
                     _ = try c.query("COMMIT", [])
                     return r
                 } catch {
@@ -156,10 +159,10 @@ public final class ServerCatalog: Sendable {
                 }
             }
         } catch {
-            guard commitLost, let (result, xid) = pending else { throw error }
+            guard commitLost, let (result, xid, backend) = pending else { throw error }
             // Nothing written: nothing to lose either way.
             guard let xid else { return result }
-            if committed(xid) { return result }
+            if committed(xid, backend: backend) { return result }
             throw error
         }
     }
@@ -167,13 +170,21 @@ public final class ServerCatalog: Sendable {
     /// Whether transaction `xid` committed, asked on new connections until the server answers
     /// or `within` seconds pass (false then: not known, the caller keeps the lost connection as
     /// its error). A transaction whose client is gone is still in progress until its server
-    /// process sees so and aborts it: asked again until then.
-    func committed(_ xid: String, within: Double = 10) -> Bool {
+    /// process sees so and aborts it, which it may never do by itself (a commit waiting for a
+    /// synchronous standby waits for as long as the standby stays away, then commits, long after
+    /// the caller was told it failed and deleted its file): the server process that runs it
+    /// (`backend`, while it still runs that transaction) is ended, which settles it either way.
+    func committed(_ xid: String, backend: Int64? = nil, within: Double = 10) -> Bool {
         let deadline = Date().addingTimeInterval(within)
         var pause = 0.02
         while true {
             let status = try? withConnection { c in
-                try c.query("SELECT pg_xact_status($1::xid8)", [.text(xid)]).rows.first?.first.flatMap { String(sqlValue: $0) } ?? "unknown"
+                let s = try c.query("SELECT pg_xact_status($1::xid8)", [.text(xid)]).rows.first?.first.flatMap { String(sqlValue: $0) } ?? "unknown"
+                if s == "in progress", let backend {
+                    _ = try? c.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_xid = $2::xid8::xid",
+                                    [.int(backend), .text(xid)])
+                }
+                return s
             }
             switch status {
             case "committed"?: return true
