@@ -191,6 +191,10 @@ struct Deploy {
     /// A sidecar's close whose commit went through but whose answer was cut leaves no catalog row
     /// naming a file the store lacks (issue 41). Fails: the close says EIO and deletes the file.
     @Test func aSidecarWhoseCommitAnswerWasCutLeavesNoBrokenRow() throws { try script("pg-commit-unknown-sidecar") }
+    /// A sidecar's close whose COMMIT stays unanswered past every wait of the client (a commit
+    /// held for a synchronous standby that does not come) leaves no catalog row naming a file the
+    /// store lacks once the server lets it through (issue 41).
+    @Test func aCommitUnansweredPastTheClientsWaitsLeavesNoBrokenRow() throws { try script("pg-commit-unknown-long") }
     /// A server that stops answering (a partition; its processes stopped) blanks the views within
     /// the fail-closed delay, not once a blocked statement times out (issue 41).
     @Test func aPartitionFromTheCatalogFailsClosedInTime() throws { try script("pg-partition") }
