@@ -21,8 +21,11 @@ import Glibc
 /// LOCKS, and the order they nest in (a lock may be taken while holding only those above it):
 ///   1. `SessionFile.lock` (`f.run`): one file being written; never two at once. Held across
 ///      its commit, which refreshes the view (so 2 and 3 nest inside it).
-///   2. `refreshLock`: one refresh at a time; held while the model is swapped or patched and the
-///      kernel told (the invalidator never calls back into PhotoFS).
+///   2. `fetchLock`: one refresh at a time, held while it reads the catalog (never `refreshLock`
+///      then: a blank, fail closed, must not wait on a statement a server cut off does not answer;
+///      let go of, as `refreshLock` is, before waiting for the kernel to take invalidations).
+///      `refreshLock`: held while the model is swapped or patched and the kernel told (the
+///      invalidator never calls back into PhotoFS); taken inside `fetchLock`, or alone (blank).
 ///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
 ///      `albumSessions`, `waitingSidecars`, `sidecarTimes`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`,
@@ -86,6 +89,11 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let nextHandle = Atomic<UInt64>(1)
     let requested = Atomic<Bool>(false)
     let refreshLock = NSLock()
+    /// One refresh at a time, while it reads the catalog (Refresh.swift); taken before `refreshLock`.
+    let fetchLock = NSLock()
+    /// How many times the view was blanked (fail closed): a refresh that read the catalog before
+    /// one does not apply what it read.
+    let blanks = Atomic<Int>(0)
     let invalidatorBox = Mutex<Invalidator?>(nil)
     /// Redactions by inode (OpenFiles.swift `redaction(for:)`); those of removed inodes go at refreshes.
     let redactionCache = Mutex<[Inode: RedactionResult]>([:])

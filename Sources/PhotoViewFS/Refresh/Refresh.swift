@@ -37,10 +37,17 @@ extension PhotoFS {
     /// rename): the kernel already updated its dentries for those, and notifying again would take
     /// the directory lock that syscall may still hold. `handledAlbums`: the same for albums (an
     /// `rmdir`); `handledNames`: names at the top this mount's own syscall removed (a sidecar's `rm`).
+    ///
+    /// One refresh at a time (`fetchLock`); it reads the catalog holding that lock alone, and
+    /// takes `refreshLock` only to change the model and tell the kernel: `blank()` (fail closed)
+    /// never waits for a statement that a server cut off may not answer for its whole timeout.
     public func refresh(handled: Set<Int64> = [], handledAlbums: Set<String> = [], handledNames: Set<String> = []) {
-        refreshLock.lock()
-        let (drops, rebuilt) = refreshLocked(handled: handled, handledAlbums: handledAlbums, handledNames: handledNames)
-        refreshLock.unlock()
+        fetchLock.lock()
+        let (drops, rebuilt) = refreshFetching(handled: handled, handledAlbums: handledAlbums, handledNames: handledNames)
+        // `.photogate/changes`: read from the catalog too, so outside refreshLock.
+        pullFeed()
+        // Let go of before waiting for the kernel, as refreshLock is (below).
+        fetchLock.unlock()
         // The old view and the snapshot of a whole rebuild are freed by now.
         if let rebuilt { FreedMemory.giveBack(afterBuildOf: rebuilt) }
         // Outside refreshLock: the notifier may wait on a directory lock held by a syscall whose
@@ -61,6 +68,8 @@ extension PhotoFS {
     /// position becomes -1, so the first refresh after rebuilds it whole from the catalog.
     public func blank() {
         refreshLock.lock()
+        // A refresh reading the catalog now does not apply what it read (`refreshFetching`).
+        blanks.add(1, ordering: .sequentiallyConsistent)
         let old = model.withLock { $0 }
         let empty = ViewSnapshot(app: old.app, access: access, policy: old.policy, rows: ViewRows(), albums: [], sidecars: [], changeSeq: -1)
         let new = ViewModel(snapshot: empty, storeRoot: library.storeRoot)
@@ -77,14 +86,16 @@ extension PhotoFS {
         }
     }
 
-    /// The refresh under `refreshLock`; returns the inodes it put in `pendingDrops`, and the
-    /// size of the view when it rebuilt all of it.
-    private func refreshLocked(handled: Set<Int64>, handledAlbums: Set<String>, handledNames: Set<String>) -> (Set<Inode>, rebuilt: Int?) {
-        let (seq, app, mustRebuild, oldSidecars) = model.withLock { m in
+    /// The refresh under `fetchLock`: reads the catalog, then changes the model under
+    /// `refreshLock` unless the view was blanked meanwhile (fail closed: what was read is then
+    /// dropped, and the next refresh rebuilds the view whole). Returns the inodes it put in
+    /// `pendingDrops`, and the size of the view when it rebuilt all of it.
+    private func refreshFetching(handled: Set<Int64>, handledAlbums: Set<String>, handledNames: Set<String>) -> (Set<Inode>, rebuilt: Int?) {
+        let generation = blanks.load(ordering: .sequentiallyConsistent)
+        let (seq, app, mustRebuild) = model.withLock { m in
             // Tombstones pile up under patches: compact by rebuilding once they are a quarter.
-            (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount, m.sidecars)
+            (m.seq, m.app, m.store.deadCount > 4096 && m.store.deadCount * 4 > m.store.slotCount)
         }
-        defer { invalidateSidecars(old: oldSidecars, handledNames: handledNames) }
         let update: ViewUpdate
         do {
             update = try library.viewUpdate(for: appID, access: access, since: seq, app: app, forceFull: mustRebuild || seq < 0)
@@ -93,6 +104,10 @@ extension PhotoFS {
             return ([], nil)
         }
         if case .patch(let patch) = update {
+            refreshLock.lock()
+            defer { refreshLock.unlock() }
+            guard blanks.load(ordering: .sequentiallyConsistent) == generation else { return ([], nil) }
+            let oldSidecars = model.withLock { $0.sidecars }
             let applied = model.withLock { m -> (ViewModel.Diff, [String: AlbumNode], [String: AlbumNode], ViewModel, [Int64: Inode])? in
                 let oldAlbums = m.albums, oldShared = m.shared
                 // Inodes of the rows the patch touches, before it: a new version has a new one.
@@ -102,6 +117,7 @@ extension PhotoFS {
                 return (d, oldAlbums, oldShared, m, before)
             }
             if let (diff, oldAlbums, oldShared, now, before) = applied {
+                defer { invalidateSidecars(old: oldSidecars, handledNames: handledNames) }
                 viewBytes.store(now.totalBytes, ordering: .relaxed)
                 // Inodes of rows before the patch: dropped ones are in the diff, touched ones were
                 // kept, the rest did not change.
@@ -111,7 +127,8 @@ extension PhotoFS {
                               oldIno: { r in gone[r] ?? now.nodes[r]?.ino }, handled: handled, handledAlbums: handledAlbums), nil)
             }
         }
-        // A whole recomputation: the update's, or a fresh one when the patch did not apply.
+        // A whole recomputation: the update's, or a fresh one when the patch did not apply (read
+        // with refreshLock let go: the model stays as it was, but for a blank).
         let snapshot: ViewSnapshot
         if case .full(let s) = update {
             snapshot = s
@@ -121,6 +138,11 @@ extension PhotoFS {
                 return ([], nil)
             }
         }
+        refreshLock.lock()
+        defer { refreshLock.unlock() }
+        guard blanks.load(ordering: .sequentiallyConsistent) == generation else { return ([], nil) }
+        let oldSidecars = model.withLock { $0.sidecars }
+        defer { invalidateSidecars(old: oldSidecars, handledNames: handledNames) }
         let new = ViewModel(snapshot: snapshot, storeRoot: library.storeRoot)
         viewBytes.store(new.totalBytes, ordering: .relaxed)
         let old = model.withLock { m -> ViewModel in
@@ -148,7 +170,6 @@ extension PhotoFS {
             inv.invalidateInode(FixedInode.status, offset: 0, length: 0)
             inv.invalidateInode(FixedInode.refused, offset: 0, length: 0)
         }
-        pullFeed()
         return drops
     }
 
