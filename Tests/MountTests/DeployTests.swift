@@ -198,6 +198,9 @@ struct Deploy {
     /// A server that stops answering (a partition; its processes stopped) blanks the views within
     /// the fail-closed delay, not once a blocked statement times out (issue 41).
     @Test func aPartitionFromTheCatalogFailsClosedInTime() throws { try script("pg-partition") }
+    /// A partition that comes while the mount reads the catalog (a refresh in a statement the
+    /// server will not answer) blanks the views within the fail-closed delay too (issue 41).
+    @Test func aPartitionDuringARefreshFailsClosedInTime() throws { try script("pg-partition-refresh") }
     /// A writer stopped inside its transaction (holding the write lock every host's writes take)
     /// does not stop every other host's writes for as long as it stays stopped (issue 41).
     @Test func aStoppedWriterDoesNotBlockOtherHostsWrites() throws { try script("pg-stalled-writer") }
