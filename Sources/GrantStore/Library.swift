@@ -223,7 +223,9 @@ public final class Library: Sendable {
         self.paths = paths
         if let link = paths.link {
             pool = nil
-            server = try ServerCatalog.open(link, library: paths.root, creating: creating)
+            let server = try ServerCatalog.open(link, library: paths.root, creating: creating)
+            self.server = server
+            try SharedIdentity.check(server, link: link, library: paths.root, creating: creating)
             for d in [paths.run, paths.cache] where access(d, F_OK) != 0 {
                 try? FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             }

@@ -158,7 +158,8 @@ public enum LibraryOwnership {
     /// `init` before it makes anything there, since catalog.conf does not name it yet.
     static func checkShared(_ shared: String, library: String, uid: uid_t = geteuid()) throws {
         try checkFoldersAbove(shared, uid: uid)
-        for p in [shared, shared + "/" + LibraryLayout.store, shared + "/" + LibraryLayout.tmp, shared + "/lost+found"] {
+        for p in [shared, shared + "/" + LibraryLayout.store, shared + "/" + LibraryLayout.tmp, shared + "/lost+found",
+                  shared + "/" + LibraryLayout.sharedMarker] {
             try checkEntry(p, library: library, uid: uid)
         }
     }

@@ -17,7 +17,7 @@ public protocol SQLServerError: Error {
 /// seen every change before it). A write that changes what views show notifies the channel
 /// `photogate_changes` at its commit: the doorbell of every host's mounts, never the record (they
 /// read the change log).
-public final class ServerCatalog: Sendable {
+public final class ServerCatalog: @unchecked Sendable {
     public let link: CatalogLink
     let library: String
     /// Connections not in use.
@@ -40,6 +40,11 @@ public final class ServerCatalog: Sendable {
         init(_ c: SQLServerConnection) { connection = c }
     }
 
+    /// The catalog's identity (the comment on `photogate_schema`; nil for a catalog made before
+    /// catalogs had one), and whether this `open` made the catalog (see SharedIdentity.swift).
+    private(set) var identity: String?
+    private(set) var madeNow = false
+
     init(link: CatalogLink, library: String) {
         self.link = link
         self.library = library
@@ -60,13 +65,18 @@ public final class ServerCatalog: Sendable {
                 do {
                     _ = try c.query("SELECT pg_advisory_xact_lock($1)", [.int(writeLock)])
                     let again = try c.query("SELECT to_regclass('photogate_schema') IS NOT NULL", []).rows.first?.first == .int(1)
-                    if !again { try c.execute(script: SchemaPostgres.ddl) }
+                    if !again {
+                        try c.execute(script: SchemaPostgres.ddl)
+                        try c.execute(script: ServerCatalog.identitySQL(StoreWriter.randomID() + StoreWriter.randomID()))
+                        catalog.madeNow = true
+                    }
                     _ = try c.query("COMMIT", [])
                 } catch {
                     _ = try? c.query("ROLLBACK", [])
                     throw error
                 }
             }
+            catalog.identity = try ServerCatalog.readIdentity(c)
             // The migrations the catalog's schema equals, against the ones this photogate knows.
             let applied = try c.query("SELECT version FROM photogate_schema", []).rows.compactMap { String(sqlValue: $0[0]) }
             if applied.contains(where: { !SchemaPostgres.migrations.contains($0) }) { throw LibraryError.libraryTooNew(library) }
@@ -76,6 +86,43 @@ public final class ServerCatalog: Sendable {
             }
         }
         return catalog
+    }
+
+    static let identityPrefix = "photogate catalog "
+
+    /// Names the catalog: a comment on its schema table (no table of its own, so the schema stays
+    /// the SQLite catalog's; a dump and restore keep it). `id` is hex, made here.
+    static func identitySQL(_ id: String) -> String {
+        precondition(id.allSatisfy { $0.isHexDigit })
+        return "COMMENT ON TABLE photogate_schema IS '\(identityPrefix)\(id)'"
+    }
+
+    static func readIdentity(_ c: SQLServerConnection) throws -> String? {
+        let text = try c.query("SELECT obj_description('photogate_schema'::regclass, 'pg_class')", []).rows.first?.first
+            .flatMap { String(sqlValue: $0) }
+        guard let text, text.hasPrefix(identityPrefix) else { return nil }
+        return String(text.dropFirst(identityPrefix.count))
+    }
+
+    /// Gives a catalog made before catalogs had an identity one (the first host to open it after
+    /// this photogate came does); returns the catalog's identity, its own if another host gave
+    /// it one first.
+    func adoptIdentity() throws -> String {
+        let id = try write(notify: false) { db -> String in
+            let c = db.server!
+            if let id = try ServerCatalog.readIdentity(c) { return id }
+            let id = StoreWriter.randomID() + StoreWriter.randomID()
+            try c.execute(script: ServerCatalog.identitySQL(id))
+            return id
+        }
+        identity = id
+        return id
+    }
+
+    /// Takes back the identity this `open` gave the catalog it made (see SharedIdentity).
+    func forgetIdentity() throws {
+        try write(notify: false) { db in try db.server!.execute(script: "COMMENT ON TABLE photogate_schema IS NULL") }
+        identity = nil
     }
 
     func connect() throws -> SQLServerConnection {

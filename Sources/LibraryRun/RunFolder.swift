@@ -26,6 +26,10 @@ public enum LibraryLayout {
     /// In a library whose catalog is on a server (PostgreSQL): where the catalog and the shared
     /// store are (`CatalogLink`). The library's folder then holds only what is local to one host.
     public static let catalogLink = "catalog.conf"
+    /// In a linked library's shared folder: the id of the catalog whose originals it holds (the
+    /// catalog holds it too), so that a host whose --store is another folder (a typo, a share
+    /// not mounted) is refused instead of writing where no other host looks.
+    public static let sharedMarker = "CATALOG"
 
     /// Where an original with id `id` and extension `ext` is kept inside store/: a folder per
     /// first two characters of the id (`3f/3fa2...e1.jpg`).

@@ -185,6 +185,9 @@ struct Deploy {
     /// one reaches the other's running mount, across a killed listener and a server restart, and
     /// that mount fails closed while the server is gone, then recovers without a remount.
     @Test func twoHostsShareOneLibraryOnPostgreSQL() throws { try script("several-hosts") }
+    /// A second host's init that names a store other than the catalog's shared folder is refused
+    /// (issue 41): joined, it would write its originals where no other host looks.
+    @Test func joiningACatalogWithAnotherStoreIsRefused() throws { try script("pg-join-other-store") }
     /// A close whose commit reached PostgreSQL but whose answer was cut (issue 41) was told saved:
     /// the retry finds it committed and moves its file into the store, for a new photo and an edit.
     @Test func aCloseWhoseCommitAnswerWasCutIsNotLost() throws { try script("pg-commit-unknown") }
