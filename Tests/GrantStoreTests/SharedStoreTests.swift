@@ -73,6 +73,13 @@ import Glibc
         StoreWriter.recover(t.library)
         #expect(Directory.entries(tmp).map(\.0) == [(held as NSString).lastPathComponent])
         close(fd)
+        // A process another test spawns at this moment holds a copy of the descriptor until its
+        // exec: the lock is let go of once it is.
+        #expect(eventually {
+            let probe = Glibc.open(held + "/.lock", O_RDWR | O_CLOEXEC)
+            defer { if probe >= 0 { close(probe) } }
+            return probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) == 0
+        })
         StoreWriter.recover(t.library)
         #expect(Directory.entries(tmp).isEmpty)
     }
