@@ -3,6 +3,15 @@ import PhotoLibrary
 import Synchronization
 import CatalogPostgres
 
+/// A write whose COMMIT's answer was lost, and whose outcome the server could not be asked
+/// within its wait (`ServerCatalog.committed`): it may have committed. A caller whose file the
+/// commit names leaves it where recovery finds it by its id (moved into the store if its row is
+/// there, deleted if not) instead of deleting it.
+public struct CommitOutcomeUnknown: Error, CustomStringConvertible {
+    public let error: Error
+    public var description: String { "\(error) (whether the change was saved is not known until the catalog answers again)" }
+}
+
 /// An error a server connection reports: the server's SQLSTATE and message, or a lost connection.
 public protocol SQLServerError: Error {
     var sqlState: String? { get }
@@ -210,7 +219,7 @@ public final class ServerCatalog: @unchecked Sendable {
             // Nothing written: nothing to lose either way.
             guard let xid else { return result }
             if committed(xid, backend: backend) { return result }
-            throw error
+            throw CommitOutcomeUnknown(error: error)
         }
     }
 

@@ -159,6 +159,11 @@ extension Library {
                 return true
             }
         } catch {
+            // Saved or not, not known (a catalog on a server whose COMMIT's answer was lost and
+            // that could not be asked since): the temp stays under its file id, for the recovery
+            // of this writer's folder (at its end, or the next one's) to move into the store if
+            // the row is there, or delete. Given back, the caller deleted it: a row without its file.
+            if error is CommitOutcomeUnknown { throw error }
             rename(temp, tempPath)   // the temp stays the caller's, where it was
             throw error
         }

@@ -192,8 +192,11 @@ struct Deploy {
     /// the retry finds it committed and moves its file into the store, for a new photo and an edit.
     @Test func aCloseWhoseCommitAnswerWasCutIsNotLost() throws { try script("pg-commit-unknown") }
     /// A sidecar's close whose commit went through but whose answer was cut leaves no catalog row
-    /// naming a file the store lacks (issue 41). Fails: the close says EIO and deletes the file.
+    /// naming a file the store lacks (issue 41): the write asks the server whether it committed.
     @Test func aSidecarWhoseCommitAnswerWasCutLeavesNoBrokenRow() throws { try script("pg-commit-unknown-sidecar") }
+    /// The same while the server cannot be asked (its postmaster stopped): the close fails, but
+    /// its file stays for recovery, which moves it into the store once the row is seen (issue 41).
+    @Test func aSidecarWhoseCommitCannotBeAskedAboutKeepsItsFile() throws { try script("pg-commit-unknown-unreachable") }
     /// A sidecar's close whose COMMIT stays unanswered past every wait of the client (a commit
     /// held for a synchronous standby that does not come) leaves no catalog row naming a file the
     /// store lacks once the server lets it through (issue 41).
