@@ -346,7 +346,13 @@ public final class Importer {
         // copies go, as the ones not yet flushed do.
         let results: [(Pending, Asset, Bool, String?)]
         do { results = try commitRows(items, shared: shared) } catch {
-            for p in items { if let t = p.temp { unlink(t) } }
+            // Committed or not, not known (a server catalog's COMMIT whose answer was lost, and
+            // the server not to be asked since): the copies stay, named by their assets' ids, for
+            // the recovery of this writer's folder to move in if the rows are there, else delete.
+            // Deleted here, a batch that had committed was up to 256 rows without their files.
+            if !(error is CommitOutcomeUnknown) {
+                for p in items { if let t = p.temp { unlink(t) } }
+            }
             throw error
         }
         try install(results, into: &summary, event)

@@ -199,7 +199,11 @@ extension Library {
                                              redaction: blob, refusal: refusal, alwaysNew: alwaysNew, requireConsent: requireConsent,
                                              basedOn: basedOn)
         } catch {
-            if temp != tempPath { rename(temp, tempPath) }   // the temp stays the caller's, where it was
+            // Saved or not, not known (see CommitOutcomeUnknown): a temp renamed to its file id
+            // stays so named, for recovery to move in if the row is there, else delete. Given back
+            // under its old name, a retry named it anew, and the row of the first try named a
+            // store file that never came.
+            if temp != tempPath && !(error is CommitOutcomeUnknown) { rename(temp, tempPath) }   // the temp stays the caller's, where it was
             throw error
         }
         let (asset, changed, saved) = committed

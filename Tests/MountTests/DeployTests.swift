@@ -197,6 +197,9 @@ struct Deploy {
     /// The same while the server cannot be asked (its postmaster stopped): the close fails, but
     /// its file stays for recovery, which moves it into the store once the row is seen (issue 41).
     @Test func aSidecarWhoseCommitCannotBeAskedAboutKeepsItsFile() throws { try script("pg-commit-unknown-unreachable") }
+    /// An import whose batch's commit cannot be asked about fails but keeps its copies, which the
+    /// next writer's recovery moves in once the rows are seen (issue 41).
+    @Test func anImportWhoseCommitCannotBeAskedAboutKeepsItsCopies() throws { try script("pg-import-unknown") }
     /// A sidecar's close whose COMMIT stays unanswered past every wait of the client (a commit
     /// held for a synchronous standby that does not come) leaves no catalog row naming a file the
     /// store lacks once the server lets it through (issue 41).
