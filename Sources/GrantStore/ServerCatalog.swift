@@ -128,6 +128,15 @@ public final class ServerCatalog: @unchecked Sendable {
         return id
     }
 
+    /// Whether `store` holds any of the catalog's originals (up to 16 looked for), or the catalog
+    /// names none: a folder that may be named the catalog's (SharedIdentity).
+    func storeHoldsSome(_ store: String) throws -> Bool {
+        let paths = try read { db in
+            try String.fetchAll(db, sql: "SELECT store_path FROM assets WHERE store_path IS NOT NULL ORDER BY rowid LIMIT 16")
+        }
+        return paths.isEmpty || paths.contains { StorePath.isValid($0) && access(store + "/" + $0, F_OK) == 0 }
+    }
+
     /// Takes back the identity this `open` gave the catalog it made (see SharedIdentity).
     func forgetIdentity() throws {
         try write(notify: false) { db in try db.server!.execute(script: "COMMENT ON TABLE photogate_schema IS NULL") }
@@ -154,11 +163,15 @@ public final class ServerCatalog: @unchecked Sendable {
             let pooled = idle.withLock { $0.popLast() }
             box = try pooled ?? ConnectionBox(connect())
             guard let begin else { break }
+            let sent = DispatchTime.now().uptimeNanoseconds
             do {
                 _ = try box.connection.query(begin, [])
                 break
             } catch let e as SQLServerError where e.isConnectionLost {
-                if pooled != nil { continue }
+                // Only a connection found closed at once (its socket at its end) is replaced: one
+                // that went unanswered for its whole timeout is a server that does not answer,
+                // and trying every kept connection in turn multiplied that wait.
+                if pooled != nil && DispatchTime.now().uptimeNanoseconds - sent < 1_000_000_000 { continue }
                 throw map(e)
             } catch {
                 idle.withLock { if $0.count < ServerCatalog.keepIdle { $0.append(box) } }
@@ -218,8 +231,11 @@ public final class ServerCatalog: @unchecked Sendable {
             guard commitLost, let (result, xid, backend) = pending else { throw error }
             // Nothing written: nothing to lose either way.
             guard let xid else { return result }
-            if committed(xid, backend: backend) { return result }
-            throw CommitOutcomeUnknown(error: error)
+            switch committed(xid, backend: backend) {
+            case true?: return result
+            case false?: throw error   // not saved: the lost connection is the error, as any
+            case nil: throw CommitOutcomeUnknown(error: error)
+            }
         }
     }
 
@@ -230,7 +246,7 @@ public final class ServerCatalog: @unchecked Sendable {
     /// synchronous standby waits for as long as the standby stays away, then commits, long after
     /// the caller was told it failed and deleted its file): the server process that runs it
     /// (`backend`, while it still runs that transaction) is ended, which settles it either way.
-    func committed(_ xid: String, backend: Int64? = nil, within: Double = 10) -> Bool {
+    func committed(_ xid: String, backend: Int64? = nil, within: Double = 10) -> Bool? {
         let deadline = Date().addingTimeInterval(within)
         var pause = 0.02
         while true {
@@ -244,10 +260,11 @@ public final class ServerCatalog: @unchecked Sendable {
             }
             switch status {
             case "committed"?: return true
-            case "aborted"?, "unknown"?: return false
+            case "aborted"?: return false
+            case "unknown"?: return nil   // too old to be known (never for one just sent)
             default: break   // in progress, or the server not reached
             }
-            if Date() >= deadline { return false }
+            if Date() >= deadline { return nil }
             Thread.sleep(forTimeInterval: pause)
             pause = min(pause * 2, 0.5)
         }
