@@ -34,10 +34,28 @@ mv "$tmp/shared" "$tmp/shared.empty" && mv "$tmp/shared.real" "$tmp/shared"
 has "is not the one of the catalog" "$out" && has "mounted" "$out" || fail "the message does not say why: $out"
 [[ -z $(ls -A "$tmp/shared.empty") ]] || fail "the refused command wrote into the folder that is not the share: $(ls -A "$tmp/shared.empty")"
 pb assets >/dev/null || fail "B with its share back"
-# A catalog made before catalogs had an identity (no comment, no marker) is named by the first
-# command that opens it, and its folder marked.
+# A catalog that lost its identity (a restore without comments) while its folder keeps its
+# marker: refused, with the statement that names it again.
+id=$(cat "$tmp/shared/CATALOG")
 pg_sql "COMMENT ON TABLE photogate_schema IS NULL" >/dev/null
+set +e; out=$(pa assets 2>&1); rc=$?; set -e
+[[ $rc == 1 ]] && has "COMMENT ON TABLE photogate_schema IS 'photogate catalog $id'" "$out" \
+    || fail "a catalog without its identity, its folder marked: exit $rc, $out"
+# A marker being written (empty: a crash between its creation and its write, as it was made) is
+# not a marker: said so, never taken for another catalog's.
+mv "$tmp/shared/CATALOG" "$tmp/CATALOG.kept"
+: > "$tmp/shared/CATALOG"
+set +e; out=$(pa assets 2>&1); rc=$?; set -e
+[[ $rc == 1 ]] && has "is not a catalog marker" "$out" || fail "an empty marker: exit $rc, $out"
 rm "$tmp/shared/CATALOG"
+# A catalog made before catalogs had an identity (no comment, no marker) is named by the first
+# command that opens it, and its folder marked; but not by a host whose share is not mounted
+# (an empty folder there), which every host with the real share would then be refused for.
+mv "$tmp/shared" "$tmp/shared.real"
+mkdir -m 700 "$tmp/shared"
+set +e; out=$(pb assets 2>&1); rc=$?; set -e
+rm -rf "$tmp/shared" && mv "$tmp/shared.real" "$tmp/shared"
+[[ $rc == 1 ]] && has "none of the catalog's originals" "$out" || fail "an unnamed catalog named from an empty folder: exit $rc, $out"
 pa assets >/dev/null || fail "A on a catalog without an identity"
 [[ -s $tmp/shared/CATALOG ]] || fail "the shared folder was not marked"
 has "$(cat "$tmp/shared/CATALOG")" "$(pg_sql "SELECT obj_description('photogate_schema'::regclass, 'pg_class')")" \
