@@ -12,24 +12,8 @@ need_fuse
 source "$(dirname "$0")/pg.sh"
 pg_start
 
-lib="$tmp/host"
-shared="$tmp/shared"
-pl() { PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
-out=$(pl init --catalog "$(pg_url)" --store "$shared" 2>&1) || fail "init: $out"
-app=org.example.Writer
-pl authorize $app --access read-write --status authorized >/dev/null
-mnt="$tmp/mnt"
-mkdir -p "$mnt"
-pl mount $app "$mnt" >/dev/null 2>&1 || fail "mount"
-on_exit "force_unmount '$mnt'"
-cp "$corpus/exif.jpg" "$mnt/mine.jpg" || fail "writing mine.jpg"
-
-sync_standby() {
-    pg_sql "ALTER SYSTEM SET synchronous_standby_names = '$1'" >/dev/null
-    pg_sql "SELECT pg_reload_conf()" >/dev/null
-}
+source "$(dirname "$0")/pg-cut.sh"
 on_exit "sync_standby ''"
-committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
 
 sync_standby nobody
 python3 - "$mnt/mine.jpg.xmp" >"$tmp/close.out" 2>"$tmp/close.err" <<'EOF' &

@@ -14,11 +14,6 @@ on_exit "force_unmount '$mnt'"
 # A photo of the app's own, to edit below.
 cp "$corpus/exif.jpg" "$mnt/mine.jpg" || fail "writing mine.jpg"
 
-sync_standby() {   # ''/a name: commits wait for that standby (which never comes) after their log is written
-    pg_sql "ALTER SYSTEM SET synchronous_standby_names = '$1'" >/dev/null
-    pg_sql "SELECT pg_reload_conf()" >/dev/null
-}
-committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
 
 # close_cut FILE HOLD PYTHON-WRITE: runs the write, then closes the file, while every commit waits
 # for the standby; cuts the committing connection once the server has the commit in its log;

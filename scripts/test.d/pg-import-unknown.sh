@@ -11,11 +11,6 @@ lib="$tmp/host"
 shared="$tmp/shared"
 pl() { PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
 out=$(pl init --catalog "$(pg_url)" --store "$shared" 2>&1) || fail "init: $out"
-sync_standby() {
-    pg_sql "ALTER SYSTEM SET synchronous_standby_names = '$1'" >/dev/null
-    pg_sql "SELECT pg_reload_conf()" >/dev/null
-}
-committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
 
 postmaster=$(head -1 "$pgdir/data/postmaster.pid")
 [[ $postmaster =~ ^[0-9]+$ ]] || fail "no postmaster pid"

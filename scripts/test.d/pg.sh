@@ -21,3 +21,11 @@ pg_start() {
     pg_start_again
     runuser -u postgres -- /usr/bin/psql -h "$pgdir" -U postgres -d postgres -Atq -c "CREATE DATABASE photos" || fail "createdb"
 }
+
+# Commits wait for a synchronous standby named $1 (which never comes) after their log is written;
+# '' lets them through again. `committing`: a commit is waiting so now.
+sync_standby() {
+    pg_sql "ALTER SYSTEM SET synchronous_standby_names = '$1'" >/dev/null
+    pg_sql "SELECT pg_reload_conf()" >/dev/null
+}
+committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
