@@ -226,14 +226,20 @@ extension Library {
         // On the writer's connection, as the commit that follows: a read here opened reader
         // connections (two descriptors each) in a daemon whose closes came many at once.
         try quietWrite { db in
-            let assets = try Int64.fetchOne(db, sql: "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM assets WHERE owner_app = ? AND added_at >= ?",
-                                             arguments: [app.rawValue, since]) ?? 0
-            let versions = try Int64.fetchOne(db, sql: "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
-                                               arguments: [app.rawValue, since]) ?? 0
-            // Sidecar versions are stored bytes too (issue 37): a sidecar rewritten in a loop adds.
-            let sidecars = try Int64.fetchOne(db, sql: "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM sidecars WHERE app_id = ? AND created_at >= ?",
-                                              arguments: [app.rawValue, since]) ?? 0
-            return UInt64(max(0, assets)) + UInt64(max(0, versions)) + UInt64(max(0, sidecars))
+            var total: UInt64 = 0
+            for sql in Library.bytesAddedSQL {
+                total += UInt64(max(0, try Int64.fetchOne(db, sql: sql, arguments: [app.rawValue, since]) ?? 0))
+            }
+            return total
         }
     }
+
+    /// What `bytesAdded` sums: the app's new photos, the versions it saved, and its sidecar
+    /// versions (issue 37: a sidecar rewritten in a loop adds), each since a time. Every close
+    /// asks: each is found through an index on (app, time), never by reading the table (v13).
+    static let bytesAddedSQL = [
+        "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM assets WHERE owner_app = ? AND added_at >= ?",
+        "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM versions WHERE app_id = ? AND created_at >= ? AND version > 0",
+        "SELECT CAST(coalesce(sum(byte_size), 0) AS BIGINT) FROM sidecars WHERE app_id = ? AND created_at >= ?",
+    ]
 }

@@ -101,6 +101,7 @@ enum Schema {
         registerV10(&m)
         registerV11(&m)
         registerV12Compatible(&m)
+        registerV13(&m)
         return m
     }
 }
@@ -283,6 +284,22 @@ extension Schema {
                     UPDATE asset_rowid_high SET high = max(high, OLD.rowid) WHERE one = 1;
                 END;
                 """)
+        }
+    }
+}
+
+extension Schema {
+    /// v13: what a close asks of the catalog is found through indexes, whatever the library's
+    /// size (issue 39). Every close of a new photo, an edit or a sidecar sums what the app added
+    /// in the last day (`bytesAdded`: the daily limit) and looks for an asset of the app with
+    /// the same content (`reusableAsset`). Over `assets_by_owner` alone, SQLite read every asset
+    /// of the app for both, and every version and sidecar of the library for the sum: with an
+    /// app that owns 100,000 photos, a close took ~30 ms more, and `cp` of 200 photos took 10.7 s
+    /// against 1.2-2.4 s into a new library. The two indexes on (owner_app, ...) serve every
+    /// query by owner alone too, so `assets_by_owner` goes.
+    static func registerV13(_ m: inout DatabaseMigrator) {
+        m.registerMigration(SchemaPostgres.v13.id) { g in let db = Database(sqlite: g)
+            try db.execute(sql: SchemaPostgres.v13.sql)
         }
     }
 }

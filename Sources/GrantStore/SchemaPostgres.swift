@@ -23,14 +23,26 @@
 /// transaction, on an empty schema.
 enum SchemaPostgres {
     /// The last migration of `Schema.migrator` this DDL equals.
-    static let version = "v12-compatible"
+    static let version = v13.id
 
     /// Every migration identifier of `Schema.migrator` up to `version`, in order.
     static let migrations = [
         "v1", "v2-app-history", "v3-per-app-tokens", "v4-redaction-version", "v5-versions", "v6-refusals",
         "v7-asset-rowids-never-reused", "v8-access-report", "v9-set-grants", "v10-recently-deleted", "v11-sidecars",
-        "v12-compatible",
+        "v12-compatible", v13.id,
     ]
+
+    /// The migrations made after the first catalogs on a server, each as SQL that runs on both
+    /// engines: a catalog made by an earlier photogate gets them at its next open
+    /// (`ServerCatalog.upgrade`), as GRDB's migrator applies them on SQLite.
+    static let v13 = (id: "v13-app-writes-indexed", sql: """
+        CREATE INDEX assets_by_owner_hash ON assets(owner_app, content_hash) WHERE owner_app IS NOT NULL;
+        CREATE INDEX assets_by_owner_added ON assets(owner_app, added_at) WHERE owner_app IS NOT NULL;
+        DROP INDEX assets_by_owner;
+        CREATE INDEX versions_by_app ON versions(app_id, created_at) WHERE app_id IS NOT NULL;
+        CREATE INDEX sidecars_by_app ON sidecars(app_id, created_at) WHERE app_id IS NOT NULL;
+        """)
+    static let upgrades: [(id: String, sql: String)] = [v13]
 
     static let ddl = """
         CREATE TABLE apps (
@@ -72,7 +84,8 @@ enum SchemaPostgres {
             CHECK ((store_path IS NULL) <> (reference_path IS NULL))
         );
         CREATE INDEX assets_by_hash ON assets(content_hash);
-        CREATE INDEX assets_by_owner ON assets(owner_app) WHERE owner_app IS NOT NULL;
+        CREATE INDEX assets_by_owner_hash ON assets(owner_app, content_hash) WHERE owner_app IS NOT NULL;
+        CREATE INDEX assets_by_owner_added ON assets(owner_app, added_at) WHERE owner_app IS NOT NULL;
         CREATE INDEX assets_trashed ON assets(trashed_at) WHERE trashed_at IS NOT NULL;
         CREATE INDEX assets_heif ON assets(media_kind) WHERE media_kind = 'heif';
 
@@ -181,6 +194,7 @@ enum SchemaPostgres {
             PRIMARY KEY (asset_rowid, version)
         );
         CREATE UNIQUE INDEX versions_by_file ON versions(file_id) WHERE file_id IS NOT NULL;
+        CREATE INDEX versions_by_app ON versions(app_id, created_at) WHERE app_id IS NOT NULL;
         -- A trigger's WHEN takes no subquery here: the look for the version is in its body.
         CREATE FUNCTION assets_current_version_exists() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
@@ -284,6 +298,7 @@ enum SchemaPostgres {
             PRIMARY KEY (asset_rowid, form, ext, version)
         );
         CREATE UNIQUE INDEX sidecars_by_file ON sidecars(file_id) WHERE file_id IS NOT NULL;
+        CREATE INDEX sidecars_by_app ON sidecars(app_id, created_at) WHERE app_id IS NOT NULL;
 
         CREATE TABLE photogate_schema (
             version TEXT COLLATE "C" PRIMARY KEY NOT NULL

@@ -87,14 +87,44 @@ public final class ServerCatalog: @unchecked Sendable {
             }
             catalog.identity = try ServerCatalog.readIdentity(c)
             // The migrations the catalog's schema equals, against the ones this photogate knows.
-            let applied = try c.query("SELECT version FROM photogate_schema", []).rows.compactMap { String(sqlValue: $0[0]) }
+            var applied = try ServerCatalog.appliedMigrations(c)
             if applied.contains(where: { !SchemaPostgres.migrations.contains($0) }) { throw LibraryError.libraryTooNew(library) }
+            if Set(applied) != Set(SchemaPostgres.migrations) { applied = try ServerCatalog.upgrade(c, applied: applied) }
             guard Set(applied) == Set(SchemaPostgres.migrations) else {
                 throw LibraryError.catalogDamaged(library: library, why: "its catalog at \(link.safeCatalog) has the schema of \(applied.last ?? "nothing"), "
                     + "this photogate's is \(SchemaPostgres.version)")
             }
         }
         return catalog
+    }
+
+    static func appliedMigrations(_ c: SQLServerConnection) throws -> [String] {
+        try c.query("SELECT version FROM photogate_schema", []).rows.compactMap { String(sqlValue: $0[0]) }
+    }
+
+    /// Applies the migrations a catalog made by an earlier photogate lacks (`SchemaPostgres.upgrades`),
+    /// in one transaction under the write lock: hosts opening it at once upgrade it once, and a
+    /// failed upgrade leaves it as it was. Returns the migrations the catalog has after. A catalog
+    /// that lacks one of the first migrations (made as one script, never upgraded) is left alone:
+    /// the caller calls it damaged.
+    static func upgrade(_ c: SQLServerConnection, applied: [String]) throws -> [String] {
+        let known = Set(SchemaPostgres.upgrades.map(\.id))
+        let missing = SchemaPostgres.migrations.filter { !applied.contains($0) }
+        guard !missing.isEmpty, missing.allSatisfy(known.contains) else { return applied }
+        _ = try c.query("BEGIN", [])
+        do {
+            _ = try c.query("SELECT pg_advisory_xact_lock($1)", [.int(writeLock)])
+            let now = try appliedMigrations(c)
+            for step in SchemaPostgres.upgrades where !now.contains(step.id) {
+                try c.execute(script: step.sql)
+                _ = try c.query("INSERT INTO photogate_schema (version) VALUES ($1)", [.text(step.id)])
+            }
+            _ = try c.query("COMMIT", [])
+        } catch {
+            _ = try? c.query("ROLLBACK", [])
+            throw error
+        }
+        return try appliedMigrations(c)
     }
 
     static let identityPrefix = "photogate catalog "

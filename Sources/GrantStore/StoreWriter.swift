@@ -327,17 +327,21 @@ public final class StoreWriter: @unchecked Sendable {
     /// photo get a new version (`commitVersion`'s `alwaysNew`).
     static func reusableAsset(_ db: Database, app: AppID, hash: String, size: UInt64, name: String,
                               reuse: ReuseRule) throws -> Asset? {
-        let rows = try Row.fetchAll(db, sql: """
-            SELECT \(Library.assetColumns) FROM assets
-            WHERE owner_app = ? AND content_hash = ? AND byte_size = ? AND trashed_at IS NULL
-              AND (? = 1 OR owner_name = ?) ORDER BY rowid
-            """, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name])
+        let rows = try Row.fetchAll(db, sql: reusableAssetSQL, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name])
         for row in rows {
             let a = Library.asset(row)
             if try knowsCurrentBytes(db, app: app, rowID: a.rowID, reads: reuse == .sameName) { return a }
         }
         return nil
     }
+
+    /// The app's assets of a content (`reusableAsset`): every close of a new photo asks, through
+    /// the index on (owner, hash), never by reading every asset of the app (v13).
+    static let reusableAssetSQL = """
+        SELECT \(Library.assetColumns) FROM assets
+        WHERE owner_app = ? AND content_hash = ? AND byte_size = ? AND trashed_at IS NULL
+          AND (? = 1 OR owner_name = ?) ORDER BY rowid
+        """
 
     /// Whether the app knows the asset's current bytes as they are (see `reusableAsset`):
     /// `reads`, it has a read-write view (an add-only one reads nothing).
