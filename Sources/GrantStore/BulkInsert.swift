@@ -35,10 +35,16 @@ public struct BulkAsset: Sendable {
     public var captureDate: Date?
     /// Cloud-shared: the asset joins the fill's shared album, as with `import --shared`.
     public var shared: Bool
+    /// The app that made it (as if it wrote the photo into an add-only mount), and when it was
+    /// added (default: now).
+    public var owner: AppID?
+    public var addedAt: Date?
 
-    public init(name: String, original: Int, captureDate: Date? = nil, shared: Bool = false) {
+    public init(name: String, original: Int, captureDate: Date? = nil, shared: Bool = false, owner: AppID? = nil, addedAt: Date? = nil) {
         self.name = name
         self.original = original
+        self.owner = owner
+        self.addedAt = addedAt
         self.captureDate = captureDate
         self.shared = shared
     }
@@ -88,7 +94,7 @@ extension Library {
                 INSERT INTO assets (rowid, id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
                     added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal,
                     redaction_version)
-                VALUES (\(Library.nextAssetRowIDSQL), ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
+                VALUES (\(Library.nextAssetRowIDSQL), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
                 """)
             let now = Library.now()
             var rowIDs: [Int64] = []
@@ -105,7 +111,9 @@ extension Library {
                 let o = originals[a.original], c = common[a.original]
                 let id = hex(ids[i])
                 let capture = (a.captureDate ?? o.facts.scan.captureDate ?? o.facts.fileDate).timeIntervalSince1970
-                try insert.execute(arguments: [id, a.name, c.kind, c.mediaClass, Int64(o.facts.byteSize), capture, now,
+                if let owner = a.owner { _ = try Library.ensureApp(db, owner) }
+                try insert.execute(arguments: [id, a.name, a.owner?.rawValue, a.owner.map { _ in a.name }, c.kind, c.mediaClass,
+                                               Int64(o.facts.byteSize), capture, a.addedAt.map { $0.timeIntervalSince1970 } ?? now,
                                                o.facts.scan.hasLocation, "sha256:" + zeros + id, a.shared, o.path,
                                                c.plan, c.refusal, MediaScanner.version])
                 rowIDs.append(db.lastInsertedRowID)

@@ -39,6 +39,12 @@ struct DebugFillCatalog: PhotogateCommand {
     @Option(help: "The shared album the cloud-shared assets join.")
     var sharedAlbum = "Shared photos"
 
+    @Option(help: "The app that made the assets (as if it wrote them into an add-only mount).")
+    var owner: String?
+
+    @Option(help: "Seconds between the times consecutive assets were added, back from now (default: all added now).")
+    var addedStep: Double?
+
     @OptionGroup var lib: LibraryOption
 
     func validate() throws {
@@ -63,6 +69,10 @@ struct DebugFillCatalog: PhotogateCommand {
                 let e = (name as NSString).pathExtension
                 return e.isEmpty ? "" : "." + e
             }
+            let app = try owner.map { o -> AppID in
+                guard let a = AppID(o) else { throw LibraryError.badInput("\(o) is not an app id") }
+                return a
+            }
             let started = Date()
             let added = try library.insertReferenced(originals, count: n, sharedAlbum: sharedAlbum) { i in
                 let o = i % originals.count
@@ -70,7 +80,7 @@ struct DebugFillCatalog: PhotogateCommand {
                 // Row i is shared when the running total of the fraction passes a whole number.
                 let shared = Int(Double(i + 1) * sharedFraction) > Int(Double(i) * sharedFraction)
                 return BulkAsset(name: name, original: o, captureDate: Date(timeIntervalSince1970: captureStart + Double(i) * captureStep),
-                                 shared: shared)
+                                 shared: shared, owner: app, addedAt: addedStep.map { started.addingTimeInterval(-Double(i) * $0) })
             }
             say("added \(added) assets from \(originals.count) files in \(String(format: "%.2f", Date().timeIntervalSince(started))) s")
         }

@@ -22,9 +22,9 @@ def env_int(name, default):
 
 
 QUICK = os.environ.get("BENCH_QUICK", "0") == "1"
-D = (dict(runs=3, video=64, rand=5000, photos=300, real=60, list=5000, big=20000, grant=1000, mounts=3, lat=10, small=200)
+D = (dict(runs=3, video=64, rand=5000, photos=300, real=60, list=5000, big=20000, grant=1000, mounts=3, lat=10, small=200, owned=20000)
      if QUICK else
-     dict(runs=5, video=1024, rand=50000, photos=10000, real=1000, list=100000, big=1000000, grant=10000, mounts=10, lat=500, small=1000))
+     dict(runs=5, video=1024, rand=50000, photos=10000, real=1000, list=100000, big=1000000, grant=10000, mounts=10, lat=500, small=1000, owned=100000))
 RUNS = env_int("BENCH_RUNS", D["runs"])
 COLD_RUNS = env_int("BENCH_COLD_RUNS", 2 * RUNS + 1)
 VIDEO_MB = env_int("BENCH_VIDEO_MB", D["video"])
@@ -37,6 +37,7 @@ PROFILE_OPENS = env_int("BENCH_PROFILE_OPENS", 200)
 LIST = env_int("BENCH_LIST", D["list"])
 BIG = env_int("BENCH_BIG", D["big"])
 GRANT = env_int("BENCH_GRANT", D["grant"])
+OWNED = env_int("BENCH_OWNED", D["owned"])
 NMOUNTS = env_int("BENCH_MOUNTS", D["mounts"])
 LAT = env_int("BENCH_LATENCY", D["lat"])
 WRITERS = env_int("BENCH_WRITERS", 8)
@@ -369,12 +370,13 @@ def forget_app_files(lib, app):
     good (Recently Deleted keeps them), so this edits the catalog; nothing else here does."""
     c = sqlite3.connect(f"{lib}/photogate.sqlite")
     try:
-        for (rel,) in c.execute("SELECT store_path FROM assets WHERE owner_app = ?", (app,)).fetchall():
+        # Only files it wrote: the assets debug-fill-catalog made it own are references.
+        for (rel,) in c.execute("SELECT store_path FROM assets WHERE owner_app = ? AND store_path IS NOT NULL", (app,)).fetchall():
             try:
                 os.unlink(os.path.join(lib, "store", rel))
             except FileNotFoundError:
                 pass
-        c.execute("DELETE FROM assets WHERE owner_app = ?", (app,))
+        c.execute("DELETE FROM assets WHERE owner_app = ? AND store_path IS NOT NULL", (app,))
         c.commit()
     finally:
         c.close()

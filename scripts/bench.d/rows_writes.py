@@ -18,8 +18,8 @@ import os
 import sqlite3
 import subprocess
 
-from benchlib import (EDIT_MB, EDIT_SAVE, REAL, RESULTS, TEMPLATE, TOOL, WRITERS, dataset, empty_folder,
-                      listing, log, main_library, measure, pg, pg_mount, pg_unmount, real_photos, record,
+from benchlib import (EDIT_MB, EDIT_SAVE, OWNED, REAL, RESULTS, TEMPLATE, TOOL, WRITERS, dataset, empty_folder,
+                      listing, log, main_library, measure, pg, pg_mount, pg_unmount, photos, real_photos, record,
                       remounting, row, sh, w, write_list)
 
 
@@ -58,6 +58,35 @@ def cp_durable():
     measure("cp-durable", label, "native", [TOOL, "cpsync", m["list"], m["native"], 1], prepare=m["reset_native"])
     measure("cp-durable", label, "passthrough", ["cp", "--sparse=never", *m["files"], m["mp"] + "/"], prepare=m["reset_mount"])
     ratio_note("cp-durable")
+
+
+@row("cp-owner-large", "writes")
+def cp_owner_large():
+    """`cp` into add-only for an app that owns OWNED photos already, added over the last weeks (a
+    camera app after months): every close asks the catalog what the app added in the last day
+    and whether it has an asset of the same content (issue 39: both read every asset of the app,
+    and every version of the library, until v13's indexes)."""
+    real = real_photos()
+    lib = w("library-owned")
+    pg("init", "--library", lib)
+    pg("authorize", "--library", lib, "org.bench.Camera", "--access", "add-only", "--status", "authorized")
+    pg("debug-fill-catalog", "--library", lib, "--owner", "org.bench.Camera", "--count", OWNED, "--name-prefix", "CAM_",
+       "--added-step", 30, photos())
+    mp = pg_mount(lib, "org.bench.Camera", w("mnt", "camera"), "--access", "add-only")
+    native = w("owned-native")
+    os.makedirs(native, exist_ok=True)
+    files = listing(real, prefix="")
+
+    def reset_native():
+        empty_folder(native)
+        os.sync()
+    label = f"cp {REAL} photos in, the app owning {OWNED} photos, native fsyncs each"
+    measure("cp-owner-large", label, "native", [TOOL, "cpsync", write_list("list-owned", files), native, 1], prepare=reset_native)
+    measure("cp-owner-large", label, "passthrough", ["cp", "--sparse=never", *files, mp + "/"],
+            prepare=remounting(lib, "org.bench.Camera", mp))
+    ratio_note("cp-owner-large")
+    pg_unmount(lib, mp)
+    reset_native()
 
 
 @row("cp-durable-par", "writes")
