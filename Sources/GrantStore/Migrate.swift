@@ -1,6 +1,7 @@
 // `photogate migrate` (issue 41): an SQLite library copied into a library whose catalog is on
-// PostgreSQL. Kept apart from the catalog's other code: it reads every table of one engine and
-// writes every table of the other, and nothing else uses it.
+// PostgreSQL; and, the other way, `photogate backup` of such a library into an SQLite one
+// (Recovery.swift). Kept apart from the catalog's other code: it reads every table of one engine
+// and writes every table of the other.
 import Foundation
 import GRDB
 import LibraryRun
@@ -54,6 +55,30 @@ enum Migration {
 
     static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
+    /// What a column stores, by its declared type on either engine (SchemaPostgres: INTEGER is
+    /// BIGINT, booleans included; REAL is DOUBLE PRECISION; BLOB is BYTEA).
+    enum Kind: String {
+        case integer, real, text, blob
+
+        init?(declared: String) {
+            switch declared.lowercased() {
+            case "integer", "bigint": self = .integer
+            case "real", "double precision": self = .real
+            case "text": self = .text
+            case "blob", "bytea": self = .blob
+            default: return nil
+            }
+        }
+    }
+
+    /// One column of a catalog's table: what it stores, and whether the engine numbers its rows
+    /// (a PostgreSQL identity; SQLite's AUTOINCREMENT key, whose high mark is `sqlite_sequence`).
+    struct Column {
+        var name: String
+        var kind: Kind
+        var numbered: Bool
+    }
+
     /// One table of the source, as read.
     struct Table {
         var name: String
@@ -64,8 +89,9 @@ enum Migration {
     /// The source's whole catalog, read in one transaction.
     struct Snapshot {
         var tables: [Table] = []
-        /// SQLite's AUTOINCREMENT high marks (`sqlite_sequence`): numbers of rows deleted since
-        /// are never given again, and must not be on PostgreSQL either (apps hold change tokens).
+        /// Per table, the highest number its engine gave a row (SQLite's AUTOINCREMENT high marks,
+        /// `sqlite_sequence`; PostgreSQL's identity sequences): numbers of rows deleted since are
+        /// never given again, and must not be by the other engine either (apps hold change tokens).
         var sequences: [String: Int64] = [:]
     }
 
@@ -148,7 +174,11 @@ extension Library {
                 files.removeCopies(except: Set(named), &report)
                 try files.sync()
                 report.referenced = try Int.fetchOne(db, sql: "SELECT count(*) FROM assets WHERE store_path IS NULL") ?? 0
-                report.rows = try dest.write { pg in try Library.load(snapshot, into: pg, link: link) }
+                report.rows = try dest.write { pg in
+                    let held = try Library.heldRows(pg)
+                    if !held.isEmpty { throw Library.notEmpty(link, held) }
+                    return try Library.load(snapshot, into: pg)
+                }
                 report.assets = report.rows.first { $0.table == "assets" }?.count ?? 0
             }
         } catch let e as DatabaseError {
@@ -166,55 +196,63 @@ extension Library {
         }
     }
 
-    /// Every table of the catalog, read in the caller's transaction (SQLite).
+    /// Every table of the catalog, read in the caller's transaction, on either engine (SQLite for
+    /// `migrate`, PostgreSQL for `backup`), with the numbers its engine gave.
     static func migrationSnapshot(_ db: Database) throws -> Migration.Snapshot {
-        let applied = try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+        let applied = try String.fetchAll(db, sql: db.isPostgres ? "SELECT version FROM \(Migration.schemaTable)" : "SELECT identifier FROM grdb_migrations")
         guard Set(applied) == Set(SchemaPostgres.migrations) else {
-            throw LibraryError.invalid("the catalog's schema (\(applied.last ?? "none")) is not the one this photogate writes to PostgreSQL (\(SchemaPostgres.version))")
+            throw LibraryError.invalid("the catalog's schema (\(applied.last ?? "none")) is not the one this photogate copies between SQLite and PostgreSQL (\(SchemaPostgres.version))")
         }
+        let columns = try Migration.columns(db)
         let expected = Set(Migration.tables).subtracting([Migration.schemaTable])
-        let present = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' AND name <> 'grdb_migrations'"))
+        let present = Set(columns.keys)
         guard present == expected else {
-            throw LibraryError.invalid("the catalog's tables are not the ones the PostgreSQL schema has (only in SQLite: "
-                + "\(present.subtracting(expected).sorted()); only on PostgreSQL: \(expected.subtracting(present).sorted())): nothing was migrated")
+            throw LibraryError.invalid("the catalog's tables are not the ones of the schema this photogate copies (only in the catalog: "
+                + "\(present.subtracting(expected).sorted()); only in the schema: \(expected.subtracting(present).sorted())): nothing was copied")
         }
         var s = Migration.Snapshot()
         for t in Migration.tables where t != Migration.schemaTable {
-            let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?) ORDER BY cid", arguments: [t])
-            let rows = try Row.fetchAll(db, sql: "SELECT \(columns.map(Migration.quoted).joined(separator: ", ")) FROM \(Migration.quoted(t))")
-            s.tables.append(Migration.Table(name: t, columns: columns, rows: rows.map(\.values)))
+            let names = columns[t, default: []].map(\.name)
+            let rows = try Row.fetchAll(db, sql: "SELECT \(names.map(Migration.quoted).joined(separator: ", ")) FROM \(Migration.quoted(t))")
+            s.tables.append(Migration.Table(name: t, columns: names, rows: rows.map(\.values)))
         }
-        for r in try Row.fetchAll(db, sql: "SELECT name, seq FROM sqlite_sequence") {
-            if let name: String = r[0], let seq: Int64 = r[1] { s.sequences[name] = seq }
-        }
+        s.sequences = try highMarks(db)
         return s
     }
 
-    /// Writes a snapshot into an empty catalog, in the caller's transaction (PostgreSQL).
-    static func load(_ s: Migration.Snapshot, into db: Database, link: CatalogLink) throws -> [(table: String, count: Int)] {
-        guard let server = db.server else { throw LibraryError.invalid("a migration writes into a catalog on a server") }
-        let held = try heldRows(db)
-        if !held.isEmpty { throw notEmpty(link, held) }
-        // The server's columns: their types, and which are identities.
-        var types: [String: [String: String]] = [:]
-        var identities: [(table: String, column: String)] = []
-        for r in try Row.fetchAll(db, sql: """
-            SELECT table_name::text, column_name::text, data_type::text, is_identity::text FROM information_schema.columns
-            WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position
-            """) {
-            let table: String = r[0], column: String = r[1]
-            types[table, default: [:]][column] = r[2]
-            if (r[3] as String) == "YES" { identities.append((table, column)) }
+    /// Per table, the highest number the catalog's engine gave its rows, deleted ones included:
+    /// SQLite's `sqlite_sequence`, PostgreSQL's identity sequences (which no transaction rolls
+    /// back: what they say is the newest, whatever the caller's snapshot).
+    static func highMarks(_ db: Database) throws -> [String: Int64] {
+        let sql = db.isPostgres ? """
+            SELECT table_name::text, pg_sequence_last_value(pg_get_serial_sequence(quote_ident(table_name::text), column_name::text)::regclass)
+            FROM information_schema.columns WHERE table_schema = current_schema() AND is_identity = 'YES'
+            """ : "SELECT name, seq FROM sqlite_sequence"
+        var marks: [String: Int64] = [:]
+        for r in try Row.fetchAll(db, sql: sql) {
+            if let name: String = r[0], let seq: Int64 = r[1] { marks[name] = max(marks[name] ?? 0, seq) }
         }
+        return marks
+    }
+
+    /// Writes a snapshot into a catalog that holds nothing but its schema's own rows, in the
+    /// caller's transaction, on either engine (PostgreSQL for `migrate`, SQLite for `backup`): ids
+    /// and keys as they are, the schema's seeded rows replaced by the source's, and each column
+    /// the engine numbers set past the highest number the source gave.
+    static func load(_ s: Migration.Snapshot, into db: Database) throws -> [(table: String, count: Int)] {
+        let target = try Migration.columns(db)
+        let engine = db.isPostgres ? "PostgreSQL" : "SQLite"
         var counts: [(table: String, count: Int)] = []
-        var highest: [String: Int64] = [:]
+        var highest: [(table: String, column: String, top: Int64)] = []
         for table in s.tables {
-            guard let serverColumns = types[table.name], Set(serverColumns.keys) == Set(table.columns) else {
-                throw LibraryError.invalid("the table \(table.name) has other columns in SQLite (\(table.columns)) than on PostgreSQL (\(types[table.name]?.keys.sorted() ?? [])): nothing was migrated")
+            guard let columns = target[table.name], Set(columns.map(\.name)) == Set(table.columns) else {
+                throw LibraryError.invalid("the table \(table.name) has other columns in the catalog copied (\(table.columns)) than in \(engine) "
+                    + "(\(target[table.name]?.map(\.name).sorted() ?? [])): nothing was copied")
             }
+            let byName = Dictionary(uniqueKeysWithValues: columns.map { ($0.name, $0) })
             // The row the schema gave it, replaced by the source's (in the order of the tables).
             if Migration.seeded.contains(table.name) { try db.execute(sql: "DELETE FROM \(Migration.quoted(table.name))") }
-            let kinds = table.columns.map { serverColumns[$0]! }
+            let kinds = table.columns.map { byName[$0]!.kind }
             let head = "INSERT INTO \(Migration.quoted(table.name)) (\(table.columns.map(Migration.quoted).joined(separator: ", "))) VALUES "
             let per = Migration.batch(columns: table.columns.count)
             var start = 0
@@ -228,43 +266,78 @@ extension Library {
                     var tuple: [String] = []
                     for (c, v) in row.enumerated() {
                         binds.append(try Migration.convert(v, to: kinds[c]) {
-                            "the catalog's \(table.name).\(table.columns[c]) holds \(v) (row \(i + 1)), which a PostgreSQL \(kinds[c]) cannot hold as it is: nothing was migrated"
+                            "the catalog's \(table.name).\(table.columns[c]) holds \(v) (row \(i + 1)), which \(engine)'s \(kinds[c].rawValue) column cannot hold as it is: nothing was copied"
                         })
-                        tuple.append("$\(binds.count)")
+                        tuple.append(db.isPostgres ? "$\(binds.count)" : "?")
                     }
                     values.append("(" + tuple.joined(separator: ", ") + ")")
                 }
-                _ = try server.query(head + values.joined(separator: ", "), binds)
+                let sql = head + values.joined(separator: ", ")
+                if let server = db.server {
+                    _ = try server.query(sql, binds)
+                } else {
+                    var arguments = StatementArguments()
+                    arguments.positional = binds
+                    try db.execute(sql: sql, arguments: arguments)
+                }
                 start += rows.count
             }
             counts.append((table.name, table.rows.count))
-            for (c, column) in table.columns.enumerated() where identities.contains(where: { $0 == (table.name, column) }) {
+            for (c, column) in table.columns.enumerated() where byName[column]!.numbered {
                 let top = table.rows.compactMap { Int64(sqlValue: $0[c]) }.max() ?? 0
-                highest[table.name + "." + column] = max(top, s.sequences[table.name] ?? 0)
+                highest.append((table.name, column, max(top, s.sequences[table.name] ?? 0)))
             }
         }
-        // Each identity past the highest number given, as SQLite's next would be.
-        for (table, column) in identities {
-            guard let top = highest[table + "." + column], top > 0 else { continue }
-            _ = try server.query("SELECT setval(pg_get_serial_sequence($1, $2), $3)", [.text(table), .text(column), .int(top)])
+        // Each numbered column past the highest number given, as the source's next would be.
+        for (table, column, top) in highest where top > 0 {
+            if let server = db.server {
+                _ = try server.query("SELECT setval(pg_get_serial_sequence($1, $2), $3)", [.text(table), .text(column), .int(top)])
+            } else {
+                try db.execute(sql: "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = ?", arguments: [top, table])
+                if db.changesCount == 0 { try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [table, top]) }
+            }
         }
         return counts
     }
 }
 
 extension Migration {
-    /// A value as the server's column type holds it, exactly, or an error (`what` says where).
-    static func convert(_ v: SQLValue, to type: String, _ what: () -> String) throws -> SQLValue {
-        switch (type, v) {
+    /// The catalog's tables and their columns, in the engine's order of columns, without the
+    /// schema's own record (`grdb_migrations`, `photogate_schema`) and SQLite's own tables.
+    static func columns(_ db: Database) throws -> [String: [Column]] {
+        let sql = db.isPostgres ? """
+            SELECT table_name::text, column_name::text, data_type::text, is_identity::text = 'YES'
+            FROM information_schema.columns WHERE table_schema = current_schema() AND table_name::text <> '\(schemaTable)'
+            ORDER BY table_name, ordinal_position
+            """ : """
+            SELECT m.name, p.name, p.type, p.pk = 1 AND m.sql LIKE '%AUTOINCREMENT%'
+            FROM sqlite_master m, pragma_table_info(m.name) p
+            WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite%' AND m.name <> 'grdb_migrations'
+            ORDER BY m.name, p.cid
+            """
+        var out: [String: [Column]] = [:]
+        for r in try Row.fetchAll(db, sql: sql) {
+            let table: String = r[0], name: String = r[1], declared: String = r[2]
+            guard let kind = Kind(declared: declared) else {
+                throw LibraryError.invalid("the catalog's \(table).\(name) is a column of type \(declared), which this photogate does not copy: nothing was copied")
+            }
+            out[table, default: []].append(Column(name: name, kind: kind, numbered: r[3]))
+        }
+        return out
+    }
+
+    /// A value as the target's column stores it, exactly, or an error (`what` says where).
+    static func convert(_ v: SQLValue, to kind: Kind, _ what: () -> String) throws -> SQLValue {
+        switch (kind, v) {
         case (_, .null): return v
-        case ("bigint", .int), ("double precision", .double), ("text", .text), ("bytea", .blob): return v
-        case ("bigint", .double(let d)):
+        case (.integer, .int), (.real, .double), (.text, .text), (.blob, .blob): return v
+        case (.integer, .double(let d)):
             if let i = Int64(exactly: d) { return .int(i) }
-        case ("double precision", .int(let i)):
+        case (.real, .int(let i)):
             if let d = Double(exactly: i) { return .double(d) }
-        case ("text", .blob(let data)):
+        case (.text, .blob(let data)):
             if let s = String(data: data, encoding: .utf8) { return .text(s) }
-        case ("bytea", .text(let s)):
+        case (.blob, .text(let s)):
             return .blob(Data(s.utf8))
         default:
             break

@@ -22,16 +22,18 @@ import Glibc
 
     func bytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
 
-    /// Every table of the SQLite catalog is one of the PostgreSQL schema's, in an order where a
-    /// table follows those its foreign keys name; a table or column on one side only stops it.
-    @Test(.disabled(if: TestSupport.onPostgres, "reads an SQLite source catalog, which migrate moves from"))
-    func theSnapshotHoldsEveryTableOfTheCatalog() throws {
+    /// Every table of the catalog (SQLite's, which migrate reads; PostgreSQL's, which backup
+    /// reads) is one of the PostgreSQL schema's, in an order where a table follows those its
+    /// foreign keys name, with the numbers the engine gave; a table on one side only stops it.
+    @Test func theSnapshotHoldsEveryTableOfTheCatalog() throws {
         let src = try TempLibrary()
         try src.importJPEGs(["a.jpg", "b.jpg"])
         let s = try src.library.read { db in try Library.migrationSnapshot(db) }
         #expect(s.tables.map(\.name) == Migration.tables.filter { $0 != Migration.schemaTable })
         #expect(s.tables.first { $0.name == "assets" }?.rows.count == 2)
         #expect(s.tables.first { $0.name == "asset_rowid_high" }?.rows.count == 1)
+        let changes = try src.library.read { db in try Int64.fetchOne(db, sql: "SELECT max(seq) FROM changes") }
+        #expect(changes != nil && s.sequences["changes"] == changes, "\(s.sequences)")
         #expect(Migration.tables.firstIndex(of: "apps")! < Migration.tables.firstIndex(of: "assets")!)
         #expect(Migration.tables.firstIndex(of: "assets")! < Migration.tables.firstIndex(of: "versions")!)
         #expect(Migration.seeded == ["asset_rowid_high", "report_settings", "trash_settings"])
@@ -39,9 +41,18 @@ import Glibc
         #expect(throws: LibraryError.self) { try src.library.read { db in try Library.migrationSnapshot(db) } }
     }
 
-    /// A value goes to the server as its column holds it, exactly, or not at all.
+    /// A value goes to the other engine as its column holds it, exactly, or not at all; each
+    /// engine's declared types are the same four kinds (backup copies PostgreSQL to SQLite).
     @Test func valuesMeetTheServersTypesExactly() throws {
-        func c(_ v: SQLValue, _ t: String) throws -> SQLValue { try Migration.convert(v, to: t) { "\(v) into \(t)" } }
+        func c(_ v: SQLValue, _ t: String) throws -> SQLValue {
+            try Migration.convert(v, to: try #require(Migration.Kind(declared: t))) { "\(v) into \(t)" }
+        }
+        for (sqlite, postgres) in [("INTEGER", "bigint"), ("REAL", "double precision"), ("TEXT", "text"), ("BLOB", "bytea")] {
+            #expect(Migration.Kind(declared: sqlite) != nil && Migration.Kind(declared: sqlite) == Migration.Kind(declared: postgres))
+        }
+        #expect(Migration.Kind(declared: "boolean") == nil && Migration.Kind(declared: "timestamp with time zone") == nil)
+        #expect(try c(.int(3), "REAL") == .double(3))
+        #expect(try c(.blob(Data([0, 0xff])), "BLOB") == .blob(Data([0, 0xff])))
         #expect(try c(.int(3), "double precision") == .double(3))
         #expect(try c(.double(4), "bigint") == .int(4))
         #expect(try c(.blob(Data("é".utf8)), "text") == .text("é"))
