@@ -14,7 +14,9 @@ import Glibc
 /// A library's catalog is `photogate.sqlite` (with its write-ahead log while processes use it);
 /// its photos are the files in `store/`, which are never changed once written (an edit is a new
 /// file). So a consistent copy is the catalog as of one moment, by SQLite's online backup (safe
-/// while mounts and commands write), then every store file that catalog names.
+/// while mounts and commands write), then every store file that catalog names. A library whose
+/// catalog is on a server is copied the same way into an SQLite library of its own: the server's
+/// catalog as of one moment (one snapshot), then the files of the shared store it names.
 public struct BackupReport: Sendable {
     public var assets = 0
     public var filesCopied = 0
@@ -42,7 +44,8 @@ extension Library {
     static let beforeBackupRename = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Copies the library into `final`, a folder that must not exist yet (made 0700): a library
-    /// of its own there, which `--library DEST` opens as it is. Made as `DEST.partial` and renamed
+    /// of its own there, whose catalog is SQLite's (also for a library whose catalog is on a
+    /// server), which `--library DEST` opens as it is. Made as `DEST.partial` and renamed
     /// into place once all of it is durable: a backup killed or out of space is never a folder
     /// that opens as a complete library (the partial one is removed on an error).
     public func backup(to final: String) throws -> BackupReport {
@@ -93,30 +96,69 @@ extension Library {
         let target = LibraryPaths(root: dest)
         try "photogate library\n".write(toFile: target.marker, atomically: true, encoding: .utf8)
         chmod(target.marker, 0o600)
-        // The catalog as of one moment (SQLite's online backup: pages copied under a read
-        // transaction; concurrent writers go on).
         let fd = Glibc.open(target.database, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw LibraryError.io("cannot create \(target.database): \(String(cString: strerror(errno)))") }
         Glibc.close(fd)
-        var paths: [String] = []
         do {
-            guard let pool else { throw LibraryError.invalid("a library whose catalog is on a server is backed up by the server's tools (pg_dump), with its shared folder") }
             let copy = try DatabaseQueue(path: target.database)
-            try pool.backup(to: copy)
+            if let pool {
+                // The catalog as of one moment (SQLite's online backup: pages copied under a read
+                // transaction; concurrent writers go on), then the store files it names.
+                try pool.backup(to: copy)
+                try copyStoreFiles(try copy.read { db in try String.fetchAll(db, sql: Migration.storePathsSQL) }, to: target, &report)
+            } else if let server {
+                try backUpCatalog(of: server, into: copy, storeFilesTo: target, &report)
+            }
             try copy.read { db in
                 report.assets = try Int.fetchOne(db, sql: "SELECT count(*) FROM assets") ?? 0
                 report.referenced = try Int.fetchOne(db, sql: "SELECT count(*) FROM assets WHERE store_path IS NULL AND reference_path IS NOT NULL") ?? 0
-                paths = try String.fetchAll(db, sql: """
-                    SELECT store_path FROM assets WHERE store_path IS NOT NULL
-                    UNION SELECT store_path FROM versions WHERE store_path IS NOT NULL
-                    UNION \(Library.sidecarStorePathsSQL)
-                    """)
             }
             try copy.close()
         } catch let e as DatabaseError {
             throw Library.map(e, paths: self.paths)
         }
-        // Then the store files that catalog names (never changed once written).
+        fsyncDirectory(of: target.database)
+        return report
+    }
+
+    /// Tests only: runs in the read of a linked library's catalog for a backup, once its snapshot
+    /// is taken (what commits from then on is not in the backup).
+    static let duringBackupRead = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// A linked library's catalog (on a server) backed up into `copy`, a new SQLite catalog: the
+    /// backup is a library of its own, with no link to the server or the shared folder. Every
+    /// table is read in one transaction on one snapshot of the server's catalog (REPEATABLE READ,
+    /// READ ONLY: writers go on), as `migrate` reads SQLite's the other way; the store files that
+    /// snapshot names are copied from the shared folder; then the rows go into SQLite's own
+    /// schema, ids as they are. The numbers the server gives (asset rows, the change log, apps'
+    /// history) are read again last and the copy numbers on past them: it never gives one that
+    /// the server gave, also to a change committed while the files were copied (apps hold change
+    /// tokens). The catalog's identity (a comment on the server's schema table) is not copied:
+    /// it names the server's catalog, and this one is not it.
+    private func backUpCatalog(of server: ServerCatalog, into copy: DatabaseQueue, storeFilesTo target: LibraryPaths,
+                               _ report: inout BackupReport) throws {
+        var (snapshot, named) = try server.read { db -> (Migration.Snapshot, [String]) in
+            // The transaction's snapshot is taken by its first statement.
+            let named = try String.fetchAll(db, sql: Migration.storePathsSQL)
+            Library.duringBackupRead.withLock { $0 }?()
+            return (try Library.migrationSnapshot(db), named)
+        }
+        try copyStoreFiles(named, to: target, &report)
+        let (marks, nextAsset) = try server.read { db in
+            (try Library.highMarks(db), try Int64.fetchOne(db, sql: "SELECT \(Library.nextAssetRowIDSQL)") ?? 1)
+        }
+        snapshot.sequences.merge(marks) { max($0, $1) }
+        try Schema.migrator.migrate(copy)
+        try copy.write { g in
+            let db = Database(sqlite: g)
+            _ = try Library.load(snapshot, into: db)
+            try db.execute(sql: "UPDATE asset_rowid_high SET high = max(high, ?) WHERE one = 1", arguments: [nextAsset - 1])
+        }
+    }
+
+    /// Copies the store files `paths` names (relative to the store; never changed once written)
+    /// into the backup's store, each synced; one that is gone is reported missing.
+    private func copyStoreFiles(_ paths: [String], to target: LibraryPaths, _ report: inout BackupReport) throws {
         for rel in paths where StorePath.isValid(rel) {
             let src = self.paths.store + "/" + rel
             let dst = target.store + "/" + rel
@@ -139,8 +181,6 @@ extension Library {
             report.bytesCopied += UInt64(n)
         }
         for d in Set(paths.map { (target.store + "/" + $0 as NSString).deletingLastPathComponent }) { fsyncDirectory(of: d + "/x") }
-        fsyncDirectory(of: target.database)
-        return report
     }
 
     /// Makes every regular file in the store that no asset (nor version) names an asset of the

@@ -16,8 +16,16 @@ struct Backup: PhotogateCommand {
             commands may write meanwhile; what they commit after that moment is not in the copy), \
             then every store file that catalog names (store files never change once written). DEST \
             must not exist; it is made private (0700) and is a library of its own: `photogate \
-            --library DEST assets` reads it. Originals imported with --reference live outside the \
+            assets --library DEST` reads it. Originals imported with --reference live outside the \
             library and are not copied (they are counted).
+
+            A library whose catalog is on a server (init --catalog) is backed up the same way into \
+            an SQLite library of its own: every table of the server's catalog read in one \
+            transaction (one snapshot; writers on every host go on), then every file of the shared \
+            folder's store that it names. The backup is not linked to the server or the shared \
+            folder, and gives no id the server gave (its numbers go on past the server's). DEST \
+            must be outside the library's folder and the shared folder. The server's own tools \
+            (pg_dump) back up the server's database itself.
 
             To restore: stop the mounts, move the damaged library aside, and move (or copy) the \
             backup into its place; or keep using the backup where it is with --library. Copying \
@@ -44,9 +52,13 @@ struct Backup: PhotogateCommand {
             throw CommandFailure("\((spelled as NSString).deletingLastPathComponent) does not exist: make it first", .usage)
         }
         let target = (realParent == "/" ? "" : realParent) + "/" + name
-        let real = realpath(library.paths.root, nil).map { p in defer { free(p) }; return String(cString: p) } ?? library.paths.root
-        if target == real || target.hasPrefix(real + "/") {
-            throw CommandFailure("the backup cannot go inside the library it copies: name a folder outside \(real)", .usage)
+        // Nor inside the shared folder of a library whose catalog is on a server: a backup is
+        // never written into the store it copies.
+        for folder in [library.paths.root] + (library.paths.link.map { [$0.shared] } ?? []) {
+            let real = realpath(folder, nil).map { p in defer { free(p) }; return String(cString: p) } ?? folder
+            if target == real || target.hasPrefix(real + "/") {
+                throw CommandFailure("the backup cannot go inside the \(folder == library.paths.root ? "library" : "shared folder") it copies: name a folder outside \(real)", .usage)
+            }
         }
         let r = try library.backup(to: target)
         for m in r.missing { printWarning("\(m) was gone by the time it was copied (its asset was deleted for good meanwhile?)") }

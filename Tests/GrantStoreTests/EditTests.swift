@@ -11,11 +11,15 @@ enum EditHelp {
     /// Saves `bytes` as a new version of `rowID` the way the mount does: a temp file of a
     /// StoreWriter, fsynced, then commitVersion.
     static func save(_ t: TempLibrary, _ rowID: Int64, app: AppID, _ bytes: [UInt8]) throws -> (asset: Asset, changed: Bool) {
-        let writer = try StoreWriter(library: t.library, purpose: "edit-test")
+        try save(t.library, rowID, app: app, bytes)
+    }
+
+    static func save(_ library: Library, _ rowID: Int64, app: AppID, _ bytes: [UInt8]) throws -> (asset: Asset, changed: Bool) {
+        let writer = try StoreWriter(library: library, purpose: "edit-test")
         let (_, path, fd) = try writer.makeTemp()
         defer { close(fd) }
         try put(fd, bytes)
-        return try t.library.commitVersion(rowID: rowID, app: app, tempPath: path, fd: fd)
+        return try library.commitVersion(rowID: rowID, app: app, tempPath: path, fd: fd)
     }
 
     /// An edit of a fresh "a.jpg" whose row committed but whose file never reached the store (a

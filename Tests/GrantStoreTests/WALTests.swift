@@ -149,7 +149,7 @@ import Glibc
 /// `photogate backup DEST` never replaces a DEST that appeared while it ran (rename(2) replaces an
 /// empty folder), and a DEST.partial is claimed by making it: a second backup to the same DEST
 /// stops without touching the first one's.
-@Suite(.serialized, .disabled(if: TestSupport.onPostgres, "photogate backup copies an SQLite catalog; a PostgreSQL one is the server's to back up")) struct BackupRaces {
+@Suite(.serialized) struct BackupRaces {
     @Test func aFolderMadeMeanwhileIsNeverReplaced() throws {
         let t = try TempLibrary()
         try t.importJPEGs(["a.jpg"])

@@ -273,8 +273,7 @@ struct Sidecars {
 
     /// `photogate backup` copies every sidecar version's file, the backup verifies and lists them;
     /// `verify` hashes them, and a damaged one is reported.
-    @Test(.disabled(if: TestSupport.onPostgres, "photogate backup copies an SQLite catalog; a PostgreSQL one is the server's to back up"))
-    func backupAndVerifyCarrySidecars() throws {
+    @Test func backupAndVerifyCarrySidecars() throws {
         let f = try MountFixture()
         try f.pg("authorize", editor, "--status", "limited")
         let m = try f.mount(editor)

@@ -5,7 +5,8 @@
 # shared folder. Refused while the library has a mount running; killed (SIGKILL) in the middle of
 # its transaction it leaves the catalog empty, and the same command run again completes it;
 # refused into a catalog that is not empty, changing nothing. Afterwards every listing of both
-# libraries is the same, and a mount of each shows the same files with the same bytes.
+# libraries is the same, and a mount of each shows the same files with the same bytes. And back:
+# `backup` of the new library is an SQLite library of its own with the same listings again.
 PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
@@ -95,7 +96,8 @@ snapshot() {   # snapshot LIBRARY-COMMAND: every listing, in JSON, paths of the 
     echo "== versions"; $p versions beach.jpg --json
     echo "== versions own"; $p versions own.jpg --json
 }
-normalize() { sed -e "s#$src/store#STORE#g" -e "s#$shared/store#STORE#g" -e "s#$src#LIB#g" -e "s#$dest#LIB#g"; }
+back="$tmp/back"
+normalize() { sed -e "s#$src/store#STORE#g" -e "s#$shared/store#STORE#g" -e "s#$back/store#STORE#g" -e "s#$src#LIB#g" -e "s#$dest#LIB#g" -e "s#$back#LIB#g"; }
 before=$(snapshot sqlite_lib | normalize)
 has '"own.jpg"' "$before" || fail "the app's own file is not an asset"
 src_store=$(cd "$src/store" && find . -type f | sort | xargs md5sum)
@@ -193,6 +195,23 @@ pg_lib grant $editor mountain.jpg >/dev/null || fail "a grant in the new library
 sqlite_lib grant $editor mountain.jpg >/dev/null || fail "a grant in the SQLite library after migrate"
 [[ $(tokens pg_lib) != "$earlier" ]] || fail "a grant made no change for the app: $earlier"
 [[ $(tokens pg_lib) == "$(tokens sqlite_lib)" ]] || fail "the change tokens after migrate differ: $(tokens pg_lib) against $(tokens sqlite_lib)"
+
+# --- And back (issue 41, "every command works on both"): `backup` of the new library is an
+# SQLite library of its own (no link to the server or the shared folder) whose listings are the
+# same again (every table through PostgreSQL and back), with the shared folder's files it names,
+# that verifies, and that numbers on as the server does.
+back_lib() { PHOTOGATE_LIBRARY="$back" "$PHOTOGATE_BIN" "$@"; }
+out=$(pg_lib backup "$back" 2>&1) || fail "backup of the new library: $out"
+has "1 referenced original" "$out" || fail "backup did not count the referenced original: $out"
+[[ $(ls -A "$back" | tr '\n' ' ') == "LIBRARY photogate.sqlite run store tmp " ]] || fail "the backup is not an SQLite library of its own: $(ls -A "$back")"
+diff <(snapshot pg_lib | normalize) <(snapshot back_lib | normalize) >"$tmp/diff" || fail "the backup's listings differ from the library's:
+$(head -40 "$tmp/diff")"
+out=$(back_lib verify 2>&1) || fail "verify of the backup: $out"
+[[ $(cd "$back/store" && find . -type f | sort | xargs md5sum) == "$(cd "$shared/store" && find . -type f | sort | xargs md5sum)" ]] \
+    || fail "the backup's store is not the shared folder's"
+pg_lib grant $editor harbour.jpg >/dev/null || fail "a grant in the new library after its backup"
+back_lib grant $editor harbour.jpg >/dev/null || fail "a grant in the backup"
+[[ $(tokens back_lib) == "$(tokens pg_lib)" ]] || fail "the change tokens after backup differ: $(tokens back_lib) against $(tokens pg_lib)"
 
 # --- Into a catalog that is not empty: refused, and nothing changes anywhere.
 tables="apps assets albums album_assets selections picks requests changes app_changes versions sidecars set_grants refusals trash_settings report_settings asset_rowid_high"
