@@ -89,7 +89,9 @@ public final class ServerCatalog: @unchecked Sendable {
             // The migrations the catalog's schema equals, against the ones this photogate knows.
             var applied = try ServerCatalog.appliedMigrations(c)
             if applied.contains(where: { !SchemaPostgres.migrations.contains($0) }) { throw LibraryError.libraryTooNew(library) }
-            if Set(applied) != Set(SchemaPostgres.migrations) { applied = try ServerCatalog.upgrade(c, applied: applied) }
+            if Set(applied) != Set(SchemaPostgres.migrations) {
+                applied = try ServerCatalog.upgrade(c, applied: applied, catalog: link.safeCatalog, library: library)
+            }
             guard Set(applied) == Set(SchemaPostgres.migrations) else {
                 throw LibraryError.catalogDamaged(library: library, why: "its catalog at \(link.safeCatalog) has the schema of \(applied.last ?? "nothing"), "
                     + "this photogate's is \(SchemaPostgres.version)")
@@ -107,24 +109,70 @@ public final class ServerCatalog: @unchecked Sendable {
     /// failed upgrade leaves it as it was. Returns the migrations the catalog has after. A catalog
     /// that lacks one of the first migrations (made as one script, never upgraded) is left alone:
     /// the caller calls it damaged.
-    static func upgrade(_ c: SQLServerConnection, applied: [String]) throws -> [String] {
+    ///
+    /// The transaction holds the lock every host's writes wait for, and, from its DROP INDEX on,
+    /// a lock on `assets` every host's reads wait for too: the server ends it should its client
+    /// go silent in it (a process stopped, a host cut off), as it ends a write's; and a step that
+    /// waits for a lock (DROP INDEX waits for every read of the table, and every read from then
+    /// on waits behind it) gives up after `upgradeLockTimeout`, so that a read that never ends
+    /// cannot stop every host. A step that fails (an index of the step's name made by hand, say)
+    /// is an error that says what was upgraded, what stopped it, and that nothing was changed.
+    static func upgrade(_ c: SQLServerConnection, applied: [String], catalog: String, library: String) throws -> [String] {
         let known = Set(SchemaPostgres.upgrades.map(\.id))
         let missing = SchemaPostgres.migrations.filter { !applied.contains($0) }
         guard !missing.isEmpty, missing.allSatisfy(known.contains) else { return applied }
-        _ = try c.query("BEGIN", [])
+        var step = ""
+        var committing = false
         do {
-            _ = try c.query("SELECT pg_advisory_xact_lock($1)", [.int(writeLock)])
-            let now = try appliedMigrations(c)
-            for step in SchemaPostgres.upgrades where !now.contains(step.id) {
-                try c.execute(script: step.sql)
-                _ = try c.query("INSERT INTO photogate_schema (version) VALUES ($1)", [.text(step.id)])
+            _ = try c.query("BEGIN", [])
+            do {
+                _ = try c.query("SELECT set_config('idle_in_transaction_session_timeout', $1, true), pg_advisory_xact_lock($2)",
+                                [.text(idleWriterTimeout), .int(writeLock)])
+                _ = try c.query("SELECT set_config('lock_timeout', $1, true)", [.text(upgradeLockTimeout)])
+                let now = try appliedMigrations(c)
+                for s in SchemaPostgres.upgrades where !now.contains(s.id) {
+                    step = s.id
+                    try c.execute(script: s.sql)
+                    _ = try c.query("INSERT INTO photogate_schema (version) VALUES ($1)", [.text(s.id)])
+                }
+                committing = true
+                _ = try c.query("COMMIT", [])
+            } catch {
+                if !committing { _ = try? c.query("ROLLBACK", []) }
+                throw error
             }
-            _ = try c.query("COMMIT", [])
         } catch {
-            _ = try? c.query("ROLLBACK", [])
-            throw error
+            throw upgradeFailed(error, from: applied, step: step, committing: committing, catalog: catalog, library: library)
         }
         return try appliedMigrations(c)
+    }
+
+    /// How long a step of an upgrade waits for a lock on a table (behind the reads of every host).
+    static let upgradeLockTimeout = "15s"
+
+    /// The error of an upgrade that failed: what it upgraded, what stopped it, and what is left.
+    static func upgradeFailed(_ error: Error, from applied: [String], step: String, committing: Bool,
+                              catalog: String, library: String) -> Error {
+        let e = error as? SQLServerError
+        let what = "the catalog at \(catalog) of the library at \(library) has the schema of an earlier photogate "
+            + "(\(SchemaPostgres.migrations.last { applied.contains($0) } ?? "none")), and its upgrade to \(SchemaPostgres.version)"
+            + (step.isEmpty ? "" : " (step \(step))") + " failed: \(e?.serverMessage ?? "\(error)")"
+        if e?.isConnectionLost == true {
+            // A COMMIT whose answer was lost may have gone through: the next open knows.
+            return LibraryError.io(what + (committing ? "; whether it was upgraded is known at the next open, which finishes it if not"
+                                                      : "; nothing was changed, and the next open tries again"))
+        }
+        let why: String
+        switch e?.sqlState ?? "" {
+        case "55P03":
+            why = "another host held the catalog's tables for longer than \(upgradeLockTimeout) (a read or write that does not end: a process stopped?); try again"
+        case "42P07", "42704", "42710":
+            why = "the catalog's schema was changed by hand (an index or table of that name made, or one photogate made dropped): "
+                + "put it back as photogate made it, then open the library again"
+        default:
+            why = "try again; if it fails again, the photogate that made the catalog still opens it"
+        }
+        return LibraryError.io(what + "; nothing was changed (the catalog is as it was): " + why)
     }
 
     static let identityPrefix = "photogate catalog "

@@ -126,6 +126,35 @@ let camera = AppID("org.example.Camera")!
         _ = try Library.open(at: t.library.paths)
     }
 
+    /// An upgrade of a PostgreSQL catalog that fails part-way (an index of a step's name made by
+    /// hand, by an admin) is rolled back whole, and the error says what was being upgraded, what
+    /// stopped it, and that nothing was changed (it said only "database error: relation ... already
+    /// exists").
+    @Test(.enabled(if: TestSupport.onPostgres, "ServerCatalog.upgrade is PostgreSQL's")) func aFailedUpgradeChangesNothingAndSaysWhy() throws {
+        let t = try TempLibrary()
+        try t.library.write { db in
+            try db.execute(sql: """
+                DROP INDEX assets_by_owner_hash; DROP INDEX assets_by_owner_added; DROP INDEX versions_by_app; DROP INDEX sidecars_by_app;
+                CREATE INDEX assets_by_owner ON assets(owner_app) WHERE owner_app IS NOT NULL;
+                CREATE INDEX versions_by_app ON assets(id);
+                """)
+            try db.execute(sql: "DELETE FROM photogate_schema WHERE version = ?", arguments: [SchemaPostgres.v13.id])
+        }
+        let indexesSQL = "SELECT indexname || ' ' || tablename FROM pg_indexes WHERE schemaname = current_schema() ORDER BY 1"
+        let before = try t.library.read { db in try String.fetchAll(db, sql: indexesSQL) }
+        do {
+            _ = try Library.open(at: t.library.paths)
+            Issue.record("a catalog whose upgrade fails was opened")
+        } catch {
+            let message = "\(error)"
+            for part in ["upgrade to \(SchemaPostgres.version)", "v12-compatible", "versions_by_app", "nothing was changed", "changed by hand"] {
+                #expect(message.contains(part), "\(part) is not in: \(message)")
+            }
+        }
+        #expect(try t.library.read { db in try String.fetchAll(db, sql: indexesSQL) } == before, "the failed upgrade changed the catalog's indexes")
+        #expect(try !t.library.read { db in try String.fetchAll(db, sql: "SELECT version FROM photogate_schema") }.contains(SchemaPostgres.v13.id))
+    }
+
     /// Every close of a new photo asks what the app added in the last day (its daily limit) and
     /// whether it has an asset of this content: each through an index on (app, ...), never by
     /// reading every asset of the app or every version and sidecar of the library (a close took

@@ -213,6 +213,10 @@ struct Deploy {
     /// A writer stopped inside its transaction (holding the write lock every host's writes take)
     /// does not stop every other host's writes for as long as it stays stopped (issue 41).
     @Test func aStoppedWriterDoesNotBlockOtherHostsWrites() throws { try script("pg-stalled-writer") }
+    /// A process stopped inside the upgrade of a catalog made by an earlier photogate, or a read
+    /// that never ends behind which the upgrade waits, does not stop every host; the upgrade that
+    /// gives up says why and changes nothing (issue 41).
+    @Test func aStoppedUpgradeDoesNotBlockOtherHosts() throws { try script("pg-stalled-upgrade") }
     /// An SQLite library migrated into PostgreSQL and a shared folder (issue 41): refused while it
     /// has a mount running or into a catalog that is not empty (nothing changed); SIGKILLed inside
     /// its transaction it leaves the catalog empty and runs again; then every listing, and what a
