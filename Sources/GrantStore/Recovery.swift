@@ -131,9 +131,9 @@ extension Library {
     /// READ ONLY: writers go on), as `migrate` reads SQLite's the other way; the store files that
     /// snapshot names are copied from the shared folder; then the rows go into SQLite's own
     /// schema, ids as they are. The numbers the server gives (asset rows, the change log, apps'
-    /// history) are read again last and the copy numbers on past them: it never gives one that
-    /// the server gave, also to a change committed while the files were copied (apps hold change
-    /// tokens). The catalog's identity (a comment on the server's schema table) is not copied:
+    /// history) are read again last, under the write lock, and the copy numbers on past them: it
+    /// never gives one that the server gave, also to a change committed while the files were
+    /// copied or being committed as they are read (apps hold change tokens). The catalog's identity (a comment on the server's schema table) is not copied:
     /// it names the server's catalog, and this one is not it.
     private func backUpCatalog(of server: ServerCatalog, into copy: DatabaseQueue, storeFilesTo target: LibraryPaths,
                                _ report: inout BackupReport) throws {
@@ -144,7 +144,11 @@ extension Library {
             return (try Library.migrationSnapshot(db), named)
         }
         try copyStoreFiles(named, to: target, &report)
-        let (marks, nextAsset) = try server.read { db in
+        // Under the write lock (nothing is written): an asset's number is not a sequence's but the
+        // highest committed one plus one, given in its writer's transaction, so a writer that had
+        // given one and not committed yet is waited for, and its number counted (a read's
+        // snapshot did not see it, and the copy then gave it again).
+        let (marks, nextAsset) = try server.write(notify: false) { db in
             (try Library.highMarks(db), try Int64.fetchOne(db, sql: "SELECT \(Library.nextAssetRowIDSQL)") ?? 1)
         }
         snapshot.sequences.merge(marks) { max($0, $1) }

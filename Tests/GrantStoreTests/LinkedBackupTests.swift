@@ -129,6 +129,65 @@ struct LinkedLibraryBackup {
         #expect(copy.token > server.token, "the backup's next history token is \(copy.token); the server gave up to \(server.token)")
         #expect(try Verifier(library: backup).run().problems.isEmpty)
     }
+
+    /// An asset's number on the server is the highest committed one plus one, given inside its
+    /// writer's transaction (not a sequence, which no transaction rolls back): a writer that has
+    /// given one and not committed yet when the backup reads the server's numbers is waited for,
+    /// and the backup numbers past its asset too (it read the numbers in a snapshot, and gave
+    /// that number again).
+    @Test func aBackupNumbersPastAnAssetBeingCommittedAsItReads() throws {
+        let t = try TempLibrary()
+        _ = try t.importJPEGs(["a.jpg", "b.jpg"])
+        let server = try #require(t.library.server)
+        let inserted = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let held = Mutex<Int64?>(nil)
+        let writerError = Mutex<String?>(nil)
+        let writer = Thread {
+            do {
+                try server.write(notify: false) { db in
+                    try db.execute(sql: """
+                        INSERT INTO assets (rowid, id, display_name, media_kind, media_class, byte_size, capture_date, added_at,
+                            has_location, content_hash, reference_path)
+                        VALUES (\(Library.nextAssetRowIDSQL), 'ffffffffffffffff', 'held.jpg', 'jpeg', 'photo', 1, 0, 0, 0, 'x', '/nonexistent/held.jpg')
+                        """)
+                    let rowID = try Int64.fetchOne(db, sql: "SELECT rowid FROM assets WHERE id = 'ffffffffffffffff'")
+                    held.withLock { $0 = rowID }
+                    inserted.signal()
+                    release.wait()
+                }
+            } catch {
+                writerError.withLock { $0 = "\(error)" }
+                inserted.signal()
+            }
+        }
+        writer.start()
+        inserted.wait()
+        let rowID = try #require(held.withLock { $0 }, "the writer: \(writerError.withLock { $0 } ?? "")")
+
+        let dest = t.dir + "/backup"
+        let done = DispatchSemaphore(value: 0)
+        let backupError = Mutex<String?>(nil)
+        let library = t.library
+        Thread {
+            do { _ = try library.backup(to: dest) } catch { backupError.withLock { $0 = "\(error)" } }
+            done.signal()
+        }.start()
+        // The backup ends, or waits for the writer (its commit is then let go).
+        let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        var finished = false
+        #expect(eventually {
+            if done.wait(timeout: .now()) == .success { finished = true; return true }
+            return ((try? t.library.read { db in try Int.fetchOne(db, sql: waiting) }) ?? 0) > 0
+        })
+        release.signal()
+        if !finished { done.wait() }
+        #expect(backupError.withLock { $0 } == nil, "\(backupError.withLock { $0 } ?? "")")
+        #expect(writerError.withLock { $0 } == nil, "\(writerError.withLock { $0 } ?? "")")
+
+        let backup = try Library.open(at: LibraryPaths(root: dest))
+        let made = try EditHelp.importInto(backup, dir: t.dir, "new.jpg")
+        #expect(made.rowID > rowID, "the backup's next asset is number \(made.rowID); the server gave \(rowID) to an asset committed as the backup read")
+    }
 }
 
 extension EditHelp {
