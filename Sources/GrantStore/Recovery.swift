@@ -50,7 +50,9 @@ extension Library {
     /// that opens as a complete library (the partial one is removed on an error).
     public func backup(to final: String) throws -> BackupReport {
         let fm = FileManager.default
-        if fm.fileExists(atPath: final) { throw LibraryError.conflict("\(final) already exists: name a new folder for the backup") }
+        // Anything there is there, a symbolic link that leads nowhere too (fileExists follows it).
+        func there(_ path: String) -> Bool { var st = stat(); return lstat(path, &st) == 0 }
+        if there(final) { throw LibraryError.conflict("\(final) already exists: name a new folder for the backup") }
         let dest = final + ".partial"
         // Making DEST.partial is the claim: a second backup to the same DEST at the same time
         // finds it there and stops, and never removes the first one's (it did, from its error
@@ -73,7 +75,7 @@ extension Library {
             report.folder = final
             return report
         } catch let e as LibraryError {
-            if case .conflict = e, fm.fileExists(atPath: final) { throw e }   // complete: kept for the person
+            if case .conflict = e, there(final) { throw e }   // complete: kept for the person
             try? fm.removeItem(atPath: dest)
             throw e
         } catch {

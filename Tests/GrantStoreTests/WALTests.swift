@@ -161,6 +161,33 @@ import Glibc
         #expect(FileManager.default.fileExists(atPath: dest + ".partial/photogate.sqlite"), "the complete backup was removed")
     }
 
+    /// A symbolic link at DEST that leads nowhere (left in a sticky folder by another user, say)
+    /// is there all the same: refused before anything is made when it is there from the start;
+    /// made meanwhile, the complete backup stays in DEST.partial, as the error says (it was
+    /// removed: the link was not "there" to a check that followed it).
+    @Test func aLinkToNothingAtDestIsThereToo() throws {
+        let t = try TempLibrary()
+        try t.importJPEGs(["c.jpg"])
+        let early = t.dir + "/early"
+        #expect(symlink("/nonexistent/x", early) == 0)
+        #expect(throws: LibraryError.self) { try t.library.backup(to: early) }
+        #expect(access(early + ".partial", F_OK) != 0, "a backup was made over a link at DEST")
+
+        let dest = t.dir + "/backup"
+        // Only once this backup is complete (a backup of another suite's may run the hook too).
+        Library.beforeBackupRename.withLock { $0 = { if access(dest + ".partial/photogate.sqlite", F_OK) == 0 { _ = symlink("/nonexistent/y", dest) } } }
+        defer { Library.beforeBackupRename.withLock { $0 = nil } }
+        do {
+            _ = try t.library.backup(to: dest)
+            Issue.record("the backup went over a link made meanwhile")
+        } catch {
+            #expect("\(error)".contains(dest + ".partial"), "\(error)")
+        }
+        #expect(FileManager.default.fileExists(atPath: dest + ".partial/photogate.sqlite"), "the complete backup the error names was removed")
+        var st = stat()
+        #expect(lstat(dest, &st) == 0 && st.st_mode & S_IFMT == S_IFLNK)
+    }
+
     @Test func aSecondBackupToTheSameFolderLeavesTheFirstAlone() throws {
         let t = try TempLibrary()
         try t.importJPEGs(["b.jpg"])
