@@ -41,7 +41,9 @@ public struct RebuildReport: Sendable {
 
 extension Library {
     /// Tests only: runs after a backup is complete, before it is renamed into place.
-    static let beforeBackupRename = Mutex<(@Sendable () -> Void)?>(nil)
+    /// It is given the backup's folder: a test's hook acts on its own backup only (other suites
+    /// back up at the same time, in the same process).
+    static let beforeBackupRename = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     /// Copies the library into `final`, a folder that must not exist yet (made 0700): a library
     /// of its own there, whose catalog is SQLite's (also for a library whose catalog is on a
@@ -65,7 +67,7 @@ extension Library {
         }
         do {
             var report = try backupInto(dest)
-            Library.beforeBackupRename.withLock { $0 }?()
+            Library.beforeBackupRename.withLock { $0 }?(final)
             // Never over a DEST made meanwhile (rename(2) would replace an empty folder).
             guard pg_rename_noreplace(dest, final) == 0 else {
                 if errno == EEXIST || errno == ENOTEMPTY { throw LibraryError.conflict("\(final) appeared while the backup ran: the backup is in \(dest)") }
@@ -125,7 +127,9 @@ extension Library {
 
     /// Tests only: runs in the read of a linked library's catalog for a backup, once its snapshot
     /// is taken (what commits from then on is not in the backup).
-    static let duringBackupRead = Mutex<(@Sendable () -> Void)?>(nil)
+    /// It is given the library's folder: a test's hook acts on its own library's backup only
+    /// (other suites back up libraries at the same time, in the same process).
+    static let duringBackupRead = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     /// A linked library's catalog (on a server) backed up into `copy`, a new SQLite catalog: the
     /// backup is a library of its own, with no link to the server or the shared folder. Every
@@ -142,7 +146,7 @@ extension Library {
         var (snapshot, named) = try server.read { db -> (Migration.Snapshot, [String]) in
             // The transaction's snapshot is taken by its first statement.
             let named = try String.fetchAll(db, sql: Migration.storePathsSQL)
-            Library.duringBackupRead.withLock { $0 }?()
+            Library.duringBackupRead.withLock { $0 }?(paths.root)
             return (try Library.migrationSnapshot(db), named)
         }
         try copyStoreFiles(named, to: target, &report)

@@ -72,8 +72,10 @@ struct LinkedLibraryBackup {
         let atTheMoment = Mutex<[String]?>(nil)
         let during = Mutex<String?>(nil)
         let (library, dir, edited) = (t.library, t.dir, imported[0].rowID)
+        let root = t.library.paths.root
         Library.duringBackupRead.withLock { hook in
-            hook = {
+            hook = { backedUp in
+                guard backedUp == root else { return }   // another suite's backup
                 do {
                     let now = try Self.listing(library, apps: apps)
                     atTheMoment.withLock { $0 = now }

@@ -154,7 +154,7 @@ import Glibc
         let t = try TempLibrary()
         try t.importJPEGs(["a.jpg"])
         let dest = t.dir + "/backup"
-        Library.beforeBackupRename.withLock { $0 = { mkdir(dest, 0o700) } }
+        Library.beforeBackupRename.withLock { $0 = { if $0 == dest { mkdir(dest, 0o700) } } }
         defer { Library.beforeBackupRename.withLock { $0 = nil } }
         #expect(throws: LibraryError.self) { try t.library.backup(to: dest) }
         #expect(try FileManager.default.contentsOfDirectory(atPath: dest).isEmpty, "the folder made meanwhile was replaced")
@@ -174,8 +174,7 @@ import Glibc
         #expect(access(early + ".partial", F_OK) != 0, "a backup was made over a link at DEST")
 
         let dest = t.dir + "/backup"
-        // Only once this backup is complete (a backup of another suite's may run the hook too).
-        Library.beforeBackupRename.withLock { $0 = { if access(dest + ".partial/photogate.sqlite", F_OK) == 0 { _ = symlink("/nonexistent/y", dest) } } }
+        Library.beforeBackupRename.withLock { $0 = { if $0 == dest { _ = symlink("/nonexistent/y", dest) } } }
         defer { Library.beforeBackupRename.withLock { $0 = nil } }
         do {
             _ = try t.library.backup(to: dest)
@@ -195,7 +194,8 @@ import Glibc
         let second = Mutex<String>("")
         let library = t.library
         Library.beforeBackupRename.withLock { hook in
-            hook = {
+            hook = { backedUp in
+                guard backedUp == dest else { return }   // another suite's backup
                 Library.beforeBackupRename.withLock { $0 = nil }
                 do { _ = try library.backup(to: dest); second.withLock { $0 = "succeeded" } } catch { second.withLock { $0 = "\(error)" } }
             }
