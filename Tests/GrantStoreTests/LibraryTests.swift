@@ -155,6 +155,24 @@ let camera = AppID("org.example.Camera")!
         #expect(try !t.library.read { db in try String.fetchAll(db, sql: "SELECT version FROM photogate_schema") }.contains(SchemaPostgres.v13.id))
     }
 
+    /// A catalog on a server that lacks a migration no upgrade makes (one of the first, made as
+    /// one script) is refused as damaged, untouched, with the migration it lacks named and the
+    /// server's way to restore it (not SQLite's photogate.sqlite).
+    @Test(.enabled(if: TestSupport.onPostgres, "a catalog on a server only")) func aServerCatalogLackingAnEarlyMigrationIsNamedAndLeftAlone() throws {
+        let t = try TempLibrary()
+        try t.library.write { db in try db.execute(sql: "DELETE FROM photogate_schema WHERE version = 'v2-app-history'") }
+        do {
+            _ = try Library.open(at: t.library.paths)
+            Issue.record("a catalog lacking v2-app-history was opened")
+        } catch let e as LibraryError {
+            let text = "\(e)"
+            #expect(text.contains("lacks the migration v2-app-history"), "\(text)")
+            #expect(text.contains("Restore the server's database") && !text.contains("photogate.sqlite"), "\(text)")
+        }
+        let ids = try t.library.read { db in try String.fetchAll(db, sql: "SELECT version FROM photogate_schema") }
+        #expect(!ids.contains("v2-app-history") && ids.contains(SchemaPostgres.v13.id))
+    }
+
     /// Every close of a new photo asks what the app added in the last day (its daily limit) and
     /// whether it has an asset of this content: each through an index on (app, ...), never by
     /// reading every asset of the app or every version and sidecar of the library (a close took
