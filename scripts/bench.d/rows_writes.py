@@ -35,18 +35,24 @@ def ratio_note(workload):
         log(f"{workload}: mount {p:.3f} s, durable native {n:.3f} s, mount/native time {p / n:.2f}x")
 
 
+def durable_native(name):
+    """A folder for a native durable copy, and the prepare step that empties it (synced)."""
+    native = w(name)
+    os.makedirs(native, exist_ok=True)
+
+    def reset():
+        empty_folder(native)
+        os.sync()
+    return native, reset
+
+
 @dataset
 def writer_mount():
     lib, real = main_library(), real_photos()
     pg("authorize", "--library", lib, "org.bench.Writer", "--access", "add-only", "--status", "authorized")
     mp = pg_mount(lib, "org.bench.Writer", w("mnt", "writer"), "--access", "add-only")
-    native = w("wr-native")
-    os.makedirs(native, exist_ok=True)
+    native, reset_native = durable_native("wr-native")
     files = listing(real, prefix="")
-
-    def reset_native():
-        empty_folder(native)
-        os.sync()
     return dict(lib=lib, mp=mp, native=native, files=files, list=write_list("list-write", files),
                 reset_native=reset_native, reset_mount=remounting(lib, "org.bench.Writer", mp))
 
@@ -73,13 +79,8 @@ def cp_owner_large():
     pg("debug-fill-catalog", "--library", lib, "--owner", "org.bench.Camera", "--count", OWNED, "--name-prefix", "CAM_",
        "--added-step", 30, photos())
     mp = pg_mount(lib, "org.bench.Camera", w("mnt", "camera"), "--access", "add-only")
-    native = w("owned-native")
-    os.makedirs(native, exist_ok=True)
+    native, reset_native = durable_native("owned-native")
     files = listing(real, prefix="")
-
-    def reset_native():
-        empty_folder(native)
-        os.sync()
     label = f"cp {REAL} photos in, the app owning {OWNED} photos, native fsyncs each"
     measure("cp-owner-large", label, "native", [TOOL, "cpsync", write_list("list-owned", files), native, 1], prepare=reset_native)
     measure("cp-owner-large", label, "passthrough", ["cp", "--sparse=never", *files, mp + "/"],

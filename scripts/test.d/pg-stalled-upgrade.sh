@@ -10,14 +10,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/pg.sh"
 pg_start
 
-url=$(pg_url)
-A="$tmp/hostA"
-B="$tmp/hostB"
-pa() { PHOTOGATE_LIBRARY="$A" "$PHOTOGATE_BIN" "$@"; }
-pb() { PHOTOGATE_LIBRARY="$B" "$PHOTOGATE_BIN" "$@"; }
-pa init --catalog "$url" --store "$tmp/shared" >/dev/null || fail "init of host A"
-pb init --catalog "$url" --store "$tmp/shared" >/dev/null || fail "init of host B"
-pa import "$root/scripts/demo-photos" >/dev/null || fail "import"
+pg_two_hosts
 pa authorize org.example.Viewer --access read-write --status limited >/dev/null
 
 # The catalog as photogate v12 left it.

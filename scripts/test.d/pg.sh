@@ -29,3 +29,16 @@ sync_standby() {
     pg_sql "SELECT pg_reload_conf()" >/dev/null
 }
 committing() { [[ -n $(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'") ]]; }
+
+# Two hosts, A and B, sharing only the server and $tmp/shared (pa and pb run photogate as each),
+# and the demo photos imported from A.
+pg_two_hosts() {
+    url=$(pg_url)
+    A="$tmp/hostA"
+    B="$tmp/hostB"
+    pa() { PHOTOGATE_LIBRARY="$A" "$PHOTOGATE_BIN" "$@"; }
+    pb() { PHOTOGATE_LIBRARY="$B" "$PHOTOGATE_BIN" "$@"; }
+    pa init --catalog "$url" --store "$tmp/shared" >/dev/null || fail "init of host A"
+    pb init --catalog "$url" --store "$tmp/shared" >/dev/null || fail "init of host B"
+    pa import "$root/scripts/demo-photos" >/dev/null || fail "import"
+}
