@@ -13,8 +13,6 @@ source "$(dirname "$0")/pg.sh"
 pg_start
 source "$(dirname "$0")/pg-cut.sh"
 
-postmaster=$(head -1 "$pgdir/data/postmaster.pid")
-[[ $postmaster =~ ^[0-9]+$ ]] || fail "no postmaster pid"
 sync_standby nobody
 python3 - "$mnt/mine.jpg.xmp" >"$tmp/close.out" 2>"$tmp/close.err" <<'PY' &
 import os, sys
@@ -29,17 +27,10 @@ except OSError as e:
 PY
 writer=$!
 wait_until 30 committing || { sync_standby ''; wait $writer; fail "no commit waited for the standby: $(cat "$tmp/close.out" "$tmp/close.err")"; }
-backend=$(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'" | head -1)
-[[ $backend =~ ^[0-9]+$ ]] || fail "no committing backend: $backend"
 # Nobody can ask the server from now on (this server's processes only: never another test's);
 # then the committing backend ends (its commit is in the log: committed), and its client's answer
 # is lost.
-others=$( (echo "$postmaster"; pgrep -P "$postmaster") | grep -vx "$backend" | tr '\n' ' ')
-on_exit "kill -CONT $others 2>/dev/null"
-kill -STOP $others
-kill -TERM "$backend"
-wait $writer || true
-kill -CONT $others
+lose_commit_answer $writer
 sync_standby ''
 rc=$(cat "$tmp/close.out")
 [[ -n $rc ]] || fail "the writer failed: $(cat "$tmp/close.err")"

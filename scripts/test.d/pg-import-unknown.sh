@@ -12,20 +12,12 @@ shared="$tmp/shared"
 pl() { PHOTOGATE_LIBRARY="$lib" "$PHOTOGATE_BIN" "$@"; }
 out=$(pl init --catalog "$(pg_url)" --store "$shared" 2>&1) || fail "init: $out"
 
-postmaster=$(head -1 "$pgdir/data/postmaster.pid")
-[[ $postmaster =~ ^[0-9]+$ ]] || fail "no postmaster pid"
 sync_standby nobody
 pl import "$root/scripts/demo-photos" >"$tmp/import.out" 2>&1 &
 importer=$!
 wait_until 60 committing || { sync_standby ''; wait $importer; fail "no commit waited for the standby: $(cat "$tmp/import.out")"; }
-backend=$(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'" | head -1)
-[[ $backend =~ ^[0-9]+$ ]] || fail "no committing backend: $backend"
-others=$( (echo "$postmaster"; pgrep -P "$postmaster") | grep -vx "$backend" | tr '\n' ' ')
-on_exit "kill -CONT $others 2>/dev/null"
-kill -STOP $others
-kill -TERM "$backend"
-set +e; wait $importer; irc=$?; set -e
-kill -CONT $others
+lose_commit_answer $importer
+irc=$lost_rc
 sync_standby ''
 rows=$(pg_sql "SELECT count(*) FROM assets")
 (( rows > 0 )) || fail "the batch did not commit ($rows rows): the test cut nothing (import: exit $irc, $(tail -2 "$tmp/import.out"))"

@@ -42,3 +42,21 @@ pg_two_hosts() {
     pb init --catalog "$url" --store "$tmp/shared" >/dev/null || fail "init of host B"
     pa import "$root/scripts/demo-photos" >/dev/null || fail "import"
 }
+
+# The answer to a COMMIT lost for good: every other process of this server is stopped (this
+# server's only, never another test's), so nobody can ask it; then the backend committing for
+# CLIENT (a child of the test, waiting on a standby: `committing`) ends, its commit in the log,
+# and the client runs on to its end. Its exit status is left in $lost_rc.
+lose_commit_answer() {
+    local client=$1 postmaster backend others
+    postmaster=$(head -1 "$pgdir/data/postmaster.pid")
+    [[ $postmaster =~ ^[0-9]+$ ]] || fail "no postmaster pid"
+    backend=$(pg_sql "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'" | head -1)
+    [[ $backend =~ ^[0-9]+$ ]] || fail "no committing backend: $backend"
+    others=$( (echo "$postmaster"; pgrep -P "$postmaster") | grep -vx "$backend" | tr '\n' ' ')
+    on_exit "kill -CONT $others 2>/dev/null"
+    kill -STOP $others
+    kill -TERM "$backend"
+    set +e; wait "$client"; lost_rc=$?; set -e
+    kill -CONT $others
+}
