@@ -11,8 +11,9 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
     /// The library's catalog is missing, empty or holds no schema while the library is there
     /// (its marker, its store): nothing may be made over it.
     case catalogDamaged(library: String, why: String)
-    /// How `catalogDamaged`'s reason begins for a catalog on a server (ServerCatalog).
-    static let serverCatalogPrefix = "its catalog at "
+    /// The same of a catalog on a server (`catalog`, its URL without a password): restored with
+    /// the server's tools, not from a photogate.sqlite.
+    case serverCatalogDamaged(library: String, catalog: String, why: String)
     /// The library folder at `library`, or one of its parts (`path`), belongs to the user `owner`,
     /// who is neither the caller (`caller`, the effective uid) nor root (`LibraryOwnership`).
     case notOwner(library: String, path: String, owner: UInt32, caller: UInt32)
@@ -54,9 +55,8 @@ public enum LibraryError: Error, Equatable, CustomStringConvertible, Sendable {
         case .libraryDamaged(let m):
             return "the library's catalog (photogate.sqlite) is damaged: \(m); nothing was changed. "
                 + "Restore it from a backup (photogate backup), or rebuild the assets from the store (photogate verify --rebuild)"
-        case .catalogDamaged(let library, let why) where why.hasPrefix(LibraryError.serverCatalogPrefix):
-            // A catalog on a server: its database is restored with the server's tools.
-            return "the catalog of the library at \(library) is damaged: \(why); nothing was changed. Restore the server's database "
+        case .serverCatalogDamaged(let library, let catalog, let why):
+            return "the catalog of the library at \(library) is damaged: its catalog at \(catalog) \(why); nothing was changed. Restore the server's database "
                 + "from its backup (pg_dump or a base backup), or restore a backup `photogate backup DEST` made and move it onto a "
                 + "server with `photogate migrate` (see docs/admin.md, \"Several machines\")"
         case .catalogDamaged(let library, let why):

@@ -67,7 +67,7 @@ public final class ServerCatalog: @unchecked Sendable {
             let has = try c.query("SELECT to_regclass('photogate_schema') IS NOT NULL", []).rows.first?.first == .int(1)
             if !has {
                 guard creating else {
-                    throw LibraryError.catalogDamaged(library: library, why: LibraryError.serverCatalogPrefix + "\(link.safeCatalog) holds no photogate catalog")
+                    throw LibraryError.serverCatalogDamaged(library: library, catalog: link.safeCatalog, why: "holds no photogate catalog")
                 }
                 // Two hosts making it at once: one does, the other waits and finds it made.
                 _ = try c.query("BEGIN", [])
@@ -94,7 +94,7 @@ public final class ServerCatalog: @unchecked Sendable {
             }
             guard Set(applied) == Set(SchemaPostgres.migrations) else {
                 let lacking = SchemaPostgres.migrations.filter { !applied.contains($0) }
-                throw LibraryError.catalogDamaged(library: library, why: LibraryError.serverCatalogPrefix + "\(link.safeCatalog) lacks the migration\(lacking.count == 1 ? "" : "s") "
+                throw LibraryError.serverCatalogDamaged(library: library, catalog: link.safeCatalog, why: "lacks the migration\(lacking.count == 1 ? "" : "s") "
                     + "\(lacking.joined(separator: ", ")) of this photogate's schema (\(SchemaPostgres.version)), which no upgrade makes")
             }
         }

@@ -144,7 +144,7 @@ func exitCode(for e: LibraryError) -> Exit {
     case .libraryMissing: return .libraryMissing
     case .libraryExists, .albumExists, .conflict, .tooManyRequests: return .conflict
     case .libraryTooNew: return .libraryIncompatible
-    case .libraryDamaged, .catalogDamaged, .catalogLogLost: return .catalogDamaged
+    case .libraryDamaged, .catalogDamaged, .serverCatalogDamaged, .catalogLogLost: return .catalogDamaged
     case .notOwner, .openFolder: return .notOwner
     case .libraryBusy, .catalogFileGone: return .busy
     case .invalidAppID, .invalid: return .usage
