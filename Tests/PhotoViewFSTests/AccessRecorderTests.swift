@@ -62,8 +62,14 @@ extension AccessRecorderTests {
         lib.failAccess = true
         lib.whileAccessFails = { for i in 0..<100 { r.note(Int64(i), .read) } }
         r.flush()
-        lib.failAccess = false
+        // No more new keys, then one more failed write: it waits for a write the recorder's own
+        // thread may have in flight (woken at capacity, it may have run the hook and be about to
+        // fail or, once writes succeed, to write), so that what is held is written once, below.
+        // (Turning failures off first let that write succeed with its batch while the hook's new
+        // keys were held: two batches written, 64 tallies under load.)
         lib.whileAccessFails = nil
+        r.flush()
+        lib.failAccess = false
         r.stop()
         let written = lib.accessBatches.flatMap(\.tallies)
         #expect(written.contains { $0.rowID == 4242 }, "the access held before the flood was lost")
@@ -91,8 +97,14 @@ extension AccessRecorderTests {
             r.flush()
             next += 40
         }
-        lib.failAccess = false
+        // No more new keys, then one more failed write: it waits for a write the recorder's own
+        // thread may have in flight (woken at capacity, it may have run the hook and be about to
+        // fail or, once writes succeed, to write), so that what is held is written once, below.
+        // (Turning failures off first let that write succeed with its batch while the hook's new
+        // keys were held: two batches written, 64 tallies under load.)
         lib.whileAccessFails = nil
+        r.flush()
+        lib.failAccess = false
         r.stop()
         let written = lib.accessBatches.flatMap(\.tallies)
         #expect(written.contains { $0.rowID == 4242 }, "the first access held was lost")
