@@ -28,7 +28,7 @@ import Glibc
 ///      invalidator never calls back into PhotoFS); taken inside `fetchLock`, or alone (blank).
 ///   3. `model`: the view. Inside it only `listingsChanged` (folder attributes) is taken.
 ///   4. Leaves, never held while taking another lock: `files`, `edits`, `sessionNames`,
-///      `albumSessions`, `waitingSidecars`, `sidecarTimes`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`,
+///      `albumSessions`, `waitingSidecars`, `sidecarTimes`, `folders`, `rootFolders`, `committedOrder`, `writingBytes`, `writingFreed`,
 ///      `addedToday`, `aliases`, `openedPaths`, `handles`, `redactionCache`, `snapshots`, `backupTrail`, `feed` (holds poll
 ///      handles, notifies after release), `invalidatorBox`, `readPathBox`, `listingsChanged`, `pendingDrops`, the recorder's
 ///      state, `compatibles`' own (CompatibleFiles); and each handle's own lock (`ChangesHandle.position`,
@@ -47,6 +47,9 @@ public final class PhotoFS: FileSystemOperations, @unchecked Sendable {
     let files = Mutex<[Inode: SessionFile]>([:])
     /// Bytes of files being written in this mount, and its limits (Writes/Limits.swift, `admitGrowth`).
     let writingBytes = Mutex<UInt64>(0)
+    /// Rung whenever `writingBytes` goes down: an edit open past the limit waits on it for an
+    /// edit whose close has returned but whose release has not been served (`admitEditCopy`).
+    let writingFreed = FreedBell()
     /// What the app added in the last 24 hours as last asked (`statfs`), and when (monotonic s).
     let addedToday = Mutex<(bytes: UInt64, at: Double)?>(nil)
     let writeLimit: UInt64 = (UInt64(ProcessInfo.processInfo.environment["PHOTOGATE_WRITE_LIMIT_MB"] ?? "") ?? 4096) << 20

@@ -177,6 +177,9 @@ struct Deploy {
     @Test func aDaemonTakesNoOtherConnectionsFolderForItsOwn() throws { try script("control-reuse") }
     /// Nor another mount of its type and source made elsewhere while its own was detached and held.
     @Test func aDaemonTakesNoMountElsewhereForItsOwn() throws { try script("pin-detach") }
+    /// An edit closed unchanged at the write limit, then another opened: the open waits for the
+    /// first one's release, which the kernel sends after close(2) returned (forced by a shim).
+    @Test func anEditOpenAfterAnotherClosedWaitsForItsRelease() throws { try script("edit-release") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
     /// The README's quick start, as written, reaches a mounted view, sees a revoke, and unmounts.

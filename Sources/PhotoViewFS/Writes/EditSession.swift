@@ -87,7 +87,7 @@ extension PhotoFS {
         // the mount's limit and the disk reserve before a byte is copied (EDQUOT, ENOSPC: the
         // open fails and leaves nothing), counted until the edit ends (`uncount`, at its commit
         // or discard). Else an app holding edit opens filled the disk past the reserve.
-        do throws(Errno) { try admitGrowth(f, to: truncating ? 0 : node.size) } catch {
+        do throws(Errno) { try admitEditCopy(f, to: truncating ? 0 : node.size) } catch {
             dropSessionTemp(temp)
             throw error
         }

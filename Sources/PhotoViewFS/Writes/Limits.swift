@@ -65,6 +65,31 @@ extension PhotoFS {
         let c = f.counted - end
         f.counted = end
         writingBytes.withLock { $0 -= min($0, c) }
+        writingFreed.ring()
+    }
+
+    /// `admitGrowth` for the copy an edit open makes, waiting (at most 5 s) for an edit the app has
+    /// closed to end. An edit closed unchanged ends at its release, and the kernel sends that
+    /// release after close(2) has returned (FUSE_RELEASE is asynchronous): another of the daemon's
+    /// threads may serve the app's next open first. Past the limit, that open then failed with
+    /// EDQUOT although the app had closed an edit and opened another, within its limit. It waits
+    /// only while an edit is between its last close and its release (every handle flushed); one
+    /// still open (a descriptor the app kept) is no reason to wait, and the open fails at once.
+    func admitEditCopy(_ f: SessionFile, to end: UInt64) throws(Errno) {
+        let deadline = Date().addingTimeInterval(5)
+        while true {
+            let seen = writingFreed.count
+            do throws(Errno) { return try admitGrowth(f, to: end) } catch {
+                guard error == Errno(EDQUOT), endingEdits(), writingFreed.wait(past: seen, until: deadline) else { throw error }
+            }
+        }
+    }
+
+    /// Is an edit between its last close and its release (each of its handles flushed, none
+    /// released yet): bytes about to be given back?
+    private func endingEdits() -> Bool {
+        let open = edits.withLock { Array($0.values) }
+        return open.contains { f in f.run { f.isWriting && !f.handles.isEmpty && !f.handles.values.contains(false) && f.counted > 0 } }
     }
 
     /// Drops a file being written and its temp data.
@@ -160,6 +185,31 @@ extension PhotoFS {
         guard saved == shown else { return false }
         log("\(f.name) saved by \(appID) unchanged (the bytes it reads, its location stripped)")
         Glibc.unlink(f.tempPath)
+        return true
+    }
+}
+
+/// A count rung each time bytes being written are given back, to wait on (`admitEditCopy`).
+final class FreedBell: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var rung: UInt64 = 0
+
+    var count: UInt64 { condition.lock(); defer { condition.unlock() }; return rung }
+
+    func ring() {
+        condition.lock()
+        rung &+= 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until it is rung past `seen`; false at the deadline.
+    func wait(past seen: UInt64, until deadline: Date) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while rung == seen {
+            if !condition.wait(until: deadline) { return rung != seen }
+        }
         return true
     }
 }
