@@ -344,7 +344,6 @@ final class SessionCore: @unchecked Sendable {
         }
     }
 
-    @discardableResult
     /// Drops `ino`'s cached attributes and pages (a folder's: its cached listing) now, from the
     /// calling thread, a request handler included: only for an inode whose locks no request under
     /// way can hold (callers say why), since the kernel may wait for them.

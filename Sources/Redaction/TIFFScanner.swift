@@ -259,7 +259,7 @@ struct TIFFWalker<R: BlockReader> {
         for (offsetsTag, countsTag, what) in [(UInt16(0x0111), UInt16(0x0117), "strip"), (0x0144, 0x0145, "tile"),
                                               (0x0201, 0x0202, "JPEG thumbnail")] {
             guard let starts = dataOffsets[offsetsTag], let counts = dataCounts[countsTag] else { continue }
-            for (k, (start, length)) in zip(starts, counts).enumerated() where length > 0 {
+            for (start, length) in zip(starts, counts) where length > 0 {
                 guard within(start, length, what) else { break }
                 if offsetsTag == 0x0201 { info.embeddedJPEGs.append((start, length)) }
             }
