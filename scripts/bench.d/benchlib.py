@@ -48,6 +48,7 @@ ONLY = os.environ.get("BENCH_ONLY", "")
 
 PG = os.environ["PG"]
 TOOL = os.environ["PGBENCH"]
+FLOORFS = os.environ.get("FLOORFS", "")   # bench.d/floorfs.c, built by scripts/bench ("" if it could not be)
 WORK = os.environ["BENCH_WORK"]
 DROP_CACHES = os.path.join(HERE, "drop-caches")
 TEMPLATE = os.path.join(HERE, "..", "demo-photos", "beach.jpg")  # a JPEG whose EXIF has GPS
@@ -198,6 +199,32 @@ def bind_mount(source, mountpoint):
     sh("bindfs", source, mountpoint)
     bind_mounts.append(mountpoint)
     return mountpoint
+
+
+def floor_mount(name, hashing):
+    """floorfs (bench.d/floorfs.c: the least a FUSE file system does to take photos durably) at
+    w("mnt", name), with or without SHA-256, and the prepare step that mounts it again empty.
+    None when floorfs could not be built."""
+    if not FLOORFS:
+        return None
+    backing, mp = w("floor-" + name), w("mnt", name)
+    os.makedirs(mp, exist_ok=True)
+    env = dict(os.environ, HASH="1" if hashing else "0")
+
+    def stop():
+        if mp in bind_mounts:
+            subprocess.run(["fusermount3", "-u", mp], capture_output=True)
+            bind_mounts.remove(mp)
+        shutil.rmtree(backing, ignore_errors=True)
+
+    def reset():
+        stop()
+        os.makedirs(backing)
+        subprocess.run([FLOORFS, backing, mp], env=env, check=True)
+        bind_mounts.append(mp)
+        os.sync()
+    reset()
+    return dict(mp=mp, reset=reset, stop=stop)
 
 
 def cleanup():

@@ -19,12 +19,12 @@ import sqlite3
 import subprocess
 
 from benchlib import (EDIT_MB, EDIT_SAVE, OWNED, REAL, RESULTS, TEMPLATE, TOOL, WRITERS, dataset, empty_folder,
-                      listing, log, main_library, measure, pg, pg_mount, pg_unmount, photos, real_photos, record,
-                      remounting, row, sh, w, write_list)
+                      floor_mount, interleaved, listing, log, main_library, measure, pg, pg_mount, pg_unmount, photos,
+                      real_photos, record, remounting, row, sh, w, write_list)
 
 
 def ratio_note(workload):
-    """The mount's time over the durable native time, on stderr."""
+    """The mount's time (and the floor's) over the durable native time, on stderr."""
     m = {}
     for line in open(RESULTS):
         r = json.loads(line)
@@ -33,6 +33,20 @@ def ratio_note(workload):
     n, p = m.get("native"), m.get("passthrough")
     if n and p:
         log(f"{workload}: mount {p:.3f} s, durable native {n:.3f} s, mount/native time {p / n:.2f}x")
+    for v in ("floor-sync", "floor-sha256"):
+        if n and m.get(v):
+            log(f"{workload}: {v} {m[v]:.3f} s, floor/native time {m[v] / n:.2f}x")
+
+
+def floors():
+    """The two floors of a write row (`floor_mount`): floorfs syncing each file at its close, and
+    that with the SHA-256 photogate needs, hashed from the write requests. {} without floorfs."""
+    out = {}
+    for name, hashing in (("floor-sync", False), ("floor-sha256", True)):
+        f = floor_mount(name, hashing)
+        if f:
+            out[name] = f
+    return out
 
 
 def durable_native(name):
@@ -59,11 +73,22 @@ def writer_mount():
 
 @row("cp-durable", "writes")
 def cp_durable():
+    """In rounds, with the two floors (`floors`): what a FUSE file system that does nothing but
+    take the bytes, sync them at the close (and hash them) costs on this machine, against which
+    photogate's own cost (its catalog, checks and limits) is the rest."""
     m = writer_mount()
+    fl = floors()
     label = f"cp {REAL} photos in, native fsyncs each"
-    measure("cp-durable", label, "native", [TOOL, "cpsync", m["list"], m["native"], 1], prepare=m["reset_native"])
-    measure("cp-durable", label, "passthrough", ["cp", "--sparse=never", *m["files"], m["mp"] + "/"], prepare=m["reset_mount"])
+    cmds = {"native": [TOOL, "cpsync", m["list"], m["native"], 1],
+            "passthrough": ["cp", "--sparse=never", *m["files"], m["mp"] + "/"]}
+    prep = {"native": m["reset_native"], "passthrough": m["reset_mount"]}
+    for name, f in fl.items():
+        cmds[name] = ["cp", "--sparse=never", *m["files"], f["mp"] + "/"]
+        prep[name] = f["reset"]
+    interleaved("cp-durable", label, lambda v: cmds[v], variants=list(cmds), prepare=prep, warmup=0)
     ratio_note("cp-durable")
+    for f in fl.values():
+        f["stop"]()
 
 
 @row("cp-owner-large", "writes")
@@ -93,66 +118,89 @@ def cp_owner_large():
 @row("cp-durable-par", "writes")
 def cp_durable_par():
     m = writer_mount()
-    # Writer i copies files i, i + WRITERS, ...; the mount side runs that many cp processes.
+    fl = floors()
+    # Writer i copies files i, i + WRITERS, ...; each mount side runs that many cp processes.
     parts = [write_list(f"list-write.{i}", m["files"][i::WRITERS]) for i in range(WRITERS)]
-    script = w("par-cp")
-    with open(script, "w") as f:
-        f.write("#!/bin/sh\n# WRITERS cp processes in parallel, one per list; fails if any fails.\nrc=0\n")
-        for p in parts:
-            f.write(f"xargs -a '{p}' -d '\\n' cp --sparse=never -t '{m['mp']}' & \n")
-        f.write("for p in $(jobs -p); do wait $p || rc=1; done\nexit $rc\n")
-    os.chmod(script, 0o755)
+
+    def par_script(name, mp):
+        script = w(name)
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n# WRITERS cp processes in parallel, one per list; fails if any fails.\nrc=0\n")
+            for p in parts:
+                f.write(f"xargs -a '{p}' -d '\\n' cp --sparse=never -t '{mp}' & \n")
+            f.write("for p in $(jobs -p); do wait $p || rc=1; done\nexit $rc\n")
+        os.chmod(script, 0o755)
+        return [script]
     label = f"cp {REAL} photos in, {WRITERS} writers, native fsyncs"
-    measure("cp-durable-par", label, "native", [TOOL, "cpsync", m["list"], m["native"], WRITERS], prepare=m["reset_native"])
-    measure("cp-durable-par", label, "passthrough", [script], prepare=m["reset_mount"])
+    cmds = {"native": [TOOL, "cpsync", m["list"], m["native"], WRITERS], "passthrough": par_script("par-cp", m["mp"])}
+    prep = {"native": m["reset_native"], "passthrough": m["reset_mount"]}
+    for name, f in fl.items():
+        cmds[name] = par_script(f"par-cp-{name}", f["mp"])
+        prep[name] = f["reset"]
+    interleaved("cp-durable-par", label, lambda v: cmds[v], variants=list(cmds), prepare=prep, warmup=0)
     ratio_note("cp-durable-par")
     m["reset_mount"]()
     m["reset_native"]()
+    for f in fl.values():
+        f["stop"]()
 
 
 @row("edit-save", "writes")
 def edit_save():
-    """Saving an edit through a read-write mount."""
+    """Saving an edit through a read-write mount, as BENCH_EDIT_SAVE says (an O_TRUNC write)."""
+    edit_rows("edit-save", "EDIT", EDIT_SAVE, 5)
+
+
+@row("edit-save-exiftool", "writes")
+def edit_save_exiftool():
+    """The same save made by `exiftool -overwrite_original` (a temp file, then a rename over the
+    photo), which issue 39 names beside the O_TRUNC save."""
+    edit_rows("edit-save-exiftool", "EDITX", "exiftool", 6)
+
+
+def edit_rows(ident, stem, how_saved, seed):
+    """Rows IDENT and IDENT-durable: a JPEG named STEM_000000.jpg (content from SEED) saved as
+    HOW_SAVED says, natively (with and without fsync) and through a read-write mount."""
     lib = main_library()
-    src, native = w("edit-src"), w("edit-native")
+    src, native = w(ident + "-src"), w(ident + "-native")
     os.makedirs(src, exist_ok=True)
     os.makedirs(native, exist_ok=True)
-    sh(TOOL, "gen-photos", src, 1, EDIT_MB * 1000000, EDIT_MB * 1000000, TEMPLATE, 5)
-    esrc = os.path.join(src, "EDIT_000000.jpg")
+    sh(TOOL, "gen-photos", src, 1, EDIT_MB * 1000000, EDIT_MB * 1000000, TEMPLATE, seed)
+    esrc = os.path.join(src, f"{stem}_000000.jpg")
     os.rename(os.path.join(src, "IMG_000000.jpg"), esrc)
     pg("import", "--library", lib, esrc)
     sh("cp", esrc, native + "/")
     pg("authorize", "--library", lib, "org.bench.Editor", "--access", "read-write", "--status", "authorized")
     pg("options", "--library", lib, "org.bench.Editor", "--edit-any", "on")
-    emnt = pg_mount(lib, "org.bench.Editor", w("mnt", "editor"))
-    efile = {"native": os.path.join(native, "EDIT_000000.jpg"), "passthrough": os.path.join(emnt, "EDIT_000000.jpg")}
+    emnt = pg_mount(lib, "org.bench.Editor", w("mnt", ident))
+    efile = {"native": os.path.join(native, f"{stem}_000000.jpg"), "passthrough": os.path.join(emnt, f"{stem}_000000.jpg")}
 
     def save(v, fsync=False):
-        if EDIT_SAVE == "exiftool":
+        if how_saved == "exiftool":
             # A different Artist each save ($$), so every save is new content.
             return ["sh", "-c", f"exiftool -q -overwrite_original -Artist=x$$ '{efile[v]}'" + (f" && sync '{efile[v]}'" if fsync else "")]
         return [TOOL, "save", efile[v], esrc] + (["fsync"] if fsync else [])
-    how = "exiftool -Artist" if EDIT_SAVE == "exiftool" else "O_TRUNC write"
+    how = "exiftool -Artist" if how_saved == "exiftool" else "O_TRUNC write"
     label, dlabel = f"save edit of {EDIT_MB} MB JPEG ({how})", f"save edit of {EDIT_MB} MB JPEG ({how}), native + fsync"
-    measure("edit-save", label, "native", save("native"), warmup=1)
-    measure("edit-save-durable", dlabel, "native", save("native", True), warmup=1)
+    measure(ident, label, "native", save("native"), warmup=1)
+    measure(ident + "-durable", dlabel, "native", save("native", True), warmup=1)
     # One save through the mount first: EACCES means this photogate does not take edits through
     # a mount yet; the row then says so instead of failing.
     p = subprocess.run(save("passthrough"), capture_output=True, text=True)
     if p.returncode == 0:
-        ts = measure("edit-save", label, "passthrough", save("passthrough"))
+        ts = measure(ident, label, "passthrough", save("passthrough"))
         if ts:
             # The same samples against the durable native save (the mount's save is durable at close).
-            record("edit-save-durable", dlabel, "passthrough", "s", "lower", sorted(ts)[len(ts) // 2] if len(ts) % 2
+            record(ident + "-durable", dlabel, "passthrough", "s", "lower", sorted(ts)[len(ts) // 2] if len(ts) % 2
                    else (sorted(ts)[len(ts) // 2 - 1] + sorted(ts)[len(ts) // 2]) / 2, ts, note="same samples as the row above")
-        ratio_note("edit-save")
-        ratio_note("edit-save-durable")
+        ratio_note(ident)
+        ratio_note(ident + "-durable")
         c = sqlite3.connect(f"file:{lib}/photogate.sqlite?mode=ro", uri=True)
         log(f"versions in the library after the saves: {c.execute('SELECT count(*) FROM versions').fetchone()[0]} (original included)")
         c.close()
     elif "permission denied" in p.stderr.lower():
-        record("edit-save", label, "passthrough", "s", "lower", None, note="n/a (EACCES)")
-        record("edit-save-durable", dlabel, "passthrough", "s", "lower", None, note="n/a (EACCES)")
+        record(ident, label, "passthrough", "s", "lower", None, note="n/a (EACCES)")
+        record(ident + "-durable", dlabel, "passthrough", "s", "lower", None, note="n/a (EACCES)")
     else:
-        record("edit-save", label, "passthrough", "s", "lower", None, note=f"failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}")
+        record(ident, label, "passthrough", "s", "lower", None, note=f"failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}")
     pg_unmount(lib, emnt)

@@ -1,0 +1,192 @@
+/* floorfs: the least a FUSE file system must do to take photos the way photogate's add-only mount
+ * does, for scripts/bench's `cp-floor` row (issue 39: what no answer of photogate's daemon can
+ * beat on this machine). A flat folder: each file created goes to BACKING/tmp, is written there
+ * (1 MiB requests, as photogate asks for), and at its close is made durable (fsync) and renamed
+ * into BACKING/store before the close returns. With HASH=1 its SHA-256 is computed too, in the
+ * cheapest way there is: from each write request's own buffer as it arrives (in order), where
+ * photogate reads the bytes back from the page cache on another thread. No catalog, no limits, no
+ * checks: the price of the FUSE round trips, the copies, the hash and the sync alone.
+ *
+ *   floorfs BACKING MOUNTPOINT [libfuse options, e.g. -f]       (HASH=0|1 in the environment)
+ *
+ * Built by scripts/bench against the libfuse photogate uses. */
+#define FUSE_USE_VERSION 31
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <dirent.h>
+
+static char *backing;
+static int hashing;
+
+struct open_file {
+    int fd;
+    EVP_MD_CTX *ctx;
+    off_t next;      /* bytes [0, next) went through the hash in order */
+    int in_order;    /* no write out of order yet */
+    int done;        /* made durable and moved into the store */
+    char name[256];
+};
+
+static int path_of(char *out, size_t n, const char *where, const char *path) {
+    const char *name = path[0] == '/' ? path + 1 : path;
+    if (!*name || strchr(name, '/')) return -ENOENT;
+    snprintf(out, n, "%s/%s/%s", backing, where, name);
+    return 0;
+}
+
+static int fs_getattr(const char *path, struct stat *st, struct fuse_file_info *fi) {
+    if (fi) {
+        struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
+        if (fstat(f->fd, st)) return -errno;
+    } else if (!strcmp(path, "/")) {
+        memset(st, 0, sizeof *st);
+        st->st_mode = S_IFDIR | 0755;
+        st->st_nlink = 2;
+    } else {
+        char p[4096];
+        if (path_of(p, sizeof p, "store", path)) return -ENOENT;
+        if (lstat(p, st)) {
+            if (path_of(p, sizeof p, "tmp", path) || lstat(p, st)) return -ENOENT;
+        }
+    }
+    st->st_blksize = 1 << 20;
+    return 0;
+}
+
+static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off, struct fuse_file_info *fi,
+                      enum fuse_readdir_flags flags) {
+    (void)off; (void)fi; (void)flags;
+    if (strcmp(path, "/")) return -ENOTDIR;
+    fill(buf, ".", NULL, 0, 0);
+    fill(buf, "..", NULL, 0, 0);
+    char p[4096];
+    snprintf(p, sizeof p, "%s/store", backing);
+    DIR *d = opendir(p);
+    if (!d) return -errno;
+    struct dirent *e;
+    while ((e = readdir(d))) if (e->d_name[0] != '.') fill(buf, e->d_name, NULL, 0, 0);
+    closedir(d);
+    return 0;
+}
+
+static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi) {
+    char p[4096];
+    if (path_of(p, sizeof p, "tmp", path)) return -ENOENT;
+    int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode & 0777);
+    if (fd < 0) return -errno;
+    struct open_file *f = calloc(1, sizeof *f);
+    f->fd = fd;
+    f->in_order = 1;
+    snprintf(f->name, sizeof f->name, "%s", path + 1);
+    if (hashing) {
+        f->ctx = EVP_MD_CTX_new();
+        EVP_DigestInit_ex(f->ctx, EVP_sha256(), NULL);
+    }
+    fi->fh = (uintptr_t)f;
+    return 0;
+}
+
+static int fs_open(const char *path, struct fuse_file_info *fi) {
+    (void)path; (void)fi;
+    return -EACCES;   /* add-only: what is stored is not opened again */
+}
+
+static int fs_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
+    (void)path;
+    struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
+    ssize_t n = pwrite(f->fd, buf, size, off);
+    if (n < 0) return -errno;
+    if (f->ctx && f->in_order) {
+        if (off == f->next) {
+            EVP_DigestUpdate(f->ctx, buf, (size_t)n);
+            f->next += n;
+        } else {
+            f->in_order = 0;
+        }
+    }
+    return (int)n;
+}
+
+static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi) {
+    (void)path;
+    if (!fi) return -EACCES;
+    struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
+    if (ftruncate(f->fd, size)) return -errno;
+    if (size != f->next) f->in_order = 0;
+    return 0;
+}
+
+/* At the close: the hash (read back only if the writes were not in order), the sync, the move. */
+static int fs_flush(const char *path, struct fuse_file_info *fi) {
+    (void)path;
+    struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
+    if (f->done) return 0;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen;
+    if (f->ctx) {
+        if (!f->in_order) {
+            static __thread char rb[1 << 20];
+            EVP_DigestInit_ex(f->ctx, EVP_sha256(), NULL);
+            ssize_t n;
+            off_t o = 0;
+            while ((n = pread(f->fd, rb, sizeof rb, o)) > 0) { EVP_DigestUpdate(f->ctx, rb, (size_t)n); o += n; }
+        }
+        EVP_DigestFinal_ex(f->ctx, md, &mdlen);
+    }
+    if (fsync(f->fd)) return -errno;
+    char from[4096], to[4096];
+    snprintf(from, sizeof from, "%s/tmp/%s", backing, f->name);
+    snprintf(to, sizeof to, "%s/store/%s", backing, f->name);
+    if (rename(from, to)) return -errno;
+    f->done = 1;
+    return 0;
+}
+
+static int fs_release(const char *path, struct fuse_file_info *fi) {
+    (void)path;
+    struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
+    close(f->fd);
+    if (f->ctx) EVP_MD_CTX_free(f->ctx);
+    free(f);
+    return 0;
+}
+
+static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
+    conn->max_write = 1 << 20;
+    cfg->attr_timeout = 1;
+    cfg->entry_timeout = 1;
+    cfg->negative_timeout = 0;
+    return NULL;
+}
+
+static const struct fuse_operations ops = {
+    .getattr = fs_getattr, .readdir = fs_readdir, .create = fs_create, .open = fs_open,
+    .write = fs_write, .truncate = fs_truncate, .flush = fs_flush, .release = fs_release, .init = fs_init,
+};
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: floorfs BACKING MOUNTPOINT [libfuse options]\n");
+        return 64;
+    }
+    backing = realpath(argv[1], NULL);
+    if (!backing) { perror(argv[1]); return 66; }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tmp", backing);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/store", backing);
+    mkdir(p, 0700);
+    const char *h = getenv("HASH");
+    hashing = h && !strcmp(h, "1");
+    argv[1] = argv[0];
+    return fuse_main(argc - 1, argv + 1, &ops, NULL);
+}
