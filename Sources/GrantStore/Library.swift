@@ -418,7 +418,7 @@ public final class Library: Sendable {
         let gone = lstat(paths.database + "-wal", &st) != 0 || (known != nil && known != Library.identity(st))
         let goneButSaved = gone && saveGoneLog()
         pool.releaseMemory()
-        try? pool.writeWithoutTransaction { db in
+        pool.writeWithoutTransaction { db in
             if let c = db.sqliteConnection { _ = pg_sqlite_checkpoint_on_close(UnsafeMutableRawPointer(c)) }
         }
         try? pool.close()

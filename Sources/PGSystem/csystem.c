@@ -71,10 +71,6 @@ int pg_removexattr(const char *path, const char *name) {
     return removexattr(path, name);
 }
 
-int pg_open_direct_write(const char *path) {
-    return open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
-}
-
 #include <sys/stat.h>
 
 int pg_open_in_folder(const char *dir, const char *sub, const char *name, int flags, unsigned int mode) {

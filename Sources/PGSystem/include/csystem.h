@@ -38,10 +38,6 @@ long pg_getxattr(const char *path, const char *name, void *value, unsigned long 
 int pg_fremovexattr(int fd, const char *name);
 int pg_removexattr(const char *path, const char *name);
 
-/// open(path, O_WRONLY | O_DIRECT | O_CLOEXEC): writes that skip the page cache (-1 where the
-/// filesystem has no direct I/O).
-int pg_open_direct_write(const char *path);
-
 /// The regular file `name` in the folder `dir`, or in `dir`'s sub-folder `sub` when `sub` is not
 /// NULL (made 0700 first when `flags` has O_CREAT), opened with `flags` (and `mode` when it is
 /// created), O_CLOEXEC, following no symbolic link at `dir`'s last component, at `sub` or at
