@@ -38,17 +38,19 @@ round() {
         "$pg" mount org.example.A "$d/mnt" >/dev/null 2>&1 &
     local cli=$!
     wait_until 30 grep -qs "^victim: " "$log" || skip "$name: the victim could not be mounted: $(cat "$log" 2>/dev/null)"
+    # As the shim logged them, before the victim: the daemon is the process that made the mount.
+    # Not found by its command line: the pinner, a copy of the daemon, has the same one, and its
+    # pid is the lower of the two once the kernel's pids have wrapped around.
     local pinner daemon
     pinner=$(sed -n 's/^pinner: //p' "$log")
-    daemon_pid() { daemon=$(pgrep -f "mount org.example.A $d/mnt " | grep -vx "$cli" | head -1); [[ -n $daemon ]]; }
-    wait_until 30 daemon_pid || fail "$name: no daemon: $(cat "$log")"
+    daemon=$(sed -n 's/^daemon: //p' "$log")
     if [[ $when == probe ]]; then
-        wait_until 30 probing "$daemon" || fail "$name: the daemon never probed its mount"
+        wait_until 30 probing "$daemon" || fail "$name: the daemon never probed its mount: $(cat "$log")"
     else
         wait "$cli" || true
     fi
-    kill -TERM "$daemon"
-    kill -USR1 "$pinner"
+    kill -TERM "$daemon" || fail "$name: the daemon had ended before its SIGTERM: $(cat "$log")"
+    kill -USR1 "$pinner" || fail "$name: the pinner had ended before its SIGUSR1: $(cat "$log")"
     ended() { grep -qs "at exit" "$log"; }
     wait_until 30 ended || fail "$name: the daemon did not end after SIGTERM and a request through its detached mount: $(cat "$log")"
     wait "$cli" 2>/dev/null || true
@@ -56,7 +58,7 @@ round() {
     has "victim connection alive" "$(cat "$log")" || fail "$name: the daemon aborted the other file system's connection (it took that mount for its own)"
     has "victim mount listed" "$(cat "$log")" || fail "$name: the daemon detached the other file system's mount (it took that mount for its own)"
     if [[ $when == ready ]]; then
-        grep -q "could not be told apart" "$d/library/run/logs/"*.log || fail "$name: the daemon did not say it could not identify its mount"
+        grep -q "could not be told apart" "$d/library/run/logs/"*.log || fail "$name: the daemon did not say it could not identify its mount: $(cat "$d/library/run/logs/"*.log)"
     fi
 }
 round after-ready ready

@@ -2,8 +2,10 @@
  * RT_MP: a child (the pinner) holds the new mount's root, the mount is detached lazily (its
  * connection lives on, held by the pinner), and a victim FUSE file system of the same type and
  * source is mounted at RT_VICTIM and left unserved. On SIGUSR1 the pinner asks the detached mount
- * for its statfs (a request only the daemon can answer) and exits. At the daemon's exit this logs
- * whether the victim's connection was aborted and whether its mount is still listed. */
+ * for its statfs (a request only the daemon can answer) and exits. Logs the daemon's pid and the
+ * pinner's (the pinner is a copy of the daemon: its command line is the daemon's, so a search by
+ * command line cannot tell them apart). At the daemon's exit this logs whether the victim's
+ * connection was aborted and whether its mount is still listed. */
 #include "shim-common.h"
 #include <signal.h>
 #include <sys/vfs.h>
@@ -34,7 +36,7 @@ int mount(const char *src, const char *tgt, const char *type, unsigned long flag
         _exit(0);
     }
     close(pin);
-    logf_("pinner: %d\n", (int)pinner);
+    logf_("daemon: %d\npinner: %d\n", (int)getpid(), (int)pinner);
     if (umount2(mp, MNT_DETACH)) logf_("cannot detach ours: %s\n", strerror(errno));
     victim_dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
     char o[128];
