@@ -103,8 +103,7 @@ struct Mount: PhotogateCommand {
                 let report = { (err: String?) in
                     let msg = err.map { "error: \($0)\n" } ?? "ok\n"
                     if let fd = readyFd {
-                        _ = msg.withCString { Glibc.write(fd, $0, strlen($0)) }
-                        close(fd)
+                        reportReadiness(msg, to: fd)
                     } else if let err {
                         printError(err)
                     }
@@ -307,6 +306,28 @@ func runTool(_ path: String, _ args: [String], environment: [String: String]? = 
     try p.run()
     p.waitUntilExit()
     return p.terminationStatus
+}
+
+/// Writes a background daemon's readiness (`message`) to `fd`, the pipe `photogate mount` waits on
+/// (`--ready-fd`), and closes it. That command may have stopped waiting (after 20 s, or killed):
+/// the write then fails with EPIPE, and raises no SIGPIPE. By then the daemon's session may have
+/// ended (a SIGTERM while the probe of its mount was out), and libfuse, ending it, gave SIGPIPE its
+/// default action back: the daemon was killed there, before its own end (the last writes settled,
+/// its registry entry removed, the library let go).
+func reportReadiness(_ message: String, to fd: Int32) {
+    var pipeSignal = sigset_t(), mask = sigset_t()
+    sigemptyset(&pipeSignal)
+    sigaddset(&pipeSignal, SIGPIPE)
+    // The kernel sends SIGPIPE to the thread that wrote: blocked here, it waits for this thread,
+    // which takes it back below.
+    pthread_sigmask(SIG_BLOCK, &pipeSignal, &mask)
+    let written = message.withCString { Glibc.write(fd, $0, strlen($0)) }
+    if written < 0 && errno == EPIPE {
+        var now = timespec(tv_sec: 0, tv_nsec: 0)
+        _ = sigtimedwait(&pipeSignal, nil, &now)
+    }
+    pthread_sigmask(SIG_SETMASK, &mask, nil)
+    close(fd)
 }
 
 /// The daemon's log (stderr, and stdout with it): every line goes through its limits (DaemonLog:

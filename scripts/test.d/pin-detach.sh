@@ -5,8 +5,11 @@
 # took that one, the only new mount of its kind in the kernel's list, for its own, and at its end
 # aborted its connection and detached its mount. Forced here by an LD_PRELOAD shim in the daemon;
 # the holder then wakes the daemon's loop after a SIGTERM. Two rounds: the SIGTERM after the mount
-# is ready (the daemon's probe of its mount has failed by then), and while that probe is still out.
-# Expected in both: the other file system untouched.
+# is ready (the daemon's probe of its mount has failed by then), and while that probe is still out,
+# `photogate mount` having stopped waiting for the daemon (killed here; it gives up after 20 s): the
+# daemon's session has ended when the probe is over, and its "ready" then finds no reader.
+# Expected in both: the other file system untouched, and the daemon ending by itself (not killed
+# by that write's SIGPIPE).
 PG_PRIVATE_MOUNTS=1
 source "$(dirname "$0")/lib.sh"
 need_fuse
@@ -24,7 +27,7 @@ victim_abort() {
 probing() { grep -qx fuse-probe /proc/"$1"/task/*/comm 2>/dev/null; }
 
 # round NAME WHEN: WHEN is "ready" (SIGTERM once `photogate mount` returned) or "probe" (SIGTERM
-# while the daemon's probe thread is out).
+# while the daemon's probe thread is out, `photogate mount` killed).
 round() {
     local name=$1 when=$2 d="$tmp/$1"
     local log="$d/shim.log"
@@ -46,6 +49,8 @@ round() {
     daemon=$(sed -n 's/^daemon: //p' "$log")
     if [[ $when == probe ]]; then
         wait_until 30 probing "$daemon" || fail "$name: the daemon never probed its mount: $(cat "$log")"
+        kill -KILL "$cli"
+        wait "$cli" 2>/dev/null || true
     else
         wait "$cli" || true
     fi
