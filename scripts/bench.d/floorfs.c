@@ -5,7 +5,8 @@
  * into BACKING/store before the close returns. With HASH=1 its SHA-256 is computed too, in the
  * cheapest way there is: from each write request's own buffer as it arrives (in order), where
  * photogate reads the bytes back from the page cache on another thread. No catalog, no limits, no
- * checks: the price of the FUSE round trips, the copies, the hash and the sync alone.
+ * checks: the price of the FUSE round trips, the copies, the hash and the sync alone. A stored file
+ * opened with O_TRUNC is saved the same way (a new temp, renamed over it at the close).
  *
  *   floorfs BACKING MOUNTPOINT [libfuse options, e.g. -f]       (HASH=0|1 in the environment)
  *
@@ -78,7 +79,8 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
     return 0;
 }
 
-static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi) {
+/* A new temp for `path` (created, or a save of a stored file), with its own handle. */
+static int start_file(const char *path, mode_t mode, struct fuse_file_info *fi) {
     char p[4096];
     if (path_of(p, sizeof p, "tmp", path)) return -ENOENT;
     int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode & 0777);
@@ -95,9 +97,16 @@ static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi) {
     return 0;
 }
 
+static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi) { return start_file(path, mode, fi); }
+
+/* Opened to be written (an edit's save, O_TRUNC: the bench's only kind): a new temp that the
+ * close renames over the stored file, as a new version. A stored file is not read back. */
 static int fs_open(const char *path, struct fuse_file_info *fi) {
-    (void)path; (void)fi;
-    return -EACCES;   /* add-only: what is stored is not opened again */
+    char p[4096];
+    struct stat st;
+    if (path_of(p, sizeof p, "store", path) || lstat(p, &st)) return -ENOENT;
+    if ((fi->flags & O_ACCMODE) == O_RDONLY || !(fi->flags & O_TRUNC)) return -EACCES;
+    return start_file(path, st.st_mode, fi);
 }
 
 static int fs_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
@@ -118,7 +127,7 @@ static int fs_write(const char *path, const char *buf, size_t size, off_t off, s
 
 static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi) {
     (void)path;
-    if (!fi) return -EACCES;
+    if (!fi) return size == 0 ? 0 : -EACCES;   /* O_TRUNC sent apart from its open: the save replaces it */
     struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
     if (ftruncate(f->fd, size)) return -errno;
     if (size != f->next) f->in_order = 0;
@@ -162,6 +171,7 @@ static int fs_release(const char *path, struct fuse_file_info *fi) {
 
 static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
     conn->max_write = 1 << 20;
+    conn->want |= FUSE_CAP_ATOMIC_O_TRUNC & conn->capable;
     cfg->attr_timeout = 1;
     cfg->entry_timeout = 1;
     cfg->negative_timeout = 0;

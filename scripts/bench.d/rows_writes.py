@@ -198,9 +198,25 @@ def edit_rows(ident, stem, how_saved, seed):
         c = sqlite3.connect(f"file:{lib}/photogate.sqlite?mode=ro", uri=True)
         log(f"versions in the library after the saves: {c.execute('SELECT count(*) FROM versions').fetchone()[0]} (original included)")
         c.close()
+        if how_saved != "exiftool":   # floorfs has no rename
+            edit_floors(ident, label, dlabel, stem, esrc)
     elif "permission denied" in p.stderr.lower():
         record(ident, label, "passthrough", "s", "lower", None, note="n/a (EACCES)")
         record(ident + "-durable", dlabel, "passthrough", "s", "lower", None, note="n/a (EACCES)")
     else:
         record(ident, label, "passthrough", "s", "lower", None, note=f"failed: {(p.stderr.strip().splitlines() or ['?'])[-1][:120]}")
     pg_unmount(lib, emnt)
+
+
+def edit_floors(ident, label, dlabel, stem, esrc):
+    """The same save through the two floors (`floors`): floorfs takes a save of a stored file as
+    a new file renamed over it at the close. Recorded in both rows, as the mount's samples are."""
+    for name, f in floors().items():
+        target = os.path.join(f["mp"], f"{stem}_000000.jpg")
+        sh("cp", esrc, w("floor-" + name, "store") + "/")
+        ts = measure(ident, label, name, [TOOL, "save", target, esrc])
+        if ts:
+            mid = sorted(ts)[len(ts) // 2] if len(ts) % 2 else (sorted(ts)[len(ts) // 2 - 1] + sorted(ts)[len(ts) // 2]) / 2
+            record(ident + "-durable", dlabel, name, "s", "lower", mid, ts, note="same samples as the row above")
+        f["stop"]()
+    ratio_note(ident + "-durable")
