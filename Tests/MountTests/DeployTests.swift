@@ -180,6 +180,9 @@ struct Deploy {
     /// An edit closed unchanged at the write limit, then another opened: the open waits for the
     /// first one's release, which the kernel sends after close(2) returned (forced by a shim).
     @Test func anEditOpenAfterAnotherClosedWaitsForItsRelease() throws { try script("edit-release") }
+    /// Only a couple of edit opens past the limit wait at once (an edit "closed" by close(dup(fd))
+    /// looks like one about to be released): a third is refused at once, not holding a thread.
+    @Test func onlyACoupleOfEditOpensWaitForARelease() throws { try script("edit-wait-cap") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
     /// The README's quick start, as written, reaches a mounted view, sees a revoke, and unmounts.

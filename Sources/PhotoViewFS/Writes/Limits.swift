@@ -75,15 +75,32 @@ extension PhotoFS {
     /// EDQUOT although the app had closed an edit and opened another, within its limit. It waits
     /// only while an edit is between its last close and its release (every handle flushed); one
     /// still open (a descriptor the app kept) is no reason to wait, and the open fails at once.
+    /// FUSE cannot tell a last close from the close of a copy (`close(dup(fd))`, a forked child's
+    /// exit): an edit the app still holds may look closed. So at most `editOpensWaiting` opens
+    /// wait at once, and the others fail at once: a waiting open holds one of the daemon's request
+    /// threads, and an app holding an edit "closed" that way, opening photo after photo past its
+    /// limit at once, took all of them for 5 s at a time (every request of its mount unanswered
+    /// meanwhile, the release they waited for too, and a SIGTERM's end held up as long).
     func admitEditCopy(_ f: SessionFile, to end: UInt64) throws(Errno) {
         let deadline = Date().addingTimeInterval(5)
+        var waiting = false
+        defer { if waiting { writingFreed.leave() } }
         while true {
             let seen = writingFreed.count
             do throws(Errno) { return try admitGrowth(f, to: end) } catch {
-                guard error == Errno(EDQUOT), endingEdits(), writingFreed.wait(past: seen, until: deadline) else { throw error }
+                guard error == Errno(EDQUOT), endingEdits() else { throw error }
+                if !waiting {
+                    guard writingFreed.enter(atMost: PhotoFS.editOpensWaiting) else { throw error }
+                    waiting = true
+                }
+                guard writingFreed.wait(past: seen, until: deadline) else { throw error }
             }
         }
     }
+
+    /// Edit opens past the limit that may wait at once for an edit's release (`admitEditCopy`):
+    /// well under the daemon's request threads (16), which serve that release.
+    static let editOpensWaiting = 2
 
     /// Is an edit between its last close and its release (each of its handles flushed, none
     /// released yet): bytes about to be given back?
@@ -193,6 +210,7 @@ extension PhotoFS {
 final class FreedBell: @unchecked Sendable {
     private let condition = NSCondition()
     private var rung: UInt64 = 0
+    private var waiters = 0
 
     var count: UInt64 { condition.lock(); defer { condition.unlock() }; return rung }
 
@@ -200,6 +218,21 @@ final class FreedBell: @unchecked Sendable {
         condition.lock()
         rung &+= 1
         condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Counts one more waiter, if fewer than `limit` are counted; `leave` when done.
+    func enter(atMost limit: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard waiters < limit else { return false }
+        waiters += 1
+        return true
+    }
+
+    func leave() {
+        condition.lock()
+        waiters -= 1
         condition.unlock()
     }
 
