@@ -487,9 +487,20 @@ public final class Library: Sendable {
     /// `rescue`: when the log is not the one SQLite writes to, checkpoint what it holds into the
     /// database file (`rescueLog`) instead of failing; not at the end of a process's use of the
     /// library (its last close checkpoints anyway, and its folder may be gone by then).
+    ///
+    /// Callers at once share syncs (`SyncCoalescer`): each returns once a sync that began after
+    /// it asked has succeeded. Eight `cp` writers into one mount each waited for the log's
+    /// `fdatasync` in turn (one file: the syncs run one at a time), and took 0.81 of one
+    /// writer's time where a file system without a catalog took 0.42.
     public func syncLog(rescue: Bool = true) throws {
         // A server's commit is durable when it returns (the server's own log).
         guard pool != nil else { return }
+        guard rescue else { return try syncLogNow(rescue: false) }
+        try logSyncs.run { try syncLogNow(rescue: true) }
+    }
+
+    /// One sync of the log, with its checks (`syncLog`).
+    private func syncLogNow(rescue: Bool) throws {
         let path = paths.database + "-wal"
         let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
@@ -582,6 +593,8 @@ public final class Library: Sendable {
 
     /// Set when the log was found truncated or overwritten in place: no checkpoint from it.
     private let logDamaged = Atomic<Bool>(false)
+    /// The log's syncs, shared by the callers that ask at once (`syncLog`).
+    let logSyncs = SyncCoalescer()
 
     /// With the log removed or replaced under this process, what it committed is only in the log
     /// file SQLite still has open: a checkpoint through the writer copies it all into the database
