@@ -370,8 +370,8 @@ let camera = AppID("org.example.Camera")!
         #expect(leftovers.isEmpty, "temp copies left: \(leftovers)")
     }
 
-    /// Files of several MiB are copied with direct I/O for their whole MiBs and buffered for the
-    /// tail: the stored copy must be the source, byte for byte.
+    /// Files of several MiB are copied in 1 MiB chunks and a tail: the stored copy must be the
+    /// source, byte for byte.
     @Test func largeImportsAreStoredByteForByte() throws {
         let t = try TempLibrary()
         let src = t.dir + "/big"
