@@ -11,13 +11,7 @@ need_fuse
 pg=$PHOTOGATE_BIN
 d=$tmp/lib
 app=org.example.EditWaitCap
-mkdir -p "$d/src" "$d/mnt"
-export PHOTOGATE_LIBRARY="$d/library"
-"$pg" init >/dev/null
-for i in 0 1 2 3 4; do { cat "$corpus/exif.jpg"; head -c $((1 << 20)) /dev/urandom; } >"$d/src/p$i.jpg"; done
-"$pg" import "$d/src" >/dev/null || fail "import"
-"$pg" authorize "$app" --access read-write --status authorized >/dev/null
-"$pg" options "$app" --edit-any on >/dev/null
+padded_edit_library "$d" "$app" 5
 on_exit "force_unmount '$d/mnt'"
 on_exit "'$pg' unmount '$d/mnt' >/dev/null 2>&1"
 # Two edits of just over 1 MiB fit in 3 MiB, three do not.

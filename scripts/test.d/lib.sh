@@ -124,6 +124,20 @@ one_photo_library() {
     for app in "$@"; do "$PHOTOGATE_BIN" authorize "$app" --access read-write --status authorized >/dev/null; done
 }
 
+# padded_edit_library DIR APP N: a library at DIR/library (exported as PHOTOGATE_LIBRARY) holding
+# N photos p0.jpg... of just over 1 MiB each (EXIF, then random bytes), APP authorized read-write
+# with edit-any on: for the write limit's tests (a 3 MiB limit takes two such edits, not three).
+padded_edit_library() {
+    local dir=$1 app=$2 n=$3 i
+    mkdir -p "$dir/src" "$dir/mnt"
+    export PHOTOGATE_LIBRARY="$dir/library"
+    "$PHOTOGATE_BIN" init >/dev/null
+    for ((i = 0; i < n; i++)); do { cat "$corpus/exif.jpg"; head -c $((1 << 20)) /dev/urandom; } >"$dir/src/p$i.jpg"; done
+    "$PHOTOGATE_BIN" import "$dir/src" >/dev/null || fail "import"
+    "$PHOTOGATE_BIN" authorize "$app" --access read-write --status authorized >/dev/null
+    "$PHOTOGATE_BIN" options "$app" --edit-any on >/dev/null
+}
+
 # sandbox_writable APP DIR...: a folder the command of APP's `photogate run` started by root
 # writes into (passed with --bind): that command runs as APP's own ids (`run APP --show-user`),
 # not root, so the folder is made theirs (as an administrator would; `run --help`). Uses
