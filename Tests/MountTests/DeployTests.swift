@@ -183,6 +183,10 @@ struct Deploy {
     /// Only a couple of edit opens past the limit wait at once (an edit "closed" by close(dup(fd))
     /// looks like one about to be released): a third is refused at once, not holding a thread.
     @Test func onlyACoupleOfEditOpensWaitForARelease() throws { try script("edit-wait-cap") }
+    /// Eight writers' closes share the catalog log's syncs; the daemon is killed while one is held
+    /// (a shim) with several closes waiting on it and the next (issue 39's group commit): every
+    /// close that returned 0 is an asset after recovery, none is partial, `verify` is clean.
+    @Test func aDaemonKilledInTheMiddleOfAGroupCommitLosesNoSavedPhoto() throws { try script("group-sync-kill") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
     /// The README's quick start, as written, reaches a mounted view, sees a revoke, and unmounts.

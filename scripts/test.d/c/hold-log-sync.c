@@ -1,0 +1,46 @@
+/* LD_PRELOADed into a photogate daemon by group-sync-kill.sh. The closes that arrive together
+ * share one sync of the catalog's write-ahead log (`Library.syncLog`, SyncCoalescer): one of them
+ * runs the fdatasync while the others wait for it or for the next. Once the file $RT_ARM exists,
+ * the $RT_HOLD_AT-th such sync after it (default 3) never returns: the shim creates $RT_HELD and
+ * waits there until the daemon is killed, so that the test kills it in the middle of a group.
+ * Only the daemon's own log syncs are counted: an fdatasync of a descriptor of the log opened
+ * read-only (SQLite's own descriptors of it are read-write). Logs to $RT_LOG. */
+#include "shim-common.h"
+#include <pthread.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int seen = 0;
+
+static int is_log_sync(int fd) {
+    char p[64], t[4096];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(p, t, sizeof t - 1);
+    if (n <= 0) return 0;
+    t[n] = 0;
+    static const char suffix[] = ".sqlite-wal";
+    size_t len = (size_t)n, sl = sizeof suffix - 1;
+    if (len < sl || strcmp(t + len - sl, suffix) != 0) return 0;
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY;
+}
+
+int fdatasync(int fd) {
+    static int (*real)(int);
+    if (!real) real = dlsym(RTLD_NEXT, "fdatasync");
+    const char *arm = getenv("RT_ARM"), *held = getenv("RT_HELD");
+    if (arm && held && is_log_sync(fd) && access(arm, F_OK) == 0) {
+        const char *at = getenv("RT_HOLD_AT");
+        int hold_at = at ? atoi(at) : 3;
+        pthread_mutex_lock(&lock);
+        int mine = ++seen;
+        pthread_mutex_unlock(&lock);
+        logf_("log sync %d after arming\n", mine);
+        if (mine == hold_at) {
+            int h = open(held, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+            if (h >= 0) close(h);
+            logf_("holding log sync %d until the daemon is killed\n", mine);
+            for (;;) pause();
+        }
+    }
+    return real(fd);
+}
