@@ -228,7 +228,7 @@ extension Library {
         try quietWrite { db in
             var total: UInt64 = 0
             for sql in Library.bytesAddedSQL {
-                total += UInt64(max(0, try Int64.fetchOne(db, sql: sql, arguments: [app.rawValue, since]) ?? 0))
+                total += UInt64(max(0, try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app.rawValue, since]) ?? 0))
             }
             return total
         }

@@ -111,7 +111,7 @@ public struct StatementArguments: ExpressibleByArrayLiteral, ExpressibleByDictio
     public init() {}
     public init(arrayLiteral elements: (any SQLConvertible)?...) { positional = elements.map { $0?.sqlValue ?? .null } }
     public init(_ elements: [(any SQLConvertible)?]) { positional = elements.map { $0?.sqlValue ?? .null } }
-    public init<S: Sequence>(_ elements: S) where S.Element: SQLConvertible { positional = elements.map(\.sqlValue) }
+    public init<S: Sequence>(_ elements: S) where S.Element: SQLConvertible { positional = elements.map { $0.sqlValue } }
     public init(dictionaryLiteral elements: (String, (any SQLConvertible)?)...) {
         for (k, v) in elements { named[k] = v?.sqlValue ?? .null }
     }
@@ -139,10 +139,15 @@ public struct StatementArguments: ExpressibleByArrayLiteral, ExpressibleByDictio
     public static func += (l: inout StatementArguments, r: StatementArguments) { l.append(contentsOf: r) }
 
     /// GRDB's arguments for the same values.
+    /// Made from existentials: GRDB's initializer from a sequence of one concrete type maps it
+    /// with a key path, which its unspecialized generic code instantiates anew at every call
+    /// (`swift_getKeyPath` and a type lookup by mangled name: ~2.5% of a mount daemon's CPU
+    /// under `cp`, every statement of every close).
     var grdb: GRDB.StatementArguments {
-        if named.isEmpty { return GRDB.StatementArguments(positional.map(\.grdb)) }
-        var a = GRDB.StatementArguments(positional.map(\.grdb))
-        _ = a.append(contentsOf: GRDB.StatementArguments(named.mapValues(\.grdb)))
+        var a = GRDB.StatementArguments(positional.map { $0.grdb as (any DatabaseValueConvertible)? })
+        if !named.isEmpty {
+            _ = a.append(contentsOf: GRDB.StatementArguments(named.mapValues { $0.grdb as (any DatabaseValueConvertible)? }))
+        }
         return a
     }
 }

@@ -280,7 +280,7 @@ public final class StoreWriter: @unchecked Sendable {
             // whose answer was lost (a server's connection cut at COMMIT), so its close was kept
             // to be committed again. It is that asset, and still has to move into the store: were
             // it taken for a copy of it (the reuse below), the file would be deleted under its row.
-            if let a = try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE id = ?", arguments: [id]).map(Library.asset),
+            if let a = try Row.fetchOne(db.cachedStatement(sql: StoreWriter.assetByIDSQL), arguments: [id]).map(Library.asset),
                a.storePath == rel, a.owner == app {
                 return (a, false)
             }
@@ -327,13 +327,18 @@ public final class StoreWriter: @unchecked Sendable {
     /// photo get a new version (`commitVersion`'s `alwaysNew`).
     static func reusableAsset(_ db: Database, app: AppID, hash: String, size: UInt64, name: String,
                               reuse: ReuseRule) throws -> Asset? {
-        let rows = try Row.fetchAll(db, sql: reusableAssetSQL, arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name])
+        let rows = try Row.fetchAll(db.cachedStatement(sql: reusableAssetSQL), arguments: [app.rawValue, hash, Int64(size), reuse == .anyName, name])
         for row in rows {
             let a = Library.asset(row)
             if try knowsCurrentBytes(db, app: app, rowID: a.rowID, reads: reuse == .sameName) { return a }
         }
         return nil
     }
+
+    /// Statements every close runs are prepared once per connection (cached): preparing one
+    /// costs SQLite's parse and GRDB's authorizer a call per column, ~3% of a mount daemon's
+    /// CPU under `cp` when each close prepared its own.
+    static let assetByIDSQL = "SELECT \(Library.assetColumns) FROM assets WHERE id = ?"
 
     /// The app's assets of a content (`reusableAsset`): every close of a new photo asks, through
     /// the index on (owner, hash), never by reading every asset of the app (v13).
@@ -346,12 +351,12 @@ public final class StoreWriter: @unchecked Sendable {
     /// Whether the app knows the asset's current bytes as they are (see `reusableAsset`):
     /// `reads`, it has a read-write view (an add-only one reads nothing).
     static func knowsCurrentBytes(_ db: Database, app id: AppID, rowID: Int64, reads: Bool) throws -> Bool {
-        guard let row = try Row.fetchOne(db, sql: """
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
             SELECT CASE WHEN a.current_version = 0 THEN a.owner_app ELSE v.app_id END,
                    a.redaction, a.redaction_refusal, a.redaction_version
             FROM assets a LEFT JOIN versions v ON v.asset_rowid = a.rowid AND v.version = a.current_version
             WHERE a.rowid = ?
-            """, arguments: [rowID]) else { return false }
+            """), arguments: [rowID]) else { return false }
         // Its own bytes: the original it created (version 0 is the owner's), or a version it saved.
         if (row[0] as String?) == id.rawValue { return true }
         guard reads, let record = try Library.fetchApp(db, id), let facts = try Library.facts(db, app: id, rowID: rowID) else { return false }

@@ -48,13 +48,35 @@ extension PhotoFS {
     }
 
     /// The thread group (process) of a task id, as FUSE requests name the calling thread.
+    /// Asked at every close: the number is read from the bytes of `status` as they are (its
+    /// "Tgid:" line, the fourth), not through a String split into lines.
     static func process(of tid: Int32) -> Int32 {
         guard tid > 0, let bytes = WholeFile.bytes("/proc/\(tid)/status") else { return tid }
-        let text = String(decoding: bytes, as: UTF8.self)
-        for line in text.split(separator: "\n") where line.hasPrefix("Tgid:") {
-            return Int32(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) ?? tid
+        return tgid(inStatus: bytes) ?? tid
+    }
+
+    /// The number on the "Tgid:" line of a `/proc/<tid>/status` (nil without one).
+    static func tgid(inStatus bytes: [UInt8]) -> Int32? {
+        let key: [UInt8] = Array("Tgid:".utf8)
+        var i = 0
+        while i < bytes.count {
+            // At the start of a line.
+            if bytes.count - i >= key.count, bytes[i..<i + key.count].elementsEqual(key) {
+                var j = i + key.count
+                while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x09 { j += 1 }
+                var value: Int64 = 0, digits = 0
+                while j < bytes.count, bytes[j] >= 0x30, bytes[j] <= 0x39, digits < 10 {
+                    value = value * 10 + Int64(bytes[j] - 0x30)
+                    j += 1
+                    digits += 1
+                }
+                guard digits > 0, value <= Int64(Int32.max), j == bytes.count || bytes[j] == 0x0a else { return nil }
+                return Int32(value)
+            }
+            while i < bytes.count, bytes[i] != 0x0a { i += 1 }
+            i += 1
         }
-        return tid
+        return nil
     }
 
     /// The last release of a handle. An empty or uncommitted file is discarded at the last one; a
