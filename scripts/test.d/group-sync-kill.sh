@@ -3,10 +3,12 @@
 # close returns only once a sync that began after its row was written has succeeded. Here eight
 # `cp` writers copy photos into an add-only mount, an LD_PRELOAD shim holds the third log sync
 # after arming for ever, and the daemon is SIGKILLed once several closes wait on that sync and
-# the next: in the middle of a group commit. After a new mount's recovery, every photo whose
-# `cp` returned 0 is an asset with the source's bytes (size and SHA-256), no asset is partial or
-# unknown, none is there twice, nothing is left in tmp/, and `photogate verify` finds nothing
-# wrong.
+# the next: in the middle of a group commit. A kill keeps the page cache, so the log is then put
+# back as the shim copied it when the last sync that completed began: what a power cut at the
+# kill would have left of it (a close told "saved" by a sync that began before its row was written
+# loses its row there). After a new mount's recovery, every photo whose `cp` returned 0 is an
+# asset with the source's bytes (size and SHA-256), no asset is partial or unknown, none is there
+# twice, nothing is left in tmp/, and `photogate verify` finds nothing wrong.
 source "$(dirname "$0")/lib.sh"
 need_fuse
 case $(uname -m) in
@@ -23,17 +25,19 @@ per_writer=6
 export PHOTOGATE_LIBRARY="$d/library"
 "$pg" init >/dev/null
 "$pg" authorize "$app" --access add-only --status authorized >/dev/null
-mkdir -p "$d/src" "$d/mnt" "$d/status"
+mkdir -p "$d/src" "$d/mnt" "$d/status" "$d/snap"
 # Distinct photos: a JPEG, then bytes of its own after the image (still a whole JPEG).
 for ((i = 0; i < writers * per_writer; i++)); do
     { cat "$corpus/exif.jpg"; printf 'photo %d\n' "$i"; head -c 300000 /dev/urandom; } >"$d/src/p$i.jpg"
 done
 on_exit "force_unmount '$d/mnt'"
 on_exit "'$pg' unmount '$d/mnt' >/dev/null 2>&1"
-RT_ARM="$d/arm" RT_HELD="$d/held" RT_HOLD_AT=3 RT_LOG="$d/shim.log" LD_PRELOAD="$shim" \
+RT_ARM="$d/arm" RT_HELD="$d/held" RT_HOLD_AT=3 RT_SNAP="$d/snap" RT_LOG="$d/shim.log" LD_PRELOAD="$shim" \
     "$pg" mount "$app" "$d/mnt" --access add-only >/dev/null || fail "mount"
 daemon=$("$pg" mounts --json | python3 -c 'import json, sys; m = [x for x in json.load(sys.stdin) if x["mountpoint"] == sys.argv[1]]; print(m[0]["pid"] if m else "")' "$d/mnt")
 [[ -n $daemon ]] || fail "no daemon listed for $d/mnt"
+# Run first on any exit: a daemon with a held sync never ends by itself, nor do the closes on it.
+on_exit "kill -KILL $daemon 2>/dev/null"
 touch "$d/arm"
 # Each writer copies its photos one `cp` at a time and notes which returned 0.
 pids=()
@@ -46,13 +50,15 @@ for ((w = 0; w < writers; w++)); do
     ) &
     pids+=($!)
 done
-on_exit "kill ${pids[*]} 2>/dev/null"
-# cp processes waiting in close(2) for the daemon's answer.
+writers_of=$(IFS=,; echo "${pids[*]}")
+on_exit "pkill -KILL -P $writers_of 2>/dev/null; kill -KILL ${pids[*]} 2>/dev/null"
+# This test's cp processes asleep in close(2) (waiting for the daemon's answer).
 closing() {
-    local n=0 p
-    for p in $(pgrep -x cp); do
+    local n=0 p nr state
+    for p in $(pgrep -x cp -P "$writers_of"); do
         read -r nr _ <"/proc/$p/syscall" 2>/dev/null || continue
-        [[ $nr == "$close_nr" && $(cat "/proc/$p/wchan" 2>/dev/null) == request_wait_answer ]] && n=$((n + 1))
+        state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)
+        [[ $nr == "$close_nr" && ($state == S || $state == D) ]] && n=$((n + 1))
     done
     echo "$n"
 }
@@ -62,11 +68,22 @@ waiting=$(closing)
 kill -KILL "$daemon"
 gone() { ! kill -0 "$daemon" 2>/dev/null; }
 wait_until 20 gone || fail "the daemon outlived SIGKILL"
+writers_done() { local p; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
+wait_until 60 writers_done || fail "the writers did not end after the daemon was killed"
 wait "${pids[@]}" || true
 force_unmount "$d/mnt"
+# The log as a power cut at the kill would have left it: as it was when the last sync that
+# completed began (the syncs after the mount and before arming are not counted: that copy holds
+# their rows too). Its index (-shm) goes, as after a reboot.
+last=$(grep -o 'log sync [0-9]* done' "$d/shim.log" | awk '{print $3}' | sort -n | tail -1)
+[[ -n $last && -s $d/snap/wal.$last ]] || fail "no log sync completed after arming: $(tr '\n' ';' <"$d/shim.log")"
+wal="$PHOTOGATE_LIBRARY/photogate.sqlite-wal"
+cmp -s -n 32 "$d/snap/wal.$last" "$wal" || fail "the log was restarted (a checkpoint) while the photos were copied: the copy of sync $last cannot stand for what a power cut leaves"
+cp "$d/snap/wal.$last" "$wal"
+rm -f "$PHOTOGATE_LIBRARY/photogate.sqlite-shm"
 ok=$(cat "$d"/status/ok.* 2>/dev/null | sort || true)
 failed=$(cat "$d"/status/failed.* 2>/dev/null | sort || true)
-say "killed with $waiting closes waiting; $(wc -w <<<"$ok") copies returned 0, $(wc -w <<<"$failed") failed; shim: $(tr '\n' ';' <"$d/shim.log")"
+say "killed with $waiting closes waiting; $(wc -w <<<"$ok") copies returned 0, $(wc -w <<<"$failed") failed; the log put back as at sync $last; shim: $(tr '\n' ';' <"$d/shim.log")"
 [[ -n $ok ]] || fail "no copy returned 0 before the kill (the syncs before the held one)"
 [[ -n $failed ]] || fail "no copy failed: the kill came after every close"
 # A new mount recovers what the dead daemon left.

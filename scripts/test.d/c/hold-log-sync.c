@@ -4,12 +4,37 @@
  * the $RT_HOLD_AT-th such sync after it (default 3) never returns: the shim creates $RT_HELD and
  * waits there until the daemon is killed, so that the test kills it in the middle of a group.
  * Only the daemon's own log syncs are counted: an fdatasync of a descriptor of the log opened
- * read-only (SQLite's own descriptors of it are read-write). Logs to $RT_LOG. */
+ * read-only (SQLite's own descriptors of it are read-write). Logs to $RT_LOG.
+ *
+ * A kill keeps what the page cache holds, so it alone cannot show a close told "saved" before
+ * its row was durable. So each counted sync first copies the log as it is (pread from the same
+ * descriptor) to $RT_SNAP/wal.N, and logs "log sync N done" once the real fdatasync returned:
+ * wal.N of the last sync done is what a power cut at the kill would have left of the log. */
 #include "shim-common.h"
 #include <pthread.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int seen = 0;
+
+/* Copies the file behind fd, as it is now, to DIR/wal.N. */
+static void snapshot(int fd, int n) {
+    const char *dir = getenv("RT_SNAP");
+    if (!dir) return;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/wal.%d", dir, n);
+    int out = open(p, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (out < 0) { logf_("snapshot %d: cannot create %s\n", n, p); return; }
+    static char buf[1 << 16];
+    off_t off = 0;
+    for (;;) {
+        ssize_t got = pread(fd, buf, sizeof buf, off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        if (write(out, buf, (size_t)got) != got) { logf_("snapshot %d: short write\n", n); break; }
+        off += got;
+    }
+    close(out);
+}
 
 static int is_log_sync(int fd) {
     char p[64], t[4096];
@@ -31,8 +56,11 @@ int fdatasync(int fd) {
     if (arm && held && is_log_sync(fd) && access(arm, F_OK) == 0) {
         const char *at = getenv("RT_HOLD_AT");
         int hold_at = at ? atoi(at) : 3;
+        /* Under the lock: the copy is of the log as this sync begins (one sync runs at a time
+         * anyway, SyncCoalescer), and the static buffer is shared. */
         pthread_mutex_lock(&lock);
         int mine = ++seen;
+        snapshot(fd, mine);
         pthread_mutex_unlock(&lock);
         logf_("log sync %d after arming\n", mine);
         if (mine == hold_at) {
@@ -41,6 +69,11 @@ int fdatasync(int fd) {
             logf_("holding log sync %d until the daemon is killed\n", mine);
             for (;;) pause();
         }
+        int r = real(fd);
+        int saved = errno;
+        if (r == 0) logf_("log sync %d done\n", mine);
+        errno = saved;
+        return r;
     }
     return real(fd);
 }
