@@ -12,6 +12,7 @@
  * wal.N of the last sync done is what a power cut at the kill would have left of the log. */
 #include "shim-common.h"
 #include <pthread.h>
+#include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int seen = 0;
@@ -63,6 +64,19 @@ int fdatasync(int fd) {
         snapshot(fd, mine);
         pthread_mutex_unlock(&lock);
         logf_("log sync %d after arming\n", mine);
+        if (mine == hold_at - 1) {
+            /* The sync before the held one waits (up to 3 s) for a close to commit its row after
+             * the copy was taken: that close asks for a sync while this one runs, and must not be
+             * told saved by it (it would be missing from the copy put back). */
+            struct stat st;
+            off_t at = fstat(fd, &st) == 0 ? st.st_size : 0;
+            int grew = 0;
+            for (int i = 0; i < 3000 && !grew; i++) {
+                if (fstat(fd, &st) == 0 && st.st_size > at) grew = 1;
+                else { struct timespec ms = { 0, 1000000 }; nanosleep(&ms, NULL); }
+            }
+            logf_("log sync %d: %s\n", mine, grew ? "a row was committed after its copy" : "no row after its copy in 3 s");
+        }
         if (mine == hold_at) {
             int h = open(held, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
             if (h >= 0) close(h);
