@@ -15,6 +15,25 @@ public enum WholeFile {
         return bytes(fd: fd)
     }
 
+    /// At most `limit` bytes from the start of a file (nil when it cannot be opened or read): for
+    /// a /proc file read on a hot path whose wanted line comes first (`status`'s Tgid), without
+    /// zeroing and filling a 64 KiB buffer for the whole of it.
+    public static func prefix(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: limit)
+        var got = 0
+        while got < limit {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, limit - got) }
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            if n == 0 { break }
+            got += n
+        }
+        bytes.removeLast(limit - got)
+        return bytes
+    }
+
     /// The rest of an open file as bytes, read until EOF (nil when a read fails).
     public static func bytes(fd: Int32) -> [UInt8]? {
         var bytes: [UInt8] = []

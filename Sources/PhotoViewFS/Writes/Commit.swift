@@ -48,10 +48,11 @@ extension PhotoFS {
     }
 
     /// The thread group (process) of a task id, as FUSE requests name the calling thread.
-    /// Asked at every close: the number is read from the bytes of `status` as they are (its
-    /// "Tgid:" line, the fourth), not through a String split into lines.
+    /// Asked at every open and close: the number is read from the bytes of `status` as they are
+    /// (its "Tgid:" line, the fourth, within its first ~100 bytes: Name holds at most 15 bytes of
+    /// comm, escaped), from its first 512 bytes only, not through a String split into lines.
     static func process(of tid: Int32) -> Int32 {
-        guard tid > 0, let bytes = WholeFile.bytes("/proc/\(tid)/status") else { return tid }
+        guard tid > 0, let bytes = WholeFile.prefix("/proc/\(tid)/status", limit: 512) else { return tid }
         return tgid(inStatus: bytes) ?? tid
     }
 
