@@ -118,8 +118,10 @@ public struct StatementArguments: ExpressibleByArrayLiteral, ExpressibleByDictio
 
     public var isEmpty: Bool { positional.isEmpty && named.isEmpty }
 
-    /// Adds `other`'s values; a name both have keeps the first (GRDB's `append(contentsOf:)`).
-    /// Returns the names both had.
+    /// Adds `other`'s values; a name both have keeps the value it had here, the first (unlike
+    /// GRDB's `append(contentsOf:)`, where the later replaces it): a caller's arguments appended
+    /// to `:app` (`Library.facts`) cannot name another app. Returns `other`'s values of the names
+    /// both had (the ones not taken).
     @discardableResult
     public mutating func append(contentsOf other: StatementArguments) -> [String: SQLValue] {
         positional += other.positional
