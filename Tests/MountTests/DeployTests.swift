@@ -187,6 +187,9 @@ struct Deploy {
     /// (a shim) with several closes waiting on it and the next (issue 39's group commit): every
     /// close that returned 0 is an asset after recovery, none is partial, `verify` is clean.
     @Test func aDaemonKilledInTheMiddleOfAGroupCommitLosesNoSavedPhoto() throws { try script("group-sync-kill") }
+    /// A foreground daemon whose stderr's reader has gone ends cleanly at its unmount (exit 0, its
+    /// registry entry removed, the app's reads in the access report), not killed by SIGPIPE.
+    @Test func aForegroundDaemonWithADeadStderrEndsCleanly() throws { try script("foreground-dead-stderr") }
     /// Builds a release the first time (minutes); later runs reuse it.
     @Test func installRunsWithoutTheCheckoutAndUninstallsCleanly() throws { try script("install") }
     /// The README's quick start, as written, reaches a mounted view, sees a revoke, and unmounts.
