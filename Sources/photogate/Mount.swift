@@ -315,18 +315,7 @@ func runTool(_ path: String, _ args: [String], environment: [String: String]? = 
 /// default action back: the daemon was killed there, before its own end (the last writes settled,
 /// its registry entry removed, the library let go).
 func reportReadiness(_ message: String, to fd: Int32) {
-    var pipeSignal = sigset_t(), mask = sigset_t()
-    sigemptyset(&pipeSignal)
-    sigaddset(&pipeSignal, SIGPIPE)
-    // The kernel sends SIGPIPE to the thread that wrote: blocked here, it waits for this thread,
-    // which takes it back below.
-    pthread_sigmask(SIG_BLOCK, &pipeSignal, &mask)
-    let written = message.withCString { Glibc.write(fd, $0, strlen($0)) }
-    if written < 0 && errno == EPIPE {
-        var now = timespec(tv_sec: 0, tv_nsec: 0)
-        _ = sigtimedwait(&pipeSignal, nil, &now)
-    }
-    pthread_sigmask(SIG_SETMASK, &mask, nil)
+    _ = message.withCString { DaemonLog.writeWithoutSIGPIPE(fd, $0, strlen($0)) }
     close(fd)
 }
 

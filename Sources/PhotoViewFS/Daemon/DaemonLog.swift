@@ -152,7 +152,10 @@ public final class DaemonLog: Sendable {
         guard let fd = fds.first else { return }
         let line = format(message)
         let n = line.utf8.count
-        _ = line.withCString { Glibc.write(fd, $0, n) }
+        // Stderr may be a pipe nobody reads any more (a foreground daemon's terminal gone): the
+        // line is lost, and the daemon goes on (libfuse ignores SIGPIPE only while its session
+        // runs; a log after it killed the daemon before its end's work).
+        _ = line.withCString { DaemonLog.writeWithoutSIGPIPE(fd, $0, n) }
         guard let file = s.file else { return }
         s.bytes += n
         if s.bytes >= limits.maxBytes { rotate(file, &s) }
@@ -180,6 +183,25 @@ public final class DaemonLog: Sendable {
         let line = format("log continued from \(file.name).1 (at \(limits.maxBytes >> 10) KiB)")
         _ = line.withCString { Glibc.write(fd, $0, line.utf8.count) }
         s.bytes += line.utf8.count
+    }
+
+    /// `write(2)` that raises no SIGPIPE when `fd` is a pipe with no reader: it fails with EPIPE
+    /// instead. SIGPIPE is blocked on this thread for the write (the kernel sends it to the thread
+    /// that wrote) and taken back if it came; the process's signal dispositions are left as they are.
+    public static func writeWithoutSIGPIPE(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+        var pipeSignal = sigset_t(), mask = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, &mask)
+        let written = Glibc.write(fd, buffer, count)
+        let e = errno
+        if written < 0 && e == EPIPE {
+            var now = timespec(tv_sec: 0, tv_nsec: 0)
+            _ = sigtimedwait(&pipeSignal, nil, &now)
+        }
+        pthread_sigmask(SIG_SETMASK, &mask, nil)
+        errno = e
+        return written
     }
 
     private static func identity(_ fd: Int32) -> (dev: UInt64, ino: UInt64, size: Int)? {

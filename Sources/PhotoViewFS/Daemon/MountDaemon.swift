@@ -113,12 +113,6 @@ public enum MountDaemon {
         let done = DispatchSemaphore(value: 0)
         guard let loop = NativeThread.spawn(name: "photogate-fuse", {
             let s = session.run()
-            // libfuse gave SIGPIPE its default back as the session ended; what the daemon still
-            // does (the access report's last batch, the temp folder settled, the registry entry
-            // removed) logs on, and a foreground daemon whose stderr's reader has gone (a pipe
-            // closed, a terminal's multiplexer killed) was killed by that log's SIGPIPE before it
-            // was done. A log that cannot be written now fails with EPIPE instead.
-            signal(SIGPIPE, SIG_IGN)
             status.withLock { $0 = s }
             done.signal()
         }) else {
