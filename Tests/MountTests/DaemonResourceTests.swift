@@ -24,7 +24,8 @@ import Glibc
         let bell = Self.bellTime(f.library)
         var busy = 0, other: [Int32] = [], accepted: [Int] = []
         for i in 0..<3000 {
-            let fd = Glibc.open(m + "/.photogate/request", O_WRONLY)
+            // Close-on-exec: a child another suite spawns meanwhile must not keep a copy.
+            let fd = Glibc.open(m + "/.photogate/request", O_WRONLY | O_CLOEXEC)
             guard fd >= 0 else { other.append(errno); continue }
             let text = "picker\nreason \(i)\n"
             let wrote = text.withCString { Glibc.write(fd, $0, strlen($0)) }

@@ -100,15 +100,16 @@ final class MountFixture {
 
     /// Unmounts `mp`. A child that another test running in parallel spawned (posix_spawn copies
     /// every descriptor not marked close-on-exec) may still hold a copy of a file this test has
-    /// just closed: then photogate rightly answers busy. The fixture waits for such children (of
-    /// this test process, and not photogate) to exit, on their pidfds, at most 30 s, says so, and
-    /// tries again. Any other holder, this test process above all, fails the test, named.
+    /// just closed: then photogate rightly answers busy. The fixture waits for such descendants of
+    /// this test process (not photogate; a grandchild too: initdb's `sh` and bootstrap `postgres`
+    /// inherit the copy initdb got) to exit, on their pidfds, at most 30 s, says so, and tries
+    /// again. Any other holder, this test process above all, fails the test, named.
     func unmount(_ mp: String) throws {
         var o = try pgStatus("unmount", mp)
         var waits = 0
         while o.status != 0 {
             let holders = processesHolding(mp)
-            let tolerated = !holders.isEmpty && holders.allSatisfy { $0.parent == getpid() && !$0.what.hasPrefix("photogate") }
+            let tolerated = !holders.isEmpty && holders.allSatisfy { descendsFromThisProcess($0.parent) && !$0.what.hasPrefix("photogate") }
             guard o.status == 68, tolerated, waits < 3, holders.allSatisfy({ waitForExit($0.pid, seconds: 30) }) else {
                 throw FixtureError("photogate unmount \(mp) -> \(o.status): \(o.stderr)held by: \(holders.map { "\($0.pid) \($0.what)" })")
             }
@@ -150,6 +151,20 @@ func processesHolding(_ mp: String) -> [(pid: pid_t, parent: pid_t, what: String
         }
     }
     return out
+}
+
+/// Whether `parent` is this test process or one of its descendants, by /proc's parent links.
+func descendsFromThisProcess(_ parent: pid_t) -> Bool {
+    var p = parent, steps = 0
+    while p > 1, steps < 64 {
+        if p == getpid() { return true }
+        let stat = TestSupport.readWhole("/proc/\(p)/stat") ?? ""
+        guard let close = stat.range(of: ")", options: .backwards),
+              let up = pid_t(stat[close.upperBound...].split(separator: " ").dropFirst().first ?? "") else { return false }
+        p = up
+        steps += 1
+    }
+    return false
 }
 
 /// Waits on a pidfd until `pid` has exited (true), or `seconds` pass (false). A pid already gone
