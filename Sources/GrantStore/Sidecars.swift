@@ -65,18 +65,22 @@ extension Library {
     /// The current sidecars of `rowIDs` (nil: of every asset), by row id then key, for views.
     static func currentSidecars(_ db: Database, rowIDs: [Int64]?) throws -> [ViewSidecar] {
         var filter = ""
+        var arguments: StatementArguments = [:]
         if let rowIDs {
             if rowIDs.isEmpty { return [] }
-            filter = " AND s.asset_rowid IN (\(rowIDs.map(String.init).joined(separator: ",")))"
+            // Bound, so that the text, and the statement cached for it, stay the same (mounts
+            // ask at every change).
+            filter = " AND s.asset_rowid IN (\(Library.boundRowIDs(db, "only")))"
+            arguments = ["only": Library.rowIDsJSON(rowIDs)]
         }
-        let rows = try Row.fetchAll(db, sql: """
+        let rows = try Row.fetchAll(db.cachedStatement(sql: """
             SELECT s.asset_rowid, s.form, s.ext, s.version, s.file_id, s.byte_size, s.store_path, s.created_at, s.has_location,
                    s.redaction, s.redaction_refusal
             FROM sidecars s
             WHERE s.store_path IS NOT NULL\(filter)
               AND s.version = (SELECT max(version) FROM sidecars t WHERE t.asset_rowid = s.asset_rowid AND t.form = s.form AND t.ext = s.ext)
             ORDER BY s.asset_rowid, s.form, s.ext
-            """)
+            """), arguments: arguments)
         return rows.compactMap { r -> ViewSidecar? in
             guard let form = SidecarForm(rawValue: r[1]), let path: String = r[6], StorePath.isValid(path) else { return nil }
             let redaction: ViewSidecar.Redaction

@@ -62,9 +62,9 @@ extension Library {
             // reading every membership is O(album members), so only then.
             var albumsChanged = albumsTouched
             if policy.showsAlbums && !albumsChanged && !only.isEmpty {
-                albumsChanged = try Bool.fetchOne(db, sql: """
-                    SELECT CASE WHEN EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(only.map(String.init).joined(separator: ",")))) THEN 1 ELSE 0 END
-                    """) ?? true
+                albumsChanged = try Bool.fetchOne(db.cachedStatement(sql: """
+                    SELECT CASE WHEN EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(Library.boundRowIDs(db, "only")))) THEN 1 ELSE 0 END
+                    """), arguments: ["only": Library.rowIDsJSON(only)]) ?? true
             }
             let withAlbums = policy.showsAlbums && albumsChanged
             let snapshot = try Library.view(db, app: now, access: access, only: only, withAlbums: withAlbums, lean: true)
