@@ -178,10 +178,13 @@ extension Library {
     static func factsOnly(_ db: Database, app: AppID, rowIDs: [Int64]) throws -> [Int64: AssetFacts] {
         let columns = FactsReader.columns([])
         var out: [Int64: AssetFacts] = [:]
+        // The ids bound (a JSON array), so the statement is prepared once per connection: every
+        // new photo's commit asks this for every app, inside its write transaction.
+        let statement = try db.cachedStatement(sql: FactsReader.sql(columns: columns, filter: "a.rowid IN (\(Library.boundRowIDs(db, "only")))",
+                                                                    withConsent: false))
         for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
-            let list = rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")
-            let rows = try Row.fetchCursor(db, sql: FactsReader.sql(columns: columns, filter: "a.rowid IN (\(list))", withConsent: false),
-                                           arguments: ["app": app.rawValue])
+            let rows = try Row.fetchCursor(statement, arguments: ["app": app.rawValue,
+                                                                  "only": Library.rowIDsJSON(Array(rowIDs[chunk..<min(chunk + 500, rowIDs.count)]))])
             while let row = try rows.next() { out[row[0]] = FactsReader.facts(row) }
         }
         return out

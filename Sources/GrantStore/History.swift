@@ -14,7 +14,7 @@ struct ViewDelta {
     typealias Names = [String: [Int64: String]]
 
     static func apps(_ db: Database) throws -> [AppRecord] {
-        try String.fetchAll(db, sql: "SELECT id FROM apps ORDER BY id").compactMap { AppID($0) }.compactMap { try Library.fetchApp(db, $0) }
+        try String.fetchAll(db.cachedStatement(sql: "SELECT id FROM apps ORDER BY id")).compactMap { AppID($0) }.compactMap { try Library.fetchApp(db, $0) }
     }
 
     static func visibility(_ db: Database, _ rowIDs: [Int64]) throws -> Visibility {

@@ -210,12 +210,12 @@ public final class StoreWriter: @unchecked Sendable {
         }
         let now = Library.now()
         let capture = (scan.captureDate ?? facts.fileDate).timeIntervalSince1970
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO assets (rowid, id, display_name, owner_app, owner_name, media_kind, media_class, byte_size, capture_date,
                 added_at, has_location, content_hash, is_shared, store_path, reference_path, redaction, redaction_refusal,
                 redaction_version)
             VALUES (\(Library.nextAssetRowIDSQL), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [id, name, owner?.rawValue, ownerName, scan.kind.rawValue,
+            """).execute(arguments: [id, name, owner?.rawValue, ownerName, scan.kind.rawValue,
                              scan.kind.isVideo ? "video" : "photo", Int64(facts.byteSize), capture, now,
                              scan.hasLocation, facts.contentHash, shared, storePath, referencePath,
                              redaction.map { Data($0) }, refusal, MediaScanner.version])
@@ -223,7 +223,7 @@ public final class StoreWriter: @unchecked Sendable {
         try Library.record(db, .insert, app: owner?.rawValue, asset: rowID)
         // A set grant (a date range, a kind) that covers the new asset selects it (issue 38).
         try Library.refreshSetSelections(db, [rowID])
-        return Library.asset(try Row.fetchOne(db, sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?", arguments: [rowID])!)
+        return Library.asset(try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Library.assetColumns) FROM assets WHERE rowid = ?"), arguments: [rowID])!)
     }
 
     /// Moves a committed temp file into the store; durably unless the caller syncs a batch itself.
