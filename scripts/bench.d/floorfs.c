@@ -7,8 +7,12 @@
  * photogate reads the bytes back from the page cache on another thread. No catalog, no limits, no
  * checks: the price of the FUSE round trips, the copies, the hash and the sync alone. A stored file
  * opened with O_TRUNC is saved the same way (a new temp, renamed over it at the close).
+ * With LOG=1 each close also appends a record (its name and hash, 512 bytes) to BACKING/log after
+ * the file's fsync and makes it durable with fdatasync before the close returns, the syncs shared
+ * by the closes that ask at once as photogate's `SyncCoalescer` shares them: the least a catalog
+ * row made durable after its file costs, without the catalog.
  *
- *   floorfs BACKING MOUNTPOINT [libfuse options, e.g. -f]       (HASH=0|1 in the environment)
+ *   floorfs BACKING MOUNTPOINT [libfuse options, e.g. -f]   (HASH=0|1, LOG=0|1 in the environment)
  *
  * Built by scripts/bench against the libfuse photogate uses. */
 #define FUSE_USE_VERSION 31
@@ -27,6 +31,40 @@
 
 static char *backing;
 static int hashing;
+static int log_fd = -1;
+
+/* Group commit of the log's fdatasync (as SyncCoalescer): a caller returns once a sync that began
+ * after its append has succeeded, run by it or by another. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t log_cond = PTHREAD_COND_INITIALIZER;
+static unsigned long log_asked, log_covered;
+static int log_running;
+
+static int log_append_durably(const char *name, const unsigned char *md, unsigned int mdlen) {
+    char rec[512];
+    memset(rec, ' ', sizeof rec);
+    int n = snprintf(rec, sizeof rec, "%s ", name);
+    for (unsigned i = 0; i < mdlen && n + 2 < (int)sizeof rec; i++) n += snprintf(rec + n, sizeof rec - n, "%02x", md[i]);
+    rec[sizeof rec - 1] = '\n';
+    if (write(log_fd, rec, sizeof rec) != (ssize_t)sizeof rec) return -EIO;
+    int err = 0;
+    pthread_mutex_lock(&log_lock);
+    unsigned long mine = ++log_asked;
+    while (log_covered < mine) {
+        if (log_running) { pthread_cond_wait(&log_cond, &log_lock); continue; }
+        log_running = 1;
+        unsigned long covers = log_asked;
+        pthread_mutex_unlock(&log_lock);
+        int r = fdatasync(log_fd);
+        pthread_mutex_lock(&log_lock);
+        log_running = 0;
+        if (r == 0 && covers > log_covered) log_covered = covers;
+        pthread_cond_broadcast(&log_cond);
+        if (r) { err = -errno; break; }
+    }
+    pthread_mutex_unlock(&log_lock);
+    return err;
+}
 
 struct open_file {
     int fd;
@@ -140,7 +178,7 @@ static int fs_flush(const char *path, struct fuse_file_info *fi) {
     struct open_file *f = (struct open_file *)(uintptr_t)fi->fh;
     if (f->done) return 0;
     unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen;
+    unsigned int mdlen = 0;
     if (f->ctx) {
         if (!f->in_order) {
             static __thread char rb[1 << 20];
@@ -152,6 +190,10 @@ static int fs_flush(const char *path, struct fuse_file_info *fi) {
         EVP_DigestFinal_ex(f->ctx, md, &mdlen);
     }
     if (fsync(f->fd)) return -errno;
+    if (log_fd >= 0) {
+        int r = log_append_durably(f->name, md, mdlen);
+        if (r) return r;
+    }
     char from[4096], to[4096];
     snprintf(from, sizeof from, "%s/tmp/%s", backing, f->name);
     snprintf(to, sizeof to, "%s/store/%s", backing, f->name);
@@ -197,6 +239,12 @@ int main(int argc, char **argv) {
     mkdir(p, 0700);
     const char *h = getenv("HASH");
     hashing = h && !strcmp(h, "1");
+    const char *l = getenv("LOG");
+    if (l && !strcmp(l, "1")) {
+        snprintf(p, sizeof p, "%s/log", backing);
+        log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (log_fd < 0) { perror(p); return 73; }
+    }
     argv[1] = argv[0];
     return fuse_main(argc - 1, argv + 1, &ops, NULL);
 }
