@@ -109,6 +109,12 @@ extension Library {
         // Only the assets that can be visible at all (`ViewPolicy.candidates`); `isVisible` decides.
         var candidates = FactsReader.condition(policy.candidates)
         var arguments: StatementArguments = ["app": app.id.rawValue]
+        if let only, policy.candidates.ties?.isEmpty != true {
+            // A patch of these rows: the ids drive the loop, one lookup each. The pre-filter of
+            // the app's ties (`candidates`: it may let in more, never fewer; `isVisible` decides)
+            // is left out: with it, SQLite stepped every asset the app is tied to, once per change.
+            candidates = FactsReader.condition(ViewPolicy.Candidates(untrashed: policy.candidates.untrashed, ties: nil))
+        }
         if let only {
             // The ids bound as one JSON array, not written into the text: the text stays the same
             // from change to change, so the statement is prepared once per connection (every
