@@ -165,10 +165,14 @@ extension Library {
     }
 
     /// The facts of the assets a condition on `a` selects (its named arguments besides `:app`).
-    static func facts(_ db: Database, app: AppID, filter: String, arguments: StatementArguments = [:]) throws -> [(asset: Asset, facts: AssetFacts)] {
+    /// `cached`: the filter's text is one of a few that do not change (the values bound), so its
+    /// statement is kept for the next call (a commit asks through `renamedInView`).
+    static func facts(_ db: Database, app: AppID, filter: String, arguments: StatementArguments = [:],
+                      cached: Bool = false) throws -> [(asset: Asset, facts: AssetFacts)] {
         var args: StatementArguments = ["app": app.rawValue]
         _ = args.append(contentsOf: arguments)
-        let rows = try Row.fetchCursor(db, sql: FactsReader.sql(columns: FactsReader.allColumns, filter: filter), arguments: args)
+        let sql = FactsReader.sql(columns: FactsReader.allColumns, filter: filter)
+        let rows = try cached ? Row.fetchCursor(db.cachedStatement(sql: sql), arguments: args) : Row.fetchCursor(db, sql: sql, arguments: args)
         var out: [(asset: Asset, facts: AssetFacts)] = []
         while let row = try rows.next() { out.append((Library.asset(row), FactsReader.facts(row))) }
         return out

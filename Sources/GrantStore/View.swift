@@ -103,37 +103,10 @@ extension Library {
                          lean: Bool, reserve: Int64) throws -> (ViewRows, needsNaming: Bool) {
         let context = Library.context(app, access)
         let policy = context.policy
-        let leftOut: Set<String> = lean ? Set(Library.leanLeftOut.map { Library.AssetColumn(rawValue: $0)!.name }) : []
-        let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-            .map { leftOut.contains($0) ? "NULL" : "a." + $0 }.joined(separator: ", ")
-        // Only the assets that can be visible at all (`ViewPolicy.candidates`); `isVisible` decides.
-        var candidates = FactsReader.condition(policy.candidates)
-        var arguments: StatementArguments = ["app": app.id.rawValue]
-        if let only, policy.candidates.ties?.isEmpty != true {
-            // A patch of these rows: the ids drive the loop, one lookup each. The pre-filter of
-            // the app's ties (`candidates`: it may let in more, never fewer; `isVisible` decides)
-            // is left out: with it, SQLite stepped every asset the app is tied to, once per change.
-            candidates = FactsReader.condition(ViewPolicy.Candidates(untrashed: policy.candidates.untrashed, ties: nil))
-        }
-        if let only {
-            // The ids bound as one JSON array, not written into the text: the text stays the same
-            // from change to change, so the statement is prepared once per connection (every
-            // mount runs this at every change; preparing it, through GRDB's authorizer, was ~12%
-            // of a viewer mount's CPU while photos were added elsewhere).
-            if only.isEmpty {
-                candidates += " AND 1 = 0"
-            } else {
-                candidates += " AND a.rowid IN (\(Library.boundRowIDs(db, "only")))"
-                arguments += ["only": Library.rowIDsJSON(only)]
-            }
-        }
-        if let range { candidates += " AND a.rowid BETWEEN \(range.lowerBound) AND \(range.upperBound)" }
-        // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
-        // String per value (a mount of a million assets reads them all).
         // A whole view reads the app's grants once and joins nothing per asset; a patch of a few
         // rows joins them (it would otherwise read every grant of the app for a handful of rows).
         let grants = only == nil ? try FactsReader.Grants.read(db, app: app.id) : nil
-        let sql = grants == nil ? FactsReader.sql(columns: cols, filter: candidates) : FactsReader.sqlUnjoined(columns: cols, filter: candidates)
+        let (sql, arguments) = viewRowsQuery(db, app: app, access: access, only: only, rowIDs: range, lean: lean)
         let statement = try only != nil && range == nil ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
         try statement.setArguments(arguments)
         var rows = ViewRows()
@@ -217,6 +190,44 @@ extension Library {
         return (rows, needsNaming)
     }
 
+    /// The statement of `viewRows` and its arguments (its plan is held by a test: a patch reads
+    /// its rows by id, whatever the app's grants).
+    static func viewRowsQuery(_ db: Database, app: AppRecord, access: AccessLevel, only: [Int64]?, rowIDs range: ClosedRange<Int64>?,
+                              lean: Bool) -> (sql: String, arguments: StatementArguments) {
+        let policy = Library.context(app, access).policy
+        let leftOut: Set<String> = lean ? Set(Library.leanLeftOut.map { Library.AssetColumn(rawValue: $0)!.name }) : []
+        let cols = assetColumns.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .map { leftOut.contains($0) ? "NULL" : "a." + $0 }.joined(separator: ", ")
+        // A whole view: only the assets that can be visible at all (`ViewPolicy.candidates`); a
+        // patch: its rows by id, trashed ones left out (below). `isVisible` decides.
+        var candidates = FactsReader.condition(policy.candidates)
+        var arguments: StatementArguments = ["app": app.id.rawValue]
+        if let only, policy.candidates.ties?.isEmpty != true {
+            // A patch of these rows: the ids drive the loop, one lookup each. The pre-filter of
+            // the app's ties (`candidates`: it may let in more, never fewer; `isVisible` decides)
+            // is left out: with it, SQLite stepped every asset the app is tied to, once per change.
+            candidates = FactsReader.condition(ViewPolicy.Candidates(untrashed: policy.candidates.untrashed, ties: nil))
+        }
+        if let only {
+            // The ids bound as one JSON array, not written into the text: the text stays the same
+            // from change to change, so the statement is prepared once per connection (every
+            // mount runs this at every change; preparing it, through GRDB's authorizer, was ~12%
+            // of a viewer mount's CPU while photos were added elsewhere).
+            if only.isEmpty {
+                candidates += " AND 1 = 0"
+            } else {
+                candidates += " AND a.rowid IN (\(Library.boundRowIDs(db, "only")))"
+                arguments += ["only": Library.rowIDsJSON(only)]
+            }
+        }
+        if let range { candidates += " AND a.rowid BETWEEN \(range.lowerBound) AND \(range.upperBound)" }
+        // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
+        // String per value (a mount of a million assets reads them all). A patch joins the app's
+        // grants; a whole view reads them apart (`viewRows`).
+        let sql = only != nil ? FactsReader.sql(columns: cols, filter: candidates) : FactsReader.sqlUnjoined(columns: cols, filter: candidates)
+        return (sql, arguments)
+    }
+
     /// A view from its rows: own names settled (unless `only`), albums, the change log position.
     static func finishView(_ db: Database, app: AppRecord, access: AccessLevel, rows: ViewRows, needsNaming: Bool,
                            only: [Int64]?, withAlbums: Bool, seq: Int64) throws -> ViewSnapshot {
@@ -274,7 +285,7 @@ extension Library {
         var members: [Int64: ViewNaming.Item] = [:]
         func add(_ filter: String, _ arguments: StatementArguments) throws -> Bool {
             var added = false
-            for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments)
+            for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments, cached: true)
             where members[asset.rowID] == nil && context.isVisible(facts) {
                 members[asset.rowID] = ViewNaming.Item(key: asset.rowID, displayName: asset.displayName,
                                                        ownName: facts.isOwned ? asset.ownerName : nil,
@@ -300,10 +311,10 @@ extension Library {
 
     /// Whether some of the app's own files have names other than their display names.
     static func hasRenamedOwnFiles(_ db: Database, _ app: AppRecord) throws -> Bool {
-        try Bool.fetchOne(db, sql: """
+        try Bool.fetchOne(db.cachedStatement(sql: """
             SELECT CASE WHEN EXISTS (SELECT 1 FROM assets
                            WHERE owner_app = ? AND owner_name IS NOT NULL AND owner_name <> display_name AND trashed_at IS NULL) THEN 1 ELSE 0 END
-            """, arguments: [app.id.rawValue]) ?? false
+            """), arguments: [app.id.rawValue]) ?? false
     }
 }
 

@@ -73,8 +73,9 @@ public struct ViewPolicy: Equatable, Sendable {
         }
     }
 
-    /// Which assets a store must read for `isVisible` to find every visible one (the view build
-    /// reads only these, then asks `isVisible` of each): a condition every asset `isVisible`
+    /// Which assets a store must read for `isVisible` to find every visible one (the build of a
+    /// whole view reads only these, then asks `isVisible` of each; a patch of a few rows reads
+    /// them by id and asks `isVisible` alone): a condition every asset `isVisible`
     /// shows meets. It may let in more (a limited view reads the shared assets it was granted and
     /// drops them), never fewer; written here, beside the rule it narrows, and held to it by a
     /// property test over random catalogs (`GrantStoreTests.ViewPreFilter`). GrantStore writes it

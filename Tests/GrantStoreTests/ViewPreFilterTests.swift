@@ -87,6 +87,39 @@ import TestSupport
         #expect(visibleSeen > 1000 && readMore > 100, "\(visibleSeen) \(readMore)")
     }
 
+    /// Issue 39: a patch of a few rows, which every mount reads at every change, reads them by id
+    /// whatever the app's grants: SQLite looks each asset up by its row id (the ids bound as one
+    /// array) and joins the app's grants by (app, asset); it never walks the app's selections,
+    /// picks or own assets, as it did while the pre-filter of its ties was in the statement (a
+    /// limited viewer granted 10,000 photos spent ~8 ms per photo another app added).
+    @Test(.disabled(if: TestSupport.onPostgres, "SQLite's plan; PostgreSQL plans a tiny table by its statistics"))
+    func aPatchReadsItsRowsByID() throws {
+        let t = try TempLibrary()
+        try t.library.write { db in for app in Self.apps { _ = try Library.ensureApp(db, app) } }
+        var scopes = Set<String>()
+        for policy in Self.policies where policy.candidates.ties?.isEmpty != true {
+            let column = policy.access == .readWrite ? "rw_status" : "ao_status"
+            try t.library.write { db in try db.execute(sql: "UPDATE apps SET \(column) = ?", arguments: [policy.status.rawValue]) }
+            try t.library.read { db in
+                let record = try Library.requireApp(db, Self.apps[0])
+                for only: [Int64] in [[3], [3, 5, 9]] {
+                    for lean in [true, false] {
+                        let (sql, arguments) = Library.viewRowsQuery(db, app: record, access: policy.access, only: only, rowIDs: nil, lean: lean)
+                        let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0[3] as String }
+                        let steps = plan.filter { $0.hasPrefix("SEARCH") || $0.hasPrefix("SCAN") }
+                        #expect(steps.contains { $0.hasPrefix("SEARCH a USING INTEGER PRIMARY KEY (rowid=?)") }, "\(policy): \(plan)")
+                        for step in steps {
+                            let byID = step.hasPrefix("SEARCH") && step.contains("rowid=?")
+                            #expect(byID || step.hasPrefix("SCAN json_each"), "\(policy) \(only): \(step) in \(plan)")
+                        }
+                        scopes.insert("\(policy.scope)")
+                    }
+                }
+            }
+        }
+        #expect(scopes == ["everything", "limited", "pickedOnly"], "\(scopes)")
+    }
+
     /// And what the property is for: the view (read whole, and as a patch of every row) shows
     /// exactly the assets `isVisible` shows, for every status the app can have.
     @Test func theViewShowsExactlyWhatIsVisibleShows() throws {
