@@ -156,23 +156,16 @@ extension Library {
     /// out), or every asset when nil.
     static func facts(_ db: Database, app: AppID, rowIDs: [Int64]?) throws -> [(asset: Asset, facts: AssetFacts)] {
         guard let rowIDs else { return try facts(db, app: app, filter: "1 = 1") }
-        var out: [(asset: Asset, facts: AssetFacts)] = []
-        for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
-            out += try facts(db, app: app, filter: "a.rowid IN (\(rowIDs[chunk..<min(chunk + 500, rowIDs.count)].map(String.init).joined(separator: ",")))")
-        }
-        if rowIDs.count > 500 { out.sort { $0.asset.rowID < $1.asset.rowID } }
-        return out
+        return try facts(db, app: app, filter: "a.rowid IN (\(Library.boundList(db, "only")))", arguments: ["only": Library.rowIDsJSON(rowIDs)])
     }
 
     /// The facts of the assets a condition on `a` selects (its named arguments besides `:app`).
-    /// `cached`: the filter's text is one of a few that do not change (the values bound), so its
-    /// statement is kept for the next call (a commit asks through `renamedInView`).
-    static func facts(_ db: Database, app: AppID, filter: String, arguments: StatementArguments = [:],
-                      cached: Bool = false) throws -> [(asset: Asset, facts: AssetFacts)] {
+    /// Every filter's text is one of a few that do not change (values are bound), so the
+    /// statement is cached (a commit asks through `renamedInView`).
+    static func facts(_ db: Database, app: AppID, filter: String, arguments: StatementArguments = [:]) throws -> [(asset: Asset, facts: AssetFacts)] {
         var args: StatementArguments = ["app": app.rawValue]
         _ = args.append(contentsOf: arguments)
-        let sql = FactsReader.sql(columns: FactsReader.allColumns, filter: filter)
-        let rows = try cached ? Row.fetchCursor(db.cachedStatement(sql: sql), arguments: args) : Row.fetchCursor(db, sql: sql, arguments: args)
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: FactsReader.sql(columns: FactsReader.allColumns, filter: filter)), arguments: args)
         var out: [(asset: Asset, facts: AssetFacts)] = []
         while let row = try rows.next() { out.append((Library.asset(row), FactsReader.facts(row))) }
         return out
@@ -184,13 +177,10 @@ extension Library {
         var out: [Int64: AssetFacts] = [:]
         // The ids bound (a JSON array), so the statement is prepared once per connection: every
         // new photo's commit asks this for every app, inside its write transaction.
-        let statement = try db.cachedStatement(sql: FactsReader.sql(columns: columns, filter: "a.rowid IN (\(Library.boundRowIDs(db, "only")))",
+        let statement = try db.cachedStatement(sql: FactsReader.sql(columns: columns, filter: "a.rowid IN (\(Library.boundList(db, "only")))",
                                                                     withConsent: false))
-        for chunk in stride(from: 0, to: rowIDs.count, by: 500) {
-            let rows = try Row.fetchCursor(statement, arguments: ["app": app.rawValue,
-                                                                  "only": Library.rowIDsJSON(Array(rowIDs[chunk..<min(chunk + 500, rowIDs.count)]))])
-            while let row = try rows.next() { out[row[0]] = FactsReader.facts(row) }
-        }
+        let rows = try Row.fetchCursor(statement, arguments: ["app": app.rawValue, "only": Library.rowIDsJSON(rowIDs)])
+        while let row = try rows.next() { out[row[0]] = FactsReader.facts(row) }
         return out
     }
 

@@ -70,7 +70,7 @@ extension Library {
             if rowIDs.isEmpty { return [] }
             // Bound, so that the text, and the statement cached for it, stay the same (mounts
             // ask at every change).
-            filter = " AND s.asset_rowid IN (\(Library.boundRowIDs(db, "only")))"
+            filter = " AND s.asset_rowid IN (\(Library.boundList(db, "only")))"
             arguments = ["only": Library.rowIDsJSON(rowIDs)]
         }
         let rows = try Row.fetchAll(db.cachedStatement(sql: """

@@ -202,23 +202,18 @@ extension Library {
         // patch: its rows by id, trashed ones left out (below). `isVisible` decides.
         var candidates = FactsReader.condition(policy.candidates)
         var arguments: StatementArguments = ["app": app.id.rawValue]
-        if let only, policy.candidates.ties?.isEmpty != true {
+        if let only {
             // A patch of these rows: the ids drive the loop, one lookup each. The pre-filter of
             // the app's ties (`candidates`: it may let in more, never fewer; `isVisible` decides)
-            // is left out: with it, SQLite stepped every asset the app is tied to, once per change.
-            candidates = FactsReader.condition(ViewPolicy.Candidates(untrashed: policy.candidates.untrashed, ties: nil))
-        }
-        if let only {
-            // The ids bound as one JSON array, not written into the text: the text stays the same
-            // from change to change, so the statement is prepared once per connection (every
-            // mount runs this at every change; preparing it, through GRDB's authorizer, was ~12%
-            // of a viewer mount's CPU while photos were added elsewhere).
-            if only.isEmpty {
-                candidates += " AND 1 = 0"
-            } else {
-                candidates += " AND a.rowid IN (\(Library.boundRowIDs(db, "only")))"
-                arguments += ["only": Library.rowIDsJSON(only)]
+            // is left out, unless it lets in nothing: with it, SQLite stepped every asset the app
+            // is tied to, once per change. The ids are bound as one JSON array, not written into
+            // the text, so the statement is prepared once per connection (preparing it, through
+            // GRDB's authorizer, was ~12% of a viewer mount's CPU while photos were added).
+            if policy.candidates.ties?.isEmpty != true {
+                candidates = FactsReader.condition(ViewPolicy.Candidates(untrashed: policy.candidates.untrashed, ties: nil))
             }
+            candidates += only.isEmpty ? " AND 1 = 0" : " AND a.rowid IN (\(Library.boundList(db, "only")))"
+            if !only.isEmpty { arguments += ["only": Library.rowIDsJSON(only)] }
         }
         if let range { candidates += " AND a.rowid BETWEEN \(range.lowerBound) AND \(range.upperBound)" }
         // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no
@@ -285,7 +280,7 @@ extension Library {
         var members: [Int64: ViewNaming.Item] = [:]
         func add(_ filter: String, _ arguments: StatementArguments) throws -> Bool {
             var added = false
-            for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments, cached: true)
+            for (asset, facts) in try Library.facts(db, app: app.id, filter: filter, arguments: arguments)
             where members[asset.rowID] == nil && context.isVisible(facts) {
                 members[asset.rowID] = ViewNaming.Item(key: asset.rowID, displayName: asset.displayName,
                                                        ownName: facts.isOwned ? asset.ownerName : nil,
@@ -303,8 +298,7 @@ extension Library {
             let new = tried!.subtracting(queried)
             queried.formUnion(new)
             let json = String(decoding: try JSONSerialization.data(withJSONObject: Array(new)), as: UTF8.self)
-            let list = db.isPostgres ? "SELECT json_array_elements_text(CAST(:names AS json))" : "SELECT value FROM json_each(:names)"
-            let grew = try !new.isEmpty && add("a.display_name IN (\(list))", ["names": json])
+            let grew = try !new.isEmpty && add("a.display_name IN (\(Library.boundList(db, "names", of: .text)))", ["names": json])
             if !grew { return names.filter { $0.value != members[$0.key]!.displayName } }
         }
     }
@@ -319,11 +313,15 @@ extension Library {
 }
 
 extension Library {
-    /// A subquery giving the row ids bound as a JSON array under `name` (`rowIDsJSON`), for
-    /// `rowid IN (...)`: the statement's text does not change with the ids, so it can be cached.
-    static func boundRowIDs(_ db: Database, _ name: String) -> String {
-        db.isPostgres ? "SELECT CAST(json_array_elements_text(CAST(:\(name) AS json)) AS BIGINT)"
-                      : "SELECT value FROM json_each(:\(name))"
+    enum BoundListKind { case rowIDs, text }
+
+    /// A subquery giving the values bound as one JSON array under `name` (`rowIDsJSON` for row
+    /// ids), for `x IN (...)`: the statement's text does not change with the values, so it can be
+    /// cached.
+    static func boundList(_ db: Database, _ name: String, of kind: BoundListKind = .rowIDs) -> String {
+        guard db.isPostgres else { return "SELECT value FROM json_each(:\(name))" }
+        let elements = "json_array_elements_text(CAST(:\(name) AS json))"
+        return kind == .rowIDs ? "SELECT CAST(\(elements) AS BIGINT)" : "SELECT \(elements)"
     }
 
     static func rowIDsJSON(_ ids: [Int64]) -> String {

@@ -63,7 +63,7 @@ extension Library {
             var albumsChanged = albumsTouched
             if policy.showsAlbums && !albumsChanged && !only.isEmpty {
                 albumsChanged = try Bool.fetchOne(db.cachedStatement(sql: """
-                    SELECT CASE WHEN EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(Library.boundRowIDs(db, "only")))) THEN 1 ELSE 0 END
+                    SELECT CASE WHEN EXISTS (SELECT 1 FROM album_assets WHERE asset_rowid IN (\(Library.boundList(db, "only")))) THEN 1 ELSE 0 END
                     """), arguments: ["only": Library.rowIDsJSON(only)]) ?? true
             }
             let withAlbums = policy.showsAlbums && albumsChanged
