@@ -264,6 +264,7 @@ public final class StoreWriter: @unchecked Sendable {
                               album: String? = nil, reuseSameContent: ReuseRule = .sameName,
                               knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
         guard fsync(fd) == 0 else { throw StoreWriter.ioError(errno, "fsync") }
+        CloseTrace.mark("fsync")
         return try StoreWriter.commit(library: library, tempPath: tempPath, fd: fd, id: id, app: app, name: name,
                                       album: album, reuse: reuseSameContent, knownHash: knownHash)
     }
@@ -272,10 +273,13 @@ public final class StoreWriter: @unchecked Sendable {
                        album: String?, reuse: ReuseRule = .sameName, knownHash: (() -> String?)? = nil) throws -> AppFileCommit {
         // The data is durable already (fsynced by the caller, or by markReady before a crash).
         let (scan, size, date) = try StoreWriter.scan(fd: fd)
+        CloseTrace.mark("scan")
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
+        CloseTrace.mark("hash")
         let rel = StoreWriter.storeRelativePath(id: id, kind: scan.kind)
         let facts = NewAssetFacts(scan: scan, byteSize: size, contentHash: hash, fileDate: date)
         let (asset, reused) = try library.write { db -> (Asset, Bool) in
+            CloseTrace.mark("queue")
             // This very file committed already: an earlier try whose commit went through but
             // whose answer was lost (a server's connection cut at COMMIT), so its close was kept
             // to be committed again. It is that asset, and still has to move into the store: were
@@ -305,13 +309,16 @@ public final class StoreWriter: @unchecked Sendable {
         // the app's close is told it is saved (a log removed under the daemon: EIO, the temp file
         // kept as it was). The rename needs no sync of its own: if it is lost, recovery finds the
         // row and renames again.
+        CloseTrace.mark("catalog")
         try library.syncLog()
+        CloseTrace.mark("logsync")
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         if reused {
             unlink(tempPath)
             return AppFileCommit(asset: asset, reused: true)
         }
         try? StoreWriter.install(library, tempPath: tempPath, storePath: asset.storePath ?? rel, durable: false)   // else recovery moves it
+        CloseTrace.mark("store")
         return AppFileCommit(asset: asset, reused: false)
     }
 

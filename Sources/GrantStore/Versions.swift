@@ -175,7 +175,9 @@ extension Library {
                               knownHash: (() -> String?)? = nil, alwaysNew: Bool = false,
                               requireConsent: Bool = false, basedOn: String? = nil) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
+        CloseTrace.mark("scan")
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
+        CloseTrace.mark("hash")
         var temp = tempPath
         let base = (tempPath as NSString).lastPathComponent
         var fileID = String(base.prefix { $0 != "." })
@@ -207,9 +209,11 @@ extension Library {
             throw error
         }
         let (asset, changed, saved) = committed
+        CloseTrace.mark("catalog")
         // Durable before the file is told saved (and before its marker goes: should the log be
         // gone, the temp file stays as it was, for the next mount's recovery).
         try syncLog()
+        CloseTrace.mark("logsync")
         _ = pg_fremovexattr(fd, ReadyMarker.xattr)
         unlink(temp + ".ready")
         guard changed else {
@@ -227,6 +231,7 @@ extension Library {
         // As for new files: the row is durable before the file moves; a lost rename is redone by
         // recovery, which finds the version by its file id (synced above).
         try? StoreWriter.install(self, tempPath: temp, storePath: rel, durable: false)   // else recovery moves it
+        CloseTrace.mark("store")
         return (asset, true)
     }
 
@@ -236,6 +241,7 @@ extension Library {
                                   hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool,
                                   requireConsent: Bool, basedOn: String?) throws -> (Asset, Bool, saved: Bool) {
         try write { db -> (Asset, Bool, saved: Bool) in
+            CloseTrace.mark("queue")
             // This very file's version, committed by an earlier try whose answer never came (the
             // connection to a catalog's server cut while it committed: issue 41): saved already,
             // nothing new now, the file still to be moved into the store. Asked first: the checks

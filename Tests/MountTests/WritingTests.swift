@@ -134,6 +134,46 @@ struct Writing {
         try f.unmount(mp)
     }
 
+    /// `PHOTOGATE_TRACE_CLOSES` (issue 39's profile of a close): each close that commits a new
+    /// photo or saves an edit writes one line of where its time went, phase by phase, in order;
+    /// a refused close writes none, and no line names the file.
+    @Test func theCloseTraceSaysWhereEachCommittingCloseSpentItsTime() throws {
+        let f = try MountFixture()
+        let trace = f.dir + "/closes.trace"
+        f.extraEnvironment["PHOTOGATE_TRACE_CLOSES"] = trace
+        let mp = try authorizedMount(f)
+        func lines() -> [String] {
+            ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        /// The phases of a line in order, each with a time that is a number of milliseconds.
+        func phases(_ line: String) -> [String] {
+            line.split(separator: " ").dropFirst(2).compactMap { kv in
+                let p = kv.split(separator: "=")
+                guard p.count == 2, let ms = Double(p[1]), ms >= 0 else { return nil }
+                return String(p[0])
+            }
+        }
+        #expect(cpWrite(try TestMedia.jpeg(tag: "traced"), to: mp + "/new-one.jpg") == 0)
+        #expect(eventually { lines().count == 1 }, "\(lines())")
+        let new = try #require(lines().first)
+        #expect(new.hasPrefix("close new "), "\(new)")
+        #expect(phases(new) == ["checks", "fsync", "scan", "hash", "queue", "catalog", "logsync", "store", "view"], "\(new)")
+        // A close refused (not media) commits nothing and writes no line.
+        #expect(cpWrite(Array("not a photo".utf8), to: mp + "/refused.jpg") == EINVAL)
+        // A save over the app's own photo (O_TRUNC, then the new bytes) is an edit.
+        #expect(cpWrite(try TestMedia.jpeg(tag: "traced, saved again"), to: mp + "/new-one.jpg") == 0)
+        #expect(eventually { lines().count == 2 }, "\(lines())")
+        let edit = lines()[1]
+        #expect(edit.hasPrefix("close edit "), "\(edit)")
+        #expect(phases(edit) == ["fsync", "checks", "scan", "hash", "queue", "catalog", "logsync", "store", "view"], "\(edit)")
+        #expect(lines().count == 2)
+        #expect(!lines().joined().contains("new-one") && !lines().joined().contains("refused"))
+        // Only its owner reads it.
+        var st = stat()
+        #expect(stat(trace, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        try f.unmount(mp)
+    }
+
     @Test func originalsAreNeverModified() throws {
         let f = try MountFixture()
         try f.importPhotos(["a.jpg"])

@@ -53,6 +53,10 @@ WORK = os.environ["BENCH_WORK"]
 DROP_CACHES = os.path.join(HERE, "drop-caches")
 TEMPLATE = os.path.join(HERE, "..", "demo-photos", "beach.jpg")  # a JPEG whose EXIF has GPS
 RESULTS = os.path.join(WORK, "measurements.jsonl")
+# Every mount daemon the bench starts writes where each close that commits a file spent its time
+# (photogate's PHOTOGATE_TRACE_CLOSES, issue 39); the write rows put that under their rows.
+CLOSE_TRACE = os.path.join(WORK, "closes.trace")
+os.environ["PHOTOGATE_TRACE_CLOSES"] = CLOSE_TRACE
 
 
 def log(msg):
@@ -124,6 +128,43 @@ def record(workload, label, variant, unit, better, value, samples=(), note="", p
         f.write(json.dumps(rec) + "\n")
     shown = "null" if value is None else f"{value:.6g}"
     log(f"{label:<34} {variant:<12} {shown} {unit}" + (f"  ({note})" if note else ""))
+
+
+def close_trace_mark():
+    """Where the close trace ends now (`close_profile` reads what comes after)."""
+    try:
+        return os.path.getsize(CLOSE_TRACE)
+    except FileNotFoundError:
+        return 0
+
+
+def close_profile(workload, label, since, kind="new"):
+    """A note under the row: where the mount's closes of kind `kind` ("new" photos, "edit" saves)
+    traced since `since` (`close_trace_mark`) spent their time, the mean of each phase in the order
+    a close passes them (photogate's CloseTrace: checks, fsync, scan, hash, queue, catalog,
+    logsync, store, view)."""
+    sums, order, n = {}, [], 0
+    try:
+        with open(CLOSE_TRACE, "rb") as f:
+            f.seek(since)
+            for line in f.read().decode("utf-8", "replace").splitlines():
+                parts = line.split()
+                if len(parts) < 3 or parts[0] != "close" or parts[1] != kind:
+                    continue
+                n += 1
+                for kv in parts[2:]:
+                    k, _, v = kv.partition("=")
+                    if k not in sums:
+                        sums[k] = 0.0
+                        order.append(k)
+                    sums[k] += float(v)
+    except (FileNotFoundError, ValueError):
+        return
+    if not n:
+        return
+    phases = ", ".join(f"{k} {sums[k] / n:.2f}" for k in order)
+    note = f"where a close of the mount spent its time, mean ms of {n} closes: {phases}; {sum(sums.values()) / n:.1f} ms in all"
+    record(workload, label, "closes", "s", "lower", None, note=note)
 
 
 def measure(workload, label, variant, cmd, prepare=None, warmup=0, runs=None, rate=None, unit="s"):

@@ -18,8 +18,8 @@ import os
 import sqlite3
 import subprocess
 
-from benchlib import (EDIT_MB, EDIT_SAVE, OWNED, REAL, RESULTS, TEMPLATE, TOOL, WRITERS, dataset, empty_folder,
-                      floor_mount, interleaved, listing, log, main_library, measure, pg, pg_mount, pg_unmount, photos,
+from benchlib import (EDIT_MB, EDIT_SAVE, OWNED, REAL, RESULTS, TEMPLATE, TOOL, WRITERS, close_profile, close_trace_mark,
+                      dataset, empty_folder, floor_mount, interleaved, listing, log, main_library, measure, pg, pg_mount, pg_unmount, photos,
                       real_photos, record, remounting, row, sh, w, write_list)
 
 
@@ -85,7 +85,9 @@ def cp_durable():
     for name, f in fl.items():
         cmds[name] = ["cp", "--sparse=never", *m["files"], f["mp"] + "/"]
         prep[name] = f["reset"]
+    since = close_trace_mark()
     interleaved("cp-durable", label, lambda v: cmds[v], variants=list(cmds), prepare=prep, warmup=0)
+    close_profile("cp-durable", label, since)
     ratio_note("cp-durable")
     for f in fl.values():
         f["stop"]()
@@ -108,8 +110,10 @@ def cp_owner_large():
     files = listing(real, prefix="")
     label = f"cp {REAL} photos in, the app owning {OWNED} photos, native fsyncs each"
     measure("cp-owner-large", label, "native", [TOOL, "cpsync", write_list("list-owned", files), native, 1], prepare=reset_native)
+    since = close_trace_mark()
     measure("cp-owner-large", label, "passthrough", ["cp", "--sparse=never", *files, mp + "/"],
             prepare=remounting(lib, "org.bench.Camera", mp))
+    close_profile("cp-owner-large", label, since)
     ratio_note("cp-owner-large")
     pg_unmount(lib, mp)
     reset_native()
@@ -137,7 +141,9 @@ def cp_durable_par():
     for name, f in fl.items():
         cmds[name] = par_script(f"par-cp-{name}", f["mp"])
         prep[name] = f["reset"]
+    since = close_trace_mark()
     interleaved("cp-durable-par", label, lambda v: cmds[v], variants=list(cmds), prepare=prep, warmup=0)
+    close_profile("cp-durable-par", label, since)
     ratio_note("cp-durable-par")
     m["reset_mount"]()
     m["reset_native"]()
@@ -188,7 +194,11 @@ def edit_rows(ident, stem, how_saved, seed):
     # a mount yet; the row then says so instead of failing.
     p = subprocess.run(save("passthrough"), capture_output=True, text=True)
     if p.returncode == 0:
+        since = close_trace_mark()
         ts = measure(ident, label, "passthrough", save("passthrough"))
+        # An O_TRUNC save is an edit's close; exiftool's is a new file's close (its temp file),
+        # then a rename over the photo (not a close, not traced).
+        close_profile(ident + "-durable", dlabel, since, kind="edit" if how_saved != "exiftool" else "new")
         if ts:
             # The same samples against the durable native save (the mount's save is durable at close).
             record(ident + "-durable", dlabel, "passthrough", "s", "lower", sorted(ts)[len(ts) // 2] if len(ts) % 2

@@ -124,6 +124,9 @@ extension PhotoFS {
     func commitLocked(_ f: SessionFile, last: Bool) throws(Errno) {
         if f.isSidecar { return try commitSidecarLocked(f, last: last) }
         if let rowID = f.editing, f.failedWrite == 0 { return try commitEditLocked(f, rowID: rowID, last: last) }
+        CloseTrace.begin("new")
+        var traced = false
+        defer { CloseTrace.end(committed: traced) }
         if f.failedWrite != 0 {
             let e = f.failedWrite
             log("\(f.name) from \(appID) is incomplete (a write failed: \(String(cString: strerror(e)))): not added")
@@ -147,6 +150,7 @@ extension PhotoFS {
             discardLocked(f)
             throw errno
         }
+        CloseTrace.mark("checks")
         // A file written in an upload folder keeps its name there, and takes one at the top that
         // nothing there has (a photo the app sees, a folder: `flattenedName`).
         let name = f.folder != nil ? flattenedName(f.name) : f.name
@@ -204,6 +208,8 @@ extension PhotoFS {
         // disappears in between (rsync renames right after close).
         uncount(f)
         refresh()
+        CloseTrace.mark("view")
+        traced = true
         f.state = .committed(rowID: asset.rowID)
         forgetAlbumSession(f)
         if let folder = f.folder, access == .readWrite {

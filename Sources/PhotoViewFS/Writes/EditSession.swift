@@ -230,6 +230,9 @@ extension PhotoFS {
             endCommittedEdit(f, rowID: rowID)
             return
         }
+        CloseTrace.begin("edit")
+        var traced = false
+        defer { CloseTrace.end(committed: traced) }
         guard editStillAllowed(f, rowID: rowID) else {
             log("refused an edit of \(f.name) from \(appID): it may no longer edit it (revoked, denied or replaced meanwhile)")
             noteRefusal(f.name, "edit refused: the app may no longer edit this photo; the current version stays")
@@ -287,6 +290,8 @@ extension PhotoFS {
                            : "\(f.name) saved by \(appID) unchanged")
         if result.changed { recorder.note(rowID, .edited) }
         endCommittedEdit(f, rowID: rowID)
+        CloseTrace.mark("view")
+        traced = result.changed
     }
 
     /// An edit whose close committed (or found nothing to commit): its temp closed, its bytes no

@@ -186,11 +186,13 @@ extension PhotoFS {
             discardLocked(f)
             throw .system(e)
         }
+        CloseTrace.mark("fsync")
         if let (errno, why) = addRefusal(f) {
             refused(why)
             discardLocked(f)
             throw errno
         }
+        CloseTrace.mark("checks")
         guard let shown = f.shownHash else { return false }
         var saved = f.contentHash?()
         if saved == nil {
