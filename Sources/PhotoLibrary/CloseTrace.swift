@@ -6,32 +6,57 @@ import Glibc
 /// Where the time of each close that commits a file goes, phase by phase (issue 39: "the profile
 /// that shows where the time goes"), for `scripts/bench` and whoever measures a mount's writes.
 /// Off unless the mount's daemon was started with `PHOTOGATE_TRACE_CLOSES=FILE`: then each close
-/// that commits a new photo or saves an edit appends one line to FILE,
+/// that commits a new photo, saves an edit, or a rename that saves one over a photo, appends one
+/// line to FILE,
 ///
-///     close new checks=0.41 fsync=6.52 scan=0.55 hash=0.07 queue=0.16 catalog=1.30 logsync=1.12 store=0.21 view=0.35
+///     close new checks=0.410 fsync=6.520 scan=0.550 hash=0.070 queue=0.160 catalog=1.300 logsync=1.120 store=0.210 view=0.350
 ///
-/// milliseconds from one mark to the next, in the order the close passed them (`edit` for a save
-/// over a photo). Only times and the kind of close: no name, no id, nothing of the photo. A close
-/// refused or kept for later writes nothing. Off, a mark costs one load and a compare.
+/// milliseconds from one mark to the next, in the order the close passed them (`new`, `edit` for
+/// a save over a photo, `rename` for a rename over one). Only times and the kind: no name, no id,
+/// nothing of the photo. A close refused, kept for later or saving nothing new writes no line.
+/// A new file whose content one of the app's assets has already (that asset is kept) has no `store`.
 ///
-/// The phases a close passes, each measured from the previous mark: `checks` (its access and the
-/// add limits), `fsync` (the file), `scan` (its kind, date and metadata read), `hash` (the rest of
-/// its content hash), `queue` (waiting for the catalog's writer), `catalog` (the transaction),
-/// `logsync` (the catalog's log made durable, shared by the closes at once), `store` (the file
-/// moved into the store), `view` (the mount's view updated to show it).
+/// The phases, each measured from the previous mark: `access` (an edit: may the app still edit
+/// the photo), `checks` (its access and the add limits; a rename: the access, the link and the
+/// comparison with the bytes shown), `fsync` (the file), `scan` (its kind, date and metadata
+/// read), `hash` (the rest of its content hash), `queue` (waiting for the catalog's writer),
+/// `catalog` (the transaction), `logsync` (the catalog's log made durable, shared by the closes at
+/// once), `store` (the file moved into the store), `dissolve` (a rename: the file renamed away
+/// leaves the catalog), `view` (the mount's view updated to show it).
 public enum CloseTrace {
-    /// The trace file, or -1 (off). Opened once, append-only, never through a symbolic link.
-    static let sink: Int32 = {
-        guard let path = ProcessInfo.processInfo.environment["PHOTOGATE_TRACE_CLOSES"], !path.isEmpty else { return -1 }
-        return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+    /// The trace file, or -1 (off), and why a FILE given was not taken (`problem`). Opened once,
+    /// append-only: never through a symbolic link, and only a regular file of this process's
+    /// user with one link, made 0600 (a daemon run as root must not write into a file another
+    /// user put at the path, nor through a hard link to one; the times say when an app saved and
+    /// about how much). A FIFO someone put there would stop the close that opens it for as long
+    /// as nobody reads (O_NONBLOCK, then refused).
+    private static let opened: (fd: Int32, problem: String?) = {
+        guard let path = ProcessInfo.processInfo.environment["PHOTOGATE_TRACE_CLOSES"], !path.isEmpty else { return (-1, nil) }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+        guard fd >= 0 else { return (-1, "PHOTOGATE_TRACE_CLOSES=\(path): \(String(cString: strerror(errno))); no close is traced") }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_nlink == 1,
+              fchmod(fd, 0o600) == 0 else {
+            close(fd)
+            return (-1, "PHOTOGATE_TRACE_CLOSES=\(path) is not a regular file of this user with one link; no close is traced")
+        }
+        return (fd, nil)
     }()
 
-    public static var isOn: Bool { sink >= 0 }
+    static var sink: Int32 { opened.fd }
+    public static var isOn: Bool { opened.fd >= 0 }
+    /// Why the trace asked for is off (for the daemon's log at its start), or nil.
+    public static var problem: String? { opened.problem }
 
-    /// Marks of the close each thread is committing (a close is committed on the request thread
-    /// that serves it, start to end).
+    /// The close each thread is committing (a close is committed on the request thread that
+    /// serves it, start to end): its kind, when it began, and each phase's end.
+    private struct Close {
+        let kind: StaticString
+        let start: UInt64
+        var marks: [(StaticString, UInt64)] = []
+    }
     private static let lock = NSLock()
-    nonisolated(unsafe) private static var marks: [UInt: (kind: StaticString, last: UInt64, line: String)] = [:]
+    nonisolated(unsafe) private static var closes: [UInt: Close] = [:]
 
     private static func now() -> UInt64 {
         var t = timespec()
@@ -39,32 +64,35 @@ public enum CloseTrace {
         return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
     }
 
-    /// A close of this thread starts committing a file (`kind`: "new" or "edit").
+    /// A close of this thread starts committing a file (`kind`: "new", "edit" or "rename").
     public static func begin(_ kind: StaticString) {
         guard sink >= 0 else { return }
         let t = now(), me = UInt(pthread_self())
-        lock.withLock { marks[me] = (kind, t, "") }
+        lock.withLock { closes[me] = Close(kind: kind, start: t) }
     }
 
-    /// The close of this thread is done with `phase` (the time since the previous mark).
+    /// The close of this thread is done with `phase`. Nothing when this thread is not tracing a
+    /// close (recovery, a retry of a commit whose answer was lost).
     public static func mark(_ phase: StaticString) {
         guard sink >= 0 else { return }
         let t = now(), me = UInt(pthread_self())
-        lock.withLock {
-            guard var c = marks[me] else { return }
-            c.line += " \(phase)=\(String(format: "%.3f", Double(t - c.last) / 1e6))"
-            c.last = t
-            marks[me] = c
-        }
+        lock.withLock { closes[me]?.marks.append((phase, t)) }
     }
 
-    /// The close of this thread committed its file: its line is written. `committed` false (refused,
-    /// kept for later, failed): nothing is.
+    /// The close of this thread is over: its line is written when it `committed`; nothing is
+    /// otherwise (refused, kept for later, failed, nothing new saved).
     public static func end(committed: Bool) {
         guard sink >= 0 else { return }
         let me = UInt(pthread_self())
-        guard let c = lock.withLock({ marks.removeValue(forKey: me) }), committed else { return }
-        let line = "close \(c.kind)\(c.line)\n"
+        guard let c = lock.withLock({ closes.removeValue(forKey: me) }), committed else { return }
+        var line = "close \(c.kind)"
+        var last = c.start
+        for (phase, t) in c.marks {
+            let us = (t - last) / 1000
+            line += " \(phase)=\(us / 1000).\(String(repeating: "0", count: 3 - String(us % 1000).count))\(us % 1000)"
+            last = t
+        }
+        line += "\n"
         _ = line.utf8CString.withUnsafeBufferPointer { b in write(sink, b.baseAddress, b.count - 1) }
     }
 }

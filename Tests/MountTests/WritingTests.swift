@@ -165,13 +165,60 @@ struct Writing {
         #expect(eventually { lines().count == 2 }, "\(lines())")
         let edit = lines()[1]
         #expect(edit.hasPrefix("close edit "), "\(edit)")
-        #expect(phases(edit) == ["fsync", "checks", "scan", "hash", "queue", "catalog", "logsync", "store", "view"], "\(edit)")
-        #expect(lines().count == 2)
+        #expect(phases(edit) == ["access", "fsync", "checks", "scan", "hash", "queue", "catalog", "logsync", "store", "view"], "\(edit)")
+        // A save as exiftool makes it: a temp file (a new file's close), then renamed over the photo.
+        #expect(cpWrite(try TestMedia.jpeg(tag: "traced, saved by a rename"), to: mp + "/new-one.jpg_tmp") == 0)
+        #expect(rename(mp + "/new-one.jpg_tmp", mp + "/new-one.jpg") == 0)
+        #expect(eventually { lines().count == 4 }, "\(lines())")
+        #expect(lines()[2].hasPrefix("close new "), "\(lines())")
+        let renamed = lines()[3]
+        #expect(renamed.hasPrefix("close rename "), "\(renamed)")
+        #expect(phases(renamed) == ["checks", "scan", "hash", "queue", "catalog", "logsync", "store", "dissolve", "view"], "\(renamed)")
+        #expect(lines().count == 4)
         #expect(!lines().joined().contains("new-one") && !lines().joined().contains("refused"))
         // Only its owner reads it.
         var st = stat()
         #expect(stat(trace, &st) == 0 && st.st_mode & 0o777 == 0o600)
         try f.unmount(mp)
+    }
+
+    /// A FIFO at the trace's path (someone else's, in a folder all may write) is no trace: the
+    /// close that would open it is not held up waiting for a reader, and commits as ever.
+    @Test func aFIFOAtTheTracePathHoldsNoCloseUp() throws {
+        let f = try MountFixture()
+        let fifo = f.dir + "/closes.fifo"
+        #expect(mkfifo(fifo, 0o666) == 0)
+        f.extraEnvironment["PHOTOGATE_TRACE_CLOSES"] = fifo
+        let mp = try authorizedMount(f)
+        let src = f.dir + "/in.jpg"
+        try TestMedia.write(TestMedia.jpeg(tag: "fifo"), to: src)
+        // Bounded: with the old open(2) the close waited for a reader of the FIFO forever.
+        let cp = try TestSupport.run("timeout", ["20", "cp", src, mp + "/"])
+        #expect(cp.status == 0, "cp -> \(cp.status): \(cp.stderr)")
+        #expect(try f.assetsJSON().contains { $0["name"] as? String == "in.jpg" })
+        try f.unmount(mp)
+    }
+
+    /// A daemon run as root never writes its trace into a file someone else put at the path (they
+    /// would read when each app saved, and about how much), nor through a hard link.
+    @Test(.enabled(if: geteuid() == 0, "needs root to give the file to another user"))
+    func aTraceFileOfAnotherUserIsLeftAlone() throws {
+        let f = try MountFixture()
+        let theirs = f.dir + "/theirs.trace"
+        #expect(FileManager.default.createFile(atPath: theirs, contents: nil))
+        #expect(chown(theirs, 65534, 65534) == 0 && chmod(theirs, 0o666) == 0)
+        let linked = f.dir + "/linked.trace", mine = f.dir + "/mine.trace"
+        #expect(FileManager.default.createFile(atPath: mine, contents: nil) && link(mine, linked) == 0)
+        for path in [theirs, linked] {
+            f.extraEnvironment["PHOTOGATE_TRACE_CLOSES"] = path
+            let mp = try authorizedMount(f)
+            let name = "p-\((path as NSString).lastPathComponent).jpg"
+            #expect(cpWrite(try TestMedia.jpeg(tag: path), to: mp + "/" + name) == 0)
+            #expect(try f.assetsJSON().contains { $0["name"] as? String == name })
+            try f.unmount(mp)
+            var st = stat()
+            #expect(stat(path, &st) == 0 && st.st_size == 0, "\(path) was written: \(st.st_size) bytes")
+        }
     }
 
     @Test func originalsAreNeverModified() throws {

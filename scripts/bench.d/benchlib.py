@@ -139,10 +139,10 @@ def close_trace_mark():
 
 
 def close_profile(workload, label, since, kind="new"):
-    """A note under the row: where the mount's closes of kind `kind` ("new" photos, "edit" saves)
-    traced since `since` (`close_trace_mark`) spent their time, the mean of each phase in the order
-    a close passes them (photogate's CloseTrace: checks, fsync, scan, hash, queue, catalog,
-    logsync, store, view)."""
+    """A note under the row: where the mount's closes of kind `kind` ("new" photos, "edit" saves,
+    "rename" saves over a photo) traced since `since` (`close_trace_mark`) spent their time, the
+    mean of each phase in the order a close passes them (photogate's CloseTrace: checks, fsync,
+    scan, hash, queue, catalog, logsync, store, view). None traced says so: a trace lost is seen."""
     sums, order, n = {}, [], 0
     try:
         with open(CLOSE_TRACE, "rb") as f:
@@ -159,12 +159,14 @@ def close_profile(workload, label, since, kind="new"):
                         order.append(k)
                     sums[k] += float(v)
     except (FileNotFoundError, ValueError):
-        return
+        pass
+    what = {"new": "a close of a new file", "edit": "a close of an edit", "rename": "a rename over the photo"}.get(kind, kind)
     if not n:
+        record(workload, label, f"closes ({kind})", "s", "lower", None, note=f"no {kind} close traced ({CLOSE_TRACE})")
         return
     phases = ", ".join(f"{k} {sums[k] / n:.2f}" for k in order)
-    note = f"where a close of the mount spent its time, mean ms of {n} closes: {phases}; {sum(sums.values()) / n:.1f} ms in all"
-    record(workload, label, "closes", "s", "lower", None, note=note)
+    note = f"where {what} through the mount spent its time, mean ms of {n}: {phases}; {sum(sums.values()) / n:.1f} ms in all"
+    record(workload, label, f"closes ({kind})", "s", "lower", None, note=note)
 
 
 def measure(workload, label, variant, cmd, prepare=None, warmup=0, runs=None, rate=None, unit="s"):

@@ -197,8 +197,9 @@ def edit_rows(ident, stem, how_saved, seed):
         since = close_trace_mark()
         ts = measure(ident, label, "passthrough", save("passthrough"))
         # An O_TRUNC save is an edit's close; exiftool's is a new file's close (its temp file),
-        # then a rename over the photo (not a close, not traced).
-        close_profile(ident + "-durable", dlabel, since, kind="edit" if how_saved != "exiftool" else "new")
+        # then a rename over the photo, which commits the version.
+        for kind in (["new", "rename"] if how_saved == "exiftool" else ["edit"]):
+            close_profile(ident + "-durable", dlabel, since, kind=kind)
         if ts:
             # The same samples against the durable native save (the mount's save is durable at close).
             record(ident + "-durable", dlabel, "passthrough", "s", "lower", sorted(ts)[len(ts) // 2] if len(ts) % 2

@@ -239,6 +239,7 @@ extension PhotoFS {
             discardLocked(f)
             throw .accessDenied
         }
+        CloseTrace.mark("access")
         if try saveIsWhatWasShownLocked(f, refused: { why in
             log("refused an edit of \(f.name) from \(appID): \(why)")
             noteRefusal(f.name, "edit refused: \(why); the current version stays")
@@ -312,6 +313,9 @@ extension PhotoFS {
         // The source is renamed away (dissolved into the target): a rename of it, which the one
         // decision must allow, as the target's save must be an edit it allows.
         guard let source = model.withLock({ m in m.nodes[sourceRow].flatMap { n in n.renamable ? n : nil } }) else { return false }
+        CloseTrace.begin("rename")
+        var traced = false
+        defer { CloseTrace.end(committed: traced) }
         try mayEdit(target)
         // A link of the source's stored file, so that no byte is copied and the file the version
         // moves into the store from is never the source's own name.
@@ -332,6 +336,7 @@ extension PhotoFS {
                 Glibc.unlink(link)
                 changed = false
             } else {
+                CloseTrace.mark("checks")
                 changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil,
                                                     alwaysNew: plan != nil, basedOn: target.path).changed
                 if changed { recorder.note(target.rowID, .edited) }
@@ -345,6 +350,7 @@ extension PhotoFS {
         // or left for recovery to move; whatever happens next must not delete it.
         do {
             try recorder.dissolving(sourceRow) { try library.dissolveOwnAsset(rowID: sourceRow, app: appID) }
+            CloseTrace.mark("dissolve")
         } catch {
             log("\(source.name) renamed over \(target.name): saved as its new version, but \(source.name) stays: \(error)")
             throw mountErrno(for: error)
@@ -354,6 +360,8 @@ extension PhotoFS {
         aliases.withLock { $0.insert(sourceIno, row: target.rowID) }
         refresh(handled: [sourceRow])
         invalidator?.invalidateEntry(parent: FixedInode.root, name: Array(target.name.utf8))
+        CloseTrace.mark("view")
+        traced = changed
         return true
     }
 
