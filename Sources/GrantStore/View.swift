@@ -212,8 +212,12 @@ extension Library {
             if policy.candidates.ties?.isEmpty != true {
                 candidates = FactsReader.condition(ViewPolicy.Candidates(untrashed: policy.candidates.untrashed, ties: nil))
             }
-            candidates += only.isEmpty ? " AND 1 = 0" : " AND a.rowid IN (\(Library.boundList(db, "only")))"
-            if !only.isEmpty { arguments += ["only": Library.rowIDsJSON(only)] }
+            if only.isEmpty {
+                candidates += " AND 1 = 0"
+            } else {
+                candidates += " AND a.rowid IN (\(Library.boundList(db, "only")))"
+                arguments += ["only": Library.rowIDsJSON(only)]
+            }
         }
         if let range { candidates += " AND a.rowid BETWEEN \(range.lowerBound) AND \(range.upperBound)" }
         // The one facts reader, stepped with the SQLite C API straight into columns: no Row, no

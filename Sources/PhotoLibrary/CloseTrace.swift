@@ -24,29 +24,43 @@ import Glibc
 /// once), `store` (the file moved into the store), `dissolve` (a rename: the file renamed away
 /// leaves the catalog), `view` (the mount's view updated to show it).
 public enum CloseTrace {
-    /// The trace file, or -1 (off), and why a FILE given was not taken (`problem`). Opened once,
-    /// append-only: never through a symbolic link, and only a regular file of this process's
-    /// user with one link, made 0600 (a daemon run as root must not write into a file another
-    /// user put at the path, nor through a hard link to one; the times say when an app saved and
-    /// about how much). A FIFO someone put there would stop the close that opens it for as long
-    /// as nobody reads (O_NONBLOCK, then refused).
-    private static let opened: (fd: Int32, problem: String?) = {
-        guard let path = ProcessInfo.processInfo.environment["PHOTOGATE_TRACE_CLOSES"], !path.isEmpty else { return (-1, nil) }
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
-        guard fd >= 0 else { return (-1, "PHOTOGATE_TRACE_CLOSES=\(path): \(String(cString: strerror(errno))); no close is traced") }
-        var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_nlink == 1,
-              fchmod(fd, 0o600) == 0 else {
-            close(fd)
-            return (-1, "PHOTOGATE_TRACE_CLOSES=\(path) is not a regular file of this user with one link; no close is traced")
-        }
-        return (fd, nil)
-    }()
+    /// The trace file, or -1 (off): set once by `start`, at a mount daemon's start, before it
+    /// serves a request (its threads are made after). No other process opens it: a command that
+    /// commits files too (`import`, recovery) marks nothing, whatever its environment.
+    nonisolated(unsafe) private static var sink: Int32 = -1
 
-    static var sink: Int32 { opened.fd }
-    public static var isOn: Bool { opened.fd >= 0 }
-    /// Why the trace asked for is off (for the daemon's log at its start), or nil.
-    public static var problem: String? { opened.problem }
+    /// Opens `PHOTOGATE_TRACE_CLOSES` when it is set (a mount's daemon, at its start); returns why
+    /// a FILE given is not taken, for the daemon's log, or nil. Append-only, and never anything
+    /// but a regular file of this process's user with one link, made 0600: a daemon run as root
+    /// must not write into a file another user put at the path, nor through a hard link to one
+    /// (the times say when an app saved, and about how much). A file that is there already is
+    /// looked at through O_PATH before it is opened, so that no FIFO (which would hold the open),
+    /// device or other user's file is ever opened for writing; no symbolic link is followed.
+    public static func start() -> String? {
+        guard sink < 0, let path = ProcessInfo.processInfo.environment["PHOTOGATE_TRACE_CLOSES"], !path.isEmpty else { return nil }
+        let refused = "PHOTOGATE_TRACE_CLOSES=\(path) is not a regular file of this user with one link; no close is traced"
+        var fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 && errno == EEXIST {
+            let named = open(path, CloseTrace.oPath | O_NOFOLLOW | O_CLOEXEC)
+            guard named >= 0 else { return "PHOTOGATE_TRACE_CLOSES=\(path): \(String(cString: strerror(errno))); no close is traced" }
+            defer { close(named) }
+            var st = stat()
+            guard fstat(named, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_nlink == 1 else { return refused }
+            // The very file looked at (the descriptor's, not the name's: it may be swapped since).
+            fd = open("/proc/self/fd/\(named)", O_WRONLY | O_APPEND | O_CLOEXEC)
+            var now = stat()
+            guard fd >= 0, fstat(fd, &now) == 0, now.st_dev == st.st_dev, now.st_ino == st.st_ino, fchmod(fd, 0o600) == 0 else {
+                if fd >= 0 { close(fd) }
+                return refused
+            }
+        }
+        guard fd >= 0 else { return "PHOTOGATE_TRACE_CLOSES=\(path): \(String(cString: strerror(errno))); no close is traced" }
+        sink = fd
+        return nil
+    }
+
+    /// O_PATH (Glibc hides it behind _GNU_SOURCE): names a file without opening it.
+    private static let oPath: Int32 = 0o10000000
 
     /// The close each thread is committing (a close is committed on the request thread that
     /// serves it, start to end): its kind, when it began, and each phase's end.

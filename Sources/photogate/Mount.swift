@@ -134,9 +134,10 @@ struct Mount: PhotogateCommand {
                 if readyFd != nil {
                     daemonLog.attach(DaemonLog.File(folder: library.paths.run, sub: RunFolder.logs, name: daemonLogName(id, access)))
                 }
-                // PHOTOGATE_TRACE_CLOSES opened now (not at the first commit, under a file's lock),
-                // and a path refused said in the log: a measurement must not lose its trace unseen.
-                if let why = CloseTrace.problem { logLine("warning: \(why)") }
+                // PHOTOGATE_TRACE_CLOSES opened now, before any request is served (only a mount's
+                // daemon traces), and a path refused said in the log: a measurement must not lose
+                // its trace unseen.
+                if let why = CloseTrace.start() { logLine("warning: \(why)") }
                 // Marked in use now, not at its first commit: a log replaced under a mount that has
                 // not committed yet is told to every command as one that was (CatalogFiles).
                 do { try library.markInUse() } catch {

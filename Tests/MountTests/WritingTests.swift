@@ -180,6 +180,13 @@ struct Writing {
         var st = stat()
         #expect(stat(trace, &st) == 0 && st.st_mode & 0o777 == 0o600)
         try f.unmount(mp)
+        // Only a mount's daemon traces: a command that commits files (import) opens nothing.
+        let notMade = f.dir + "/import.trace"
+        f.extraEnvironment["PHOTOGATE_TRACE_CLOSES"] = notMade
+        let src = f.dir + "/imported.jpg"
+        try TestMedia.write(TestMedia.jpeg(tag: "imported, not traced"), to: src)
+        try f.pg("import", src)
+        #expect(access(notMade, F_OK) != 0, "import made \(notMade)")
     }
 
     /// A FIFO at the trace's path (someone else's, in a folder all may write) is no trace: the
