@@ -141,8 +141,8 @@ def close_trace_mark():
 def close_profile(workload, label, since, kind="new"):
     """A note under the row: where the mount's closes of kind `kind` ("new" photos, "edit" saves,
     "rename" saves over a photo) traced since `since` (`close_trace_mark`) spent their time, the
-    mean of each phase in the order a close passes them (photogate's CloseTrace: checks, fsync,
-    scan, hash, queue, catalog, logsync, store, view). None traced says so: a trace lost is seen."""
+    mean of each phase in the order a close passes them (the phases: docs/admin.md, "Limits and
+    settings"). None traced says so: a trace lost is seen."""
     sums, order, n = {}, [], 0
     try:
         with open(CLOSE_TRACE, "rb") as f:
