@@ -225,13 +225,15 @@ extension Library {
     public func bytesAdded(by app: AppID, since: Double) throws -> UInt64 {
         // On the writer's connection, as the commit that follows: a read here opened reader
         // connections (two descriptors each) in a daemon whose closes came many at once.
-        try quietWrite { db in
-            var total: UInt64 = 0
-            for sql in Library.bytesAddedSQL {
-                total += UInt64(max(0, try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app.rawValue, since]) ?? 0))
-            }
-            return total
+        try quietWrite { db in try Library.bytesAdded(db, by: app, since: since) }
+    }
+
+    static func bytesAdded(_ db: Database, by app: AppID, since: Double) throws -> UInt64 {
+        var total: UInt64 = 0
+        for sql in Library.bytesAddedSQL {
+            total += UInt64(max(0, try Int64.fetchOne(db.cachedStatement(sql: sql), arguments: [app.rawValue, since]) ?? 0))
         }
+        return total
     }
 
     /// What `bytesAdded` sums: the app's new photos, the versions it saved, and its sidecar

@@ -21,17 +21,23 @@ enum FactsReader {
     /// some possibly NULL), `filter` a condition on `a` (argument `:app` is the app's id).
     /// `withConsent`: read edit consents (visibility checks of many assets do not need them).
     /// `order`: the rows' order (by row id unless said).
-    static func sql(columns: String, filter: String, withConsent: Bool = true, order: String = "a.rowid") -> String {
-        """
-        SELECT \(columns), CASE WHEN a.owner_app = :app THEN 1 ELSE 0 END, s.strip_location, p.strip_location, \
-        \(withConsent ? "CASE WHEN EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = :app AND e.asset_rowid = a.rowid) THEN 1 ELSE 0 END" : "0"), \
-        CASE WHEN a.media_kind = 'heif' THEN 1 ELSE 0 END
-        FROM assets a
-        LEFT JOIN selections s ON s.app_id = :app AND s.asset_rowid = a.rowid
-        LEFT JOIN picks p ON p.app_id = :app AND p.asset_rowid = a.rowid
+    /// `everyApp`: the facts for every app of the library at once, one row per app and asset,
+    /// the app's id after the facts (`everyAppID`): the app is `ap.id` where it is `:app` otherwise.
+    static func sql(columns: String, filter: String, withConsent: Bool = true, order: String = "a.rowid", everyApp: Bool = false) -> String {
+        let app = everyApp ? "ap.id" : ":app"
+        return """
+        SELECT \(columns), CASE WHEN a.owner_app = \(app) THEN 1 ELSE 0 END, s.strip_location, p.strip_location, \
+        \(withConsent ? "CASE WHEN EXISTS (SELECT 1 FROM edit_consents e WHERE e.app_id = \(app) AND e.asset_rowid = a.rowid) THEN 1 ELSE 0 END" : "0"), \
+        CASE WHEN a.media_kind = 'heif' THEN 1 ELSE 0 END\(everyApp ? ", ap.id" : "")
+        FROM assets a\(everyApp ? " CROSS JOIN apps ap" : "")
+        LEFT JOIN selections s ON s.app_id = \(app) AND s.asset_rowid = a.rowid
+        LEFT JOIN picks p ON p.app_id = \(app) AND p.asset_rowid = a.rowid
         WHERE \(filter) ORDER BY \(order)
         """
     }
+
+    /// Where an `everyApp` statement has the app's id.
+    static let everyAppID = Int(heif) + 1
 
     /// The asset columns in their places (`Library.AssetColumn`), those not in `wanted` NULL: for
     /// a reader that needs a few of them besides the facts (which need the row id, location,
@@ -182,6 +188,16 @@ extension Library {
         let rows = try Row.fetchCursor(statement, arguments: ["app": app.rawValue, "only": Library.rowIDsJSON(rowIDs)])
         while let row = try rows.next() { out[row[0]] = FactsReader.facts(row) }
         return out
+    }
+
+    /// The facts only, for every app of the library at once (one statement, not one per app:
+    /// every new photo's commit asks, for every app, inside its write transaction): `body` is
+    /// called with each app's id, row id and facts (unknown row ids are left out).
+    static func factsOfEveryApp(_ db: Database, rowIDs: [Int64], _ body: (String, Int64, AssetFacts) throws -> Void) throws {
+        let statement = try db.cachedStatement(sql: FactsReader.sql(columns: FactsReader.columns([]), filter: "a.rowid IN (\(Library.boundList(db, "only")))",
+                                                                    withConsent: false, everyApp: true))
+        let rows = try Row.fetchCursor(statement, arguments: ["only": Library.rowIDsJSON(rowIDs)])
+        while let row = try rows.next() { try body(row[FactsReader.everyAppID], row[0], FactsReader.facts(row)) }
     }
 
     /// The facts of one asset for one app, or nil when there is no such asset.

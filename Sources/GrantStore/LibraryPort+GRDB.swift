@@ -168,10 +168,10 @@ extension StoreWriter: AppFileWriter {
     public func newTempPath() -> String { tmpDir + "/\(StoreWriter.randomID()).part" }
 
     public func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                              reuse: ReuseRule, contentHash: (() -> String?)?) throws -> AppFileCommit {
+                              reuse: ReuseRule, contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> AppFileCommit {
         try port {
             try commitAppFile(tempPath: tempPath, fd: fd, id: id, app: app, name: name, album: album, reuseSameContent: reuse,
-                              knownHash: contentHash)
+                              knownHash: contentHash, dailyLimit: dailyLimit)
         }
     }
 

@@ -161,9 +161,11 @@ public protocol AppFileWriter: Sendable {
     func newTempPath() -> String
     /// A complete, fsynced temp file becomes an asset of `app` (`PortError.refused` with the
     /// reason when it is not complete media; `PortError.noSpace`). `contentHash`: as for
-    /// `LibraryPort.commitVersion`.
+    /// `LibraryPort.commitVersion`. `dailyLimit`: what the app may have added since a time,
+    /// asked in the transaction that adds the file (`PortError.overDailyLimit`; a file that turns
+    /// out to be an asset the app has, adding nothing, is not refused).
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                       reuse: ReuseRule, contentHash: (() -> String?)?) throws -> AppFileCommit
+                       reuse: ReuseRule, contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> AppFileCommit
     /// The library's content hash, to be fed a file's bytes in order while it is written.
     func newContentHasher() -> any ContentHasher
     /// Marks a durable temp file complete, so that recovery commits it after a crash.
@@ -184,6 +186,14 @@ public protocol ContentHasher: AnyObject {
 }
 
 /// The outcomes of a library call that a mount answers differently; anything else is a failure.
+/// What an app may add in a day (the mount's PHOTOGATE_DAILY_LIMIT_MB): `bytes` since `since`
+/// (seconds since 1970), as `LibraryPort.bytesAdded` counts them.
+public struct DailyLimit: Sendable, Equatable {
+    public var bytes: UInt64
+    public var since: Double
+    public init(bytes: UInt64, since: Double) { self.bytes = bytes; self.since = since }
+}
+
 public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case noSpace(String)
     case exists(String)
@@ -198,9 +208,12 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The catalog cannot make the change durable (its write-ahead log was removed or replaced
     /// under the process): nothing may be told it is saved.
     case notDurable(String)
+    /// The file would take the app past its `DailyLimit`: what it added since the limit's time.
+    case overDailyLimit(added: UInt64)
 
     public var description: String {
         switch self {
+        case .overDailyLimit(let added): return "the app added \(added >> 20) MiB since the daily limit's start, past its limit"
         case .noSpace(let m): return "no space left on device: \(m)"
         case .exists(let m), .notEmpty(let m), .tooManyRequests(let m), .refused(let m), .invalid(let m), .denied(let m), .notDurable(let m):
             return m

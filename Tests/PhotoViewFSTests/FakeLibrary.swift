@@ -347,7 +347,7 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
     }
 
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
-                       reuse: ReuseRule, contentHash: (() -> String?)?) throws -> AppFileCommit {
+                       reuse: ReuseRule, contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> AppFileCommit {
         let hash = contentHash.flatMap { $0() }
         let c = try library.commit(tempPath: tempPath, app: app, name: name, album: album)
         library.locked { library.commitHashes.append((name, hash)) }

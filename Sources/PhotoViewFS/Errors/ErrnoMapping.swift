@@ -18,6 +18,7 @@ func mountErrno(for error: any Error) -> Errno {
     // Not complete media, or a name the library does not take.
     case .refused?, .invalid?: return .invalid
     case .denied?: return .accessDenied
+    case .overDailyLimit?: return Errno(EDQUOT)
     case .notDurable?, nil: return .io
     }
 }

@@ -143,8 +143,9 @@ extension PhotoFS {
             throw .accessDenied
         }
         // A file kept at an earlier close to be committed later (the database was unavailable)
-        // was told saved: not refused now by a limit that close could not ask.
-        if !f.ready, let (errno, why) = addRefusal(f) {
+        // was told saved: not refused now by a limit that close could not ask. The daily limit
+        // is asked in the commit's transaction (`dailyLimit` below).
+        if !f.ready, let (errno, why) = addRefusal(f, daily: false) {
             log("refused \(f.name) from \(appID): \(why)")
             noteRefusal(f.name, why)
             discardLocked(f)
@@ -158,9 +159,16 @@ extension PhotoFS {
         do {
             result = try writer.commitAppFile(tempPath: f.tempPath, fd: f.fd, id: f.id, app: appID, name: name,
                                              album: f.album, reuse: access == .addOnly ? .anyName : .sameName,
-                                             contentHash: f.contentHash)
+                                             contentHash: f.contentHash, dailyLimit: f.ready ? nil : addLimit())
         } catch {
             switch error as? PortError {
+            case .overDailyLimit(let added)?:
+                var st = stat()
+                let (errno, why) = dailyRefusal(added: added, size: fstat(f.fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0)
+                log("refused \(f.name) from \(appID): \(why)")
+                noteRefusal(f.name, why)
+                discardLocked(f)
+                throw errno
             case .refused(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
                 if !f.hidden { noteRefusal(f.name, why) }

@@ -42,20 +42,27 @@ extension PhotoFS {
     /// writes: refused. And the bytes an app adds in a day (apparent sizes: its new photos and
     /// the versions it saves) are bounded: PHOTOGATE_DAILY_LIMIT_MB (default 65536, 64 GiB). One
     /// file is bounded by what a mount may have being written (`admitGrowth`). nil: admitted;
-    /// else the reason, for `.photogate/refused`.
-    func addRefusal(_ f: SessionFile) -> (Errno, String)? {
+    /// else the reason, for `.photogate/refused`. `daily`: ask the daily limit here (a save over
+    /// a photo); a new file's commit asks it in its own transaction (`addLimit`, `dailyRefusal`).
+    func addRefusal(_ f: SessionFile, daily: Bool = true) -> (Errno, String)? {
         var st = stat()
         guard fstat(f.fd, &st) == 0 else { return nil }
         let size = UInt64(max(0, st.st_size)), allocated = UInt64(max(0, st.st_blocks)) * 512
         if size > 1 << 20, allocated < size / 2 {
             return (.invalid, "mostly holes: \(allocated >> 20) MiB of its \(size >> 20) MiB are written (a sparse file is not a photo or video)")
         }
-        let since = Date().timeIntervalSince1970 - 86_400
-        guard let added = try? library.bytesAdded(by: appID, since: since) else { return nil }
-        if added + size > dailyLimit {
-            return (Errno(EDQUOT), "this app added \(added >> 20) MiB in the last 24 hours; \(size >> 20) MiB more is past its limit of \(dailyLimit >> 20) MiB a day")
-        }
+        guard daily else { return nil }
+        guard let added = try? library.bytesAdded(by: appID, since: addLimit().since) else { return nil }
+        if added + size > dailyLimit { return dailyRefusal(added: added, size: size) }
         return nil
+    }
+
+    /// The daily limit as of now: what the app may have added in the last 24 hours.
+    func addLimit() -> DailyLimit { DailyLimit(bytes: dailyLimit, since: Date().timeIntervalSince1970 - 86_400) }
+
+    /// Why a file of `size` bytes is refused when the app added `added` in the last day.
+    func dailyRefusal(added: UInt64, size: UInt64) -> (Errno, String) {
+        (Errno(EDQUOT), "this app added \(added >> 20) MiB in the last 24 hours; \(size >> 20) MiB more is past its limit of \(dailyLimit >> 20) MiB a day")
     }
 
     /// A file leaves the bytes being written (committed or dropped), or counts only its first
