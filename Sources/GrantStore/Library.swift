@@ -476,8 +476,20 @@ public final class Library: Sendable {
         }
     }
 
-    /// Tells every running mount that the database changed (`RunFolder.ringBell`).
-    public func ringBell() { paths.runFolder.ringBell() }
+    /// Tells every running mount that the database changed (`RunFolder.ringBell`). In a mount's
+    /// daemon (`ringsBellAside`) from a thread of its own, right after (`BellRinger`).
+    public func ringBell() {
+        if Library.ringsBellAside.load(ordering: .relaxed) {
+            BellRinger.for(paths.runFolder).ring()
+        } else {
+            paths.runFolder.ringBell()
+        }
+    }
+
+    /// Set by a mount's daemon before it serves a request: its commits ring the bell from a
+    /// thread of their own (`BellRinger`), not from the close that committed. A command rings it
+    /// itself before it returns (it may exit right after).
+    public static let ringsBellAside = Atomic<Bool>(false)
 
     /// Makes every committed transaction durable now (the database runs with synchronous=NORMAL:
     /// the write-ahead log is synced lazily, at checkpoints). Throws when the log at its path is

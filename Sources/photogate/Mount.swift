@@ -144,7 +144,12 @@ struct Mount: PhotogateCommand {
                     report("cannot mark the library in use: \(error)")
                     throw ExitCode(Exit.mountFailed.rawValue)
                 }
+                // The daemon's commits ring the bell from a thread of its own (BellRinger); once it
+                // is done, a ring still owed is rung here before the process goes on to exit.
+                Library.ringsBellAside.store(true, ordering: .relaxed)
                 let status = MountDaemon.run(library: LibraryStorePort(library), settings: settings, log: { logLine($0) }, ready: report)
+                Library.ringsBellAside.store(false, ordering: .relaxed)
+                library.ringBell()
                 daemonLog.flush()
                 ServiceManager.notify("STOPPING=1")
                 // Ended with the run (a run killed, even not yet reaped, has ended): its folder goes.
