@@ -223,8 +223,9 @@ extension Library {
     /// (in Recently Deleted too: deleting does not give an app room to add again), of the
     /// versions it saved of any asset, and of the sidecar versions it wrote.
     public func bytesAdded(by app: AppID, since: Double) throws -> UInt64 {
-        // On the writer's connection, as the commit that follows: a read here opened reader
-        // connections (two descriptors each) in a daemon whose closes came many at once.
+        // On the writer's connection: a read here opened reader connections (two descriptors
+        // each) in a daemon whose closes came many at once. (A new photo's commit asks it in its
+        // own transaction: `StoreWriter.commit`'s `dailyLimit`.)
         try quietWrite { db in try Library.bytesAdded(db, by: app, since: since) }
     }
 

@@ -181,8 +181,7 @@ extension Library {
     static func factsOnly(_ db: Database, app: AppID, rowIDs: [Int64]) throws -> [Int64: AssetFacts] {
         let columns = FactsReader.columns([])
         var out: [Int64: AssetFacts] = [:]
-        // The ids bound (a JSON array), so the statement is prepared once per connection: every
-        // new photo's commit asks this for every app, inside its write transaction.
+        // The ids bound (a JSON array), so the statement is prepared once per connection.
         let statement = try db.cachedStatement(sql: FactsReader.sql(columns: columns, filter: "a.rowid IN (\(Library.boundList(db, "only")))",
                                                                     withConsent: false))
         let rows = try Row.fetchCursor(statement, arguments: ["app": app.rawValue, "only": Library.rowIDsJSON(rowIDs)])

@@ -185,7 +185,6 @@ public protocol ContentHasher: AnyObject {
     func hashSoFar() -> String
 }
 
-/// The outcomes of a library call that a mount answers differently; anything else is a failure.
 /// What an app may add in a day (the mount's PHOTOGATE_DAILY_LIMIT_MB): `bytes` since `since`
 /// (seconds since 1970), as `LibraryPort.bytesAdded` counts them.
 public struct DailyLimit: Sendable, Equatable {
@@ -194,6 +193,7 @@ public struct DailyLimit: Sendable, Equatable {
     public init(bytes: UInt64, since: Double) { self.bytes = bytes; self.since = since }
 }
 
+/// The outcomes of a library call that a mount answers differently; anything else is a failure.
 public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     case noSpace(String)
     case exists(String)

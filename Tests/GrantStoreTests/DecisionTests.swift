@@ -37,6 +37,39 @@ import Glibc
         #expect(try t.library.viewNames(editor)?[photo.rowID] == nil)   // no longer visible
     }
 
+    /// A change's history is each app's view before and after, read for every app at once in
+    /// steps of a few rows (`ViewDelta.visibilityRows`, lowered here so that a grant of 11 assets
+    /// among 3 apps takes six): every asset of the grant, and only those, is inserted for the
+    /// app granted, removed at the revoke; an app that sees everything is told nothing.
+    @Test func aChangeReadInStepsTellsEachAppExactlyWhatItsViewGainedAndLost() throws {
+        let t = try TempLibrary()
+        let viewer = AppID("org.example.Viewer")!, other = AppID("org.example.Other")!
+        let photos = try t.importJPEGs((0..<13).map { "p\($0).jpg" })
+        try t.library.authorize(editor, access: .readWrite, status: .limited)
+        try t.library.authorize(other, access: .readWrite, status: .limited)
+        try t.library.authorize(viewer, access: .readWrite, status: .authorized)
+        let saved = ViewDelta.visibilityRows
+        ViewDelta.visibilityRows = 7
+        defer { ViewDelta.visibilityRows = saved }
+        func token(_ app: AppID) throws -> Int64 { try t.library.latestChangeToken(app) }
+        func changes(_ app: AppID, since: Int64) throws -> [(AppChangeKind, String?)] {
+            guard case .changes(let list, _) = try t.library.changes(app, since: since) else { Issue.record("expired"); return [] }
+            return list.map { ($0.kind, $0.assetID) }
+        }
+        let granted = Array(photos[1..<12])
+        let (e0, v0, o0) = (try token(editor), try token(viewer), try token(other))
+        _ = try t.library.grant(editor, granted.map(\.id))
+        #expect(try changes(editor, since: e0).filter { $0.0 == .inserted }.map(\.1).sorted { ($0 ?? "") < ($1 ?? "") }
+                == granted.map(\.id).sorted())
+        #expect(try changes(viewer, since: v0).isEmpty)
+        #expect(try changes(other, since: o0).isEmpty)
+        let e1 = try token(editor)
+        _ = try t.library.revoke(editor, granted.map(\.id))
+        #expect(try changes(editor, since: e1).filter { $0.0 == .removed }.map(\.1).sorted { ($0 ?? "") < ($1 ?? "") }
+                == granted.map(\.id).sorted())
+        #expect(try changes(viewer, since: v0).isEmpty)
+    }
+
     /// The picker offers what the library would grant: never a shared asset for a selection, nor
     /// for a pick to a limited app; an authorized app may be handed one.
     @Test func thePickersOfferIsTheDecisions() throws {

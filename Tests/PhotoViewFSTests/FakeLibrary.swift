@@ -189,6 +189,14 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     var accessBatches: [(app: AppID, tallies: [AccessTally])] = []
     /// What `bytesAdded` answers (what the app added in the period).
     var addedBytes: UInt64 = 0
+    /// Set: every commit of a new file fails before it asks anything (a busy database).
+    var failCommits: Bool {
+        get { locked { failingCommits } }
+        set { locked { failingCommits = newValue } }
+    }
+    private var failingCommits = false
+    /// The names of the files kept durable and marked to be committed later (`markReady`).
+    var markedReady: [String] = []
     func bytesAdded(by app: AppID, since: Double) throws -> UInt64 { locked { addedBytes } }
 
     /// Set: recordAccess fails (a locked or failing database).
@@ -348,6 +356,14 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
 
     func commitAppFile(tempPath: String, fd: Int32, id: String, app: AppID, name: String, album: String?,
                        reuse: ReuseRule, contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> AppFileCommit {
+        // As the library's transaction: one that fails (busy) asks nothing; else the daily limit.
+        if library.failCommits { throw FakeBusy() }
+        if let dailyLimit {
+            var st = stat()
+            let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
+            let added = try library.bytesAdded(by: app, since: dailyLimit.since)
+            if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added) }
+        }
         let hash = contentHash.flatMap { $0() }
         let c = try library.commit(tempPath: tempPath, app: app, name: name, album: album)
         library.locked { library.commitHashes.append((name, hash)) }
@@ -356,7 +372,9 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
 
     func newContentHasher() -> any ContentHasher { BytesHasher() }
 
-    func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {}
+    func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {
+        library.locked { library.markedReady.append(name) }
+    }
     func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {}
     func clearReady(tempPath: String) {}
     func shutDown() {}
@@ -418,3 +436,6 @@ final class RecordingInvalidator: Invalidator, @unchecked Sendable {
     func quiesceReads() { add(.quiesceReads) }
     func flushNotifications() -> Bool { true }
 }
+
+/// A failure that is not one of the port's: the database busy or failing.
+struct FakeBusy: Error {}

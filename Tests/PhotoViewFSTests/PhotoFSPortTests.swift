@@ -238,6 +238,29 @@ import Glibc
         #expect(try names(fs).filter { $0 == "new.jpg" }.count == 1)
     }
 
+    /// A new file's daily limit is asked in its commit's transaction; a commit that fails before
+    /// it could ask (the database busy) keeps the file to be committed later, with no limit asked
+    /// again: so the limit is asked at that close, and a file past it is refused, not kept.
+    @Test func aCommitThatFailsAsksTheDailyLimitBeforeTheFileIsKept() throws {
+        let (lib, fs, _) = try make(.authorized)
+        lib.failCommits = true
+        func write(_ name: String) throws -> Errno? {
+            let (entry, open) = try fs.create(parent: FixedInode.root, name: FileName(name), mode: 0o644, flags: O_WRONLY | O_CREAT, context: context)
+            let bytes = Array("late pixels".utf8)
+            _ = try bytes.withUnsafeBytes { try fs.write(entry.attributes.ino, handle: open.handle, offset: 0, data: $0, context: context) }
+            defer { fs.release(entry.attributes.ino, handle: open.handle, flags: 0) }
+            return errno { try fs.flush(entry.attributes.ino, handle: open.handle, context: context) }
+        }
+        // Under the limit: kept, the close says saved.
+        #expect(try write("kept.jpg") == nil)
+        #expect(lib.locked { lib.markedReady }.contains("kept.jpg"))
+        // Past it: refused, not kept for a commit that would ask no limit.
+        lib.addedBytes = fs.dailyLimit
+        #expect(try write("past.jpg") == Errno(EDQUOT))
+        #expect(!lib.locked { lib.markedReady }.contains("past.jpg"))
+        #expect(lib.commits.isEmpty)
+    }
+
     /// A file written front to back reaches its commit with its content hash, computed behind
     /// the writes (the library then does not read the whole file again); one written over in
     /// place reaches it without (the library hashes it).

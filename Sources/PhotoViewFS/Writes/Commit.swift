@@ -188,6 +188,16 @@ extension PhotoFS {
             default:
                 // The database is busy or failing: keep the file durable and marked, so that no
                 // close that returned 0 loses it; the last release or the next mount commits it.
+                // That commit asks no limit (this close said saved): the daily limit, which the
+                // failed transaction did not get to ask, is asked now, in a transaction of its own
+                // (not to be answered either, the file is kept: as when the limit was always
+                // asked before the commit).
+                if let (errno, why) = addRefusal(f) {
+                    log("refused \(f.name) from \(appID): \(why)")
+                    noteRefusal(f.name, why)
+                    discardLocked(f)
+                    throw errno
+                }
                 do {
                     try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: name, album: f.album)
                     f.ready = true
