@@ -6,6 +6,10 @@
 #
 #   scripts/bench.d/ab-writes.sh OLD_BINARY NEW_BINARY [ROUNDS=6] [PHOTOS=200]
 #
+# AB_APPS=K: the library knows K other apps (limited, read-write) and an authorized viewer, as the
+# bench's main library does by its write rows (13 apps): a commit's per-app work shows. Each
+# binary's closes are traced (PHOTOGATE_TRACE_CLOSES) and the mean of each phase printed.
+#
 # Needs fusermount3 and cc (pgbench.c generates the photos). Work folder: $AB_DIR or a new one
 # under /tmp, removed after unless AB_KEEP=1. Mounts are unmounted on exit, also on failure.
 set -euo pipefail
@@ -31,7 +35,13 @@ measure() {
     rm -rf "$work/lib"
     "$pg" init --library "$work/lib" >/dev/null
     "$pg" authorize --library "$work/lib" org.bench.Camera --access add-only --status authorized >/dev/null
-    "$pg" mount org.bench.Camera "$mnt" --access add-only --library "$work/lib" >/dev/null
+    if [ "${AB_APPS:-0}" -gt 0 ]; then
+        for ((a = 0; a < AB_APPS; a++)); do
+            "$pg" authorize --library "$work/lib" "org.bench.Other$a" --access read-write --status limited >/dev/null
+        done
+        "$pg" authorize --library "$work/lib" org.bench.Viewer --access read-write --status authorized >/dev/null
+    fi
+    PHOTOGATE_TRACE_CLOSES="$work/trace.$3.$writers" "$pg" mount org.bench.Camera "$mnt" --access add-only --library "$work/lib" >/dev/null
     sync
     local s e
     s=$(date +%s.%N)
@@ -52,12 +62,12 @@ for ((r = 1; r <= rounds; r++)); do
         if ((r % 2)); then order="old new"; else order="new old"; fi
         for v in $order; do
             pg=$old; [ "$v" = new ] && pg=$new
-            echo "$writers $v $r $(measure "$pg" "$writers")" >> "$out"
+            echo "$writers $v $r $(measure "$pg" "$writers" "$v")" >> "$out"
         done
     done
 done
-python3 - "$out" "$photos" <<'EOF'
-import collections, statistics, sys
+python3 - "$out" "$photos" "$work" <<'EOF'
+import collections, os, statistics, sys
 d = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
     w, v, r, t = line.split()
@@ -69,4 +79,22 @@ for w in ("1", "8"):
           f"old median {statistics.median(o.values()):.3f} s {[round(o[r], 2) for r in sorted(o)]}, "
           f"new median {statistics.median(n.values()):.3f} s {[round(n[r], 2) for r in sorted(n)]}, "
           f"old/new round by round {statistics.median(ratios):.2f}")
+    for v in ("old", "new"):
+        # Every round's closes of this binary: the mean of each phase, in the order they come.
+        sums, order, n = {}, [], 0
+        path = os.path.join(sys.argv[3], f"trace.{v}.{w}")
+        for line in (open(path) if os.path.exists(path) else []):
+            parts = line.split()
+            if len(parts) < 3 or parts[1] != "new":
+                continue
+            n += 1
+            for kv in parts[2:]:
+                k, _, ms = kv.partition("=")
+                if k not in sums:
+                    sums[k] = 0.0
+                    order.append(k)
+                sums[k] += float(ms)
+        if n:
+            print(f"  {v}, {n} closes (ms): " + " ".join(f"{k} {sums[k] / n:.2f}" for k in order)
+                  + f", in all {sum(sums.values()) / n:.2f}")
 EOF
