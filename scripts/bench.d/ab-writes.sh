@@ -66,8 +66,10 @@ for ((r = 1; r <= rounds; r++)); do
         done
     done
 done
-python3 - "$out" "$photos" "$work" <<'EOF'
+python3 - "$out" "$photos" "$work" "$here" <<'EOF'
 import collections, os, statistics, sys
+sys.path.insert(0, sys.argv[4])
+from closetrace import phase_means
 d = collections.defaultdict(dict)
 for line in open(sys.argv[1]):
     w, v, r, t = line.split()
@@ -81,20 +83,8 @@ for w in ("1", "8"):
           f"old/new round by round {statistics.median(ratios):.2f}")
     for v in ("old", "new"):
         # Every round's closes of this binary: the mean of each phase, in the order they come.
-        sums, order, n = {}, [], 0
-        path = os.path.join(sys.argv[3], f"trace.{v}.{w}")
-        for line in (open(path) if os.path.exists(path) else []):
-            parts = line.split()
-            if len(parts) < 3 or parts[1] != "new":
-                continue
-            n += 1
-            for kv in parts[2:]:
-                k, _, ms = kv.partition("=")
-                if k not in sums:
-                    sums[k] = 0.0
-                    order.append(k)
-                sums[k] += float(ms)
-        if n:
-            print(f"  {v}, {n} closes (ms): " + " ".join(f"{k} {sums[k] / n:.2f}" for k in order)
-                  + f", in all {sum(sums.values()) / n:.2f}")
+        closes, means = phase_means(os.path.join(sys.argv[3], f"trace.{v}.{w}"))
+        if closes:
+            print(f"  {v}, {closes} closes (ms): " + " ".join(f"{k} {ms:.2f}" for k, ms in means)
+                  + f", in all {sum(ms for _, ms in means):.2f}")
 EOF

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+from closetrace import phase_means  # noqa: E402  (scripts/bench.d is on the path: bench.py's folder)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 VARIANTS = ["native", "passthrough", "fallback", "bindfs"]
@@ -143,29 +145,13 @@ def close_profile(workload, label, since, kind="new"):
     "rename" saves over a photo) traced since `since` (`close_trace_mark`) spent their time, the
     mean of each phase in the order a close passes them (the phases: docs/admin.md, "Limits and
     settings"). None traced says so: a trace lost is seen."""
-    sums, order, n = {}, [], 0
-    try:
-        with open(CLOSE_TRACE, "rb") as f:
-            f.seek(since)
-            for line in f.read().decode("utf-8", "replace").splitlines():
-                parts = line.split()
-                if len(parts) < 3 or parts[0] != "close" or parts[1] != kind:
-                    continue
-                n += 1
-                for kv in parts[2:]:
-                    k, _, v = kv.partition("=")
-                    if k not in sums:
-                        sums[k] = 0.0
-                        order.append(k)
-                    sums[k] += float(v)
-    except (FileNotFoundError, ValueError):
-        pass
+    n, means = phase_means(CLOSE_TRACE, kind, since)
     what = {"new": "a close of a new file", "edit": "a close of an edit", "rename": "a rename over the photo"}.get(kind, kind)
     if not n:
         record(workload, label, f"closes ({kind})", "s", "lower", None, note=f"no {kind} close traced ({CLOSE_TRACE})")
         return
-    phases = ", ".join(f"{k} {sums[k] / n:.2f}" for k in order)
-    note = f"where {what} through the mount spent its time, mean ms of {n}: {phases}; {sum(sums.values()) / n:.1f} ms in all"
+    phases = ", ".join(f"{k} {ms:.2f}" for k, ms in means)
+    note = f"where {what} through the mount spent its time, mean ms of {n}: {phases}; {sum(ms for _, ms in means):.1f} ms in all"
     record(workload, label, f"closes ({kind})", "s", "lower", None, note=note)
 
 
