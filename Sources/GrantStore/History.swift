@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PhotoLibrary
+import Synchronization
 
 /// Records, in the same transaction as a change, what it did to every app's read-write view.
 /// Visibility before and after is `AppContext.decide`'s, from the one facts reader, for the
@@ -37,7 +38,7 @@ struct ViewDelta {
         }
         // At most `visibilityRows` rows (an app and an asset each) at a time: a server's answer
         // is held whole (a grant of 10,000 assets in a library of 50 apps: 500,000 rows).
-        let step = max(1, visibilityRows / max(1, records.count))
+        let step = max(1, visibilityRows.load(ordering: .relaxed) / max(1, records.count))
         var start = 0
         while start < rowIDs.count {
             let chunk = Array(rowIDs[start..<min(rowIDs.count, start + step)])
@@ -50,7 +51,7 @@ struct ViewDelta {
     }
 
     /// How many rows `visibility` reads at a time (tests lower it to cross its steps).
-    nonisolated(unsafe) static var visibilityRows = 20_000
+    static let visibilityRows = Atomic<Int>(20_000)
 
     /// The view names of the apps that see some of `visible` (nil entries: display names).
     static func names(_ db: Database, _ visible: Visibility, apps known: [String: AppRecord]? = nil) throws -> Names {
@@ -155,9 +156,7 @@ struct ViewDelta {
         let span = try db.cachedStatement(sql: """
             SELECT (SELECT max(app_seq) FROM app_changes WHERE app_id = ?) - (SELECT min(app_seq) FROM app_changes WHERE app_id = ?) + 1
             """)
-        var over: [String] = []
-        for app in apps where try (Int64.fetchOne(span, arguments: [app, app]) ?? 0) > Int64(limit + limit / 10) { over.append(app) }
-        for app in over {
+        for app in apps where try (Int64.fetchOne(span, arguments: [app, app]) ?? 0) > Int64(limit + limit / 10) {
             guard let cut = try Int64.fetchOne(db, sql: "SELECT app_seq FROM app_changes WHERE app_id = ? ORDER BY app_seq DESC LIMIT 1 OFFSET ?",
                                                arguments: [app, limit]) else { continue }
             try db.execute(sql: "DELETE FROM app_changes WHERE app_id = ? AND app_seq <= ?", arguments: [app, cut])

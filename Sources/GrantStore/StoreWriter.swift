@@ -302,7 +302,7 @@ public final class StoreWriter: @unchecked Sendable {
             }
             if let dailyLimit {
                 let added = try Library.bytesAdded(db, by: app, since: dailyLimit.since)
-                if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added) }
+                if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
             }
             let a = try StoreWriter.insertRow(db, id: id, name: name, owner: app, ownerName: name, facts: facts,
                                               storePath: rel, referencePath: nil, shared: false)

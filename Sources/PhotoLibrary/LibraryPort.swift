@@ -208,12 +208,14 @@ public enum PortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The catalog cannot make the change durable (its write-ahead log was removed or replaced
     /// under the process): nothing may be told it is saved.
     case notDurable(String)
-    /// The file would take the app past its `DailyLimit`: what it added since the limit's time.
-    case overDailyLimit(added: UInt64)
+    /// The file (of `size` bytes) would take the app past its `DailyLimit`: what it added since
+    /// the limit's time.
+    case overDailyLimit(added: UInt64, size: UInt64)
 
     public var description: String {
         switch self {
-        case .overDailyLimit(let added): return "the app added \(added >> 20) MiB since the daily limit's start, past its limit"
+        case .overDailyLimit(let added, let size):
+            return "the app added \(added >> 20) MiB since the daily limit's start; \(size >> 20) MiB more is past its limit"
         case .noSpace(let m): return "no space left on device: \(m)"
         case .exists(let m), .notEmpty(let m), .tooManyRequests(let m), .refused(let m), .invalid(let m), .denied(let m), .notDurable(let m):
             return m

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import TestSupport
+import Synchronization
 @testable import GrantStore
 @testable import PhotoLibrary
 #if canImport(Glibc)
@@ -48,9 +49,8 @@ import Glibc
         try t.library.authorize(editor, access: .readWrite, status: .limited)
         try t.library.authorize(other, access: .readWrite, status: .limited)
         try t.library.authorize(viewer, access: .readWrite, status: .authorized)
-        let saved = ViewDelta.visibilityRows
-        ViewDelta.visibilityRows = 7
-        defer { ViewDelta.visibilityRows = saved }
+        let saved = ViewDelta.visibilityRows.exchange(7, ordering: .relaxed)
+        defer { ViewDelta.visibilityRows.store(saved, ordering: .relaxed) }
         func token(_ app: AppID) throws -> Int64 { try t.library.latestChangeToken(app) }
         func changes(_ app: AppID, since: Int64) throws -> [(AppChangeKind, String?)] {
             guard case .changes(let list, _) = try t.library.changes(app, since: since) else { Issue.record("expired"); return [] }

@@ -13,6 +13,15 @@ import Glibc
 struct AddLimits {
     let app = "org.example.Adder"
 
+    /// A new library, the app authorized to add, its add-only mount with a daily limit of
+    /// `dailyLimitMB`.
+    func addOnlyMount(dailyLimitMB: Int) throws -> (MountFixture, String) {
+        let f = try MountFixture()
+        f.extraEnvironment["PHOTOGATE_DAILY_LIMIT_MB"] = String(dailyLimitMB)
+        try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
+        return (f, try f.mount(app, access: "add-only"))
+    }
+
     func refused(_ mp: String) -> String { String(decoding: readAll(mp + "/.photogate/refused") ?? [], as: UTF8.self) }
 
     @Test func aFileThatIsMostlyHolesIsRefused() throws {
@@ -34,10 +43,7 @@ struct AddLimits {
     }
 
     @Test func whatAnAppAddsInADayIsBounded() throws {
-        let f = try MountFixture()
-        f.extraEnvironment["PHOTOGATE_DAILY_LIMIT_MB"] = "1"
-        try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
-        let mp = try f.mount(app, access: "add-only")
+        let (f, mp) = try addOnlyMount(dailyLimitMB: 1)
         let padding = [UInt8](repeating: 0x5a, count: 600 << 10)
         #expect(cpWrite(try TestMedia.jpeg(tag: "first") + padding, to: mp + "/first.jpg") == 0)
         #expect(cpWrite(try TestMedia.jpeg(tag: "second") + padding, to: mp + "/second.jpg") == EDQUOT)
@@ -50,10 +56,7 @@ struct AddLimits {
     /// room the others are about to take (asked before it, in a transaction of its own, eight
     /// writers of 300 KiB each passed a 1 MiB limit together).
     @Test func writersRacingToTheDailyLimitNeverTakeTheAppPastIt() throws {
-        let f = try MountFixture()
-        f.extraEnvironment["PHOTOGATE_DAILY_LIMIT_MB"] = "1"
-        try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
-        let mp = try f.mount(app, access: "add-only")
+        let (f, mp) = try addOnlyMount(dailyLimitMB: 1)
         defer { try? f.unmount(mp) }
         let files = try (0..<8).map { i in try TestMedia.jpeg(tag: "racer \(i)") + [UInt8](repeating: UInt8(i), count: 300 << 10) }
         let results = Mutex<[Int32]>([])
@@ -71,10 +74,7 @@ struct AddLimits {
     /// A copy of a photo the app added already adds nothing (it is that asset): not refused past
     /// the limit, as `cp` of a folder again must not fail on what it copied before.
     @Test func aCopyOfWhatTheAppAddedIsNotRefusedAtTheDailyLimit() throws {
-        let f = try MountFixture()
-        f.extraEnvironment["PHOTOGATE_DAILY_LIMIT_MB"] = "1"
-        try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
-        let mp = try f.mount(app, access: "add-only")
+        let (f, mp) = try addOnlyMount(dailyLimitMB: 1)
         defer { try? f.unmount(mp) }
         let photo = try TestMedia.jpeg(tag: "once") + [UInt8](repeating: 0x5a, count: 700 << 10)
         #expect(cpWrite(photo, to: mp + "/once.jpg") == 0)

@@ -362,7 +362,7 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
             var st = stat()
             let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
             let added = try library.bytesAdded(by: app, since: dailyLimit.since)
-            if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added) }
+            if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
         }
         let hash = contentHash.flatMap { $0() }
         let c = try library.commit(tempPath: tempPath, app: app, name: name, album: album)

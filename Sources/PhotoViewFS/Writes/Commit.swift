@@ -145,12 +145,7 @@ extension PhotoFS {
         // A file kept at an earlier close to be committed later (the database was unavailable)
         // was told saved: not refused now by a limit that close could not ask. The daily limit
         // is asked in the commit's transaction (`dailyLimit` below).
-        if !f.ready, let (errno, why) = addRefusal(f, daily: false) {
-            log("refused \(f.name) from \(appID): \(why)")
-            noteRefusal(f.name, why)
-            discardLocked(f)
-            throw errno
-        }
+        if !f.ready, let (errno, why) = addRefusal(f, daily: false) { throw refuseLocked(f, errno, why) }
         CloseTrace.mark("checks")
         // A file written in an upload folder keeps its name there, and takes one at the top that
         // nothing there has (a photo the app sees, a folder: `flattenedName`).
@@ -162,13 +157,9 @@ extension PhotoFS {
                                              contentHash: f.contentHash, dailyLimit: f.ready ? nil : addLimit())
         } catch {
             switch error as? PortError {
-            case .overDailyLimit(let added)?:
-                var st = stat()
-                let (errno, why) = dailyRefusal(added: added, size: fstat(f.fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0)
-                log("refused \(f.name) from \(appID): \(why)")
-                noteRefusal(f.name, why)
-                discardLocked(f)
-                throw errno
+            case .overDailyLimit(let added, let size)?:
+                let (errno, why) = dailyRefusal(added: added, size: size)
+                throw refuseLocked(f, errno, why)
             case .refused(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
                 if !f.hidden { noteRefusal(f.name, why) }
@@ -192,12 +183,7 @@ extension PhotoFS {
                 // failed transaction did not get to ask, is asked now, in a transaction of its own
                 // (not to be answered either, the file is kept: as when the limit was always
                 // asked before the commit).
-                if let (errno, why) = addRefusal(f) {
-                    log("refused \(f.name) from \(appID): \(why)")
-                    noteRefusal(f.name, why)
-                    discardLocked(f)
-                    throw errno
-                }
+                if let (errno, why) = addRefusal(f) { throw refuseLocked(f, errno, why) }
                 do {
                     try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: name, album: f.album)
                     f.ready = true
@@ -233,6 +219,15 @@ extension PhotoFS {
         if let folder = f.folder, access == .readWrite {
             setFolderChild(folder, f.name, .asset(rowID: asset.rowID), ifCurrently: .session(f.ino))
         }
+    }
+
+    /// A new file refused at its close by a limit: logged, told in `.photogate/refused`, dropped;
+    /// the errno for the close.
+    func refuseLocked(_ f: SessionFile, _ errno: Errno, _ why: String) -> Errno {
+        log("refused \(f.name) from \(appID): \(why)")
+        noteRefusal(f.name, why)
+        discardLocked(f)
+        return errno
     }
 
     /// A close whose catalog row cannot be made durable (`PortError.notDurable`), for a new file
