@@ -99,6 +99,8 @@ extension PhotoFS {
                 if !waiting {
                     guard writingFreed.enter(atMost: PhotoFS.editOpensWaiting) else { throw error }
                     waiting = true
+                    // Said once it holds a waiting place (edit-wait-cap.sh waits for it).
+                    log("\(f.name) waits for an edit of \(appID) to be released, to open within the write limit")
                 }
                 guard writingFreed.wait(past: seen, until: deadline) else { throw error }
             }
