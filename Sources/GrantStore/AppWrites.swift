@@ -229,6 +229,14 @@ extension Library {
         try quietWrite { db in try Library.bytesAdded(db, by: app, since: since) }
     }
 
+    /// Throws `PortError.overDailyLimit` when `size` more bytes would take the app past `limit`
+    /// (nil: no limit asked), in the transaction of the commit that adds them.
+    static func askDailyLimit(_ db: Database, _ limit: DailyLimit?, app: AppID, size: UInt64) throws {
+        guard let limit else { return }
+        let added = try bytesAdded(db, by: app, since: limit.since)
+        if added + size > limit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
+    }
+
     static func bytesAdded(_ db: Database, by app: AppID, since: Double) throws -> UInt64 {
         var total: UInt64 = 0
         for sql in Library.bytesAddedSQL {

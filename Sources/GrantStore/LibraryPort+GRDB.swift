@@ -110,10 +110,11 @@ public final class LibraryStorePort: LibraryPort {
 
 
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool) {
+                              contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?,
+                              dailyLimit: DailyLimit?) throws -> (asset: Asset, changed: Bool) {
         // A mount's save: the app must still be allowed to edit the photo when the version commits.
         try port { try library.commitVersion(rowID: rowID, app: app, tempPath: tempPath, fd: fd, knownHash: contentHash, alwaysNew: alwaysNew,
-                                             requireConsent: true, basedOn: basedOn) }
+                                             requireConsent: true, basedOn: basedOn, dailyLimit: dailyLimit) }
     }
 
     public func isCommittedVersion(tempPath: String) throws -> Bool {
@@ -127,8 +128,9 @@ public final class LibraryStorePort: LibraryPort {
     }
 
     public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?) throws -> Bool {
-        try port { try library.commitSidecar(key, app: app, access: access, tempPath: tempPath, fd: fd, knownHash: contentHash) }
+                              contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> Bool {
+        try port { try library.commitSidecar(key, app: app, access: access, tempPath: tempPath, fd: fd, knownHash: contentHash,
+                                             dailyLimit: dailyLimit) }
     }
 
     public func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws {

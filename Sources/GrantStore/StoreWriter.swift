@@ -300,10 +300,7 @@ public final class StoreWriter: @unchecked Sendable {
                 }
                 return (a, true)
             }
-            if let dailyLimit {
-                let added = try Library.bytesAdded(db, by: app, since: dailyLimit.since)
-                if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
-            }
+            try Library.askDailyLimit(db, dailyLimit, app: app, size: size)
             let a = try StoreWriter.insertRow(db, id: id, name: name, owner: app, ownerName: name, facts: facts,
                                               storePath: rel, referencePath: nil, shared: false)
             if let album, let albumID = try? Library.userAlbumID(db, album) {

@@ -171,9 +171,13 @@ extension Library {
     /// the transaction that commits the version (a mount's save; not recovery, which commits what a
     /// close already saved). `basedOn`: the original's path of the version the edit was made
     /// from; another version current by the commit's transaction is a conflict (nothing saved).
+    /// `dailyLimit`: what the app may have added in the last day, asked in the same transaction
+    /// once the file is known to make a version (`PortError.overDailyLimit`, nothing saved): saves
+    /// at once can no longer each find room that the others take.
     public func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
                               knownHash: (() -> String?)? = nil, alwaysNew: Bool = false,
-                              requireConsent: Bool = false, basedOn: String? = nil) throws -> (asset: Asset, changed: Bool) {
+                              requireConsent: Bool = false, basedOn: String? = nil,
+                              dailyLimit: DailyLimit? = nil) throws -> (asset: Asset, changed: Bool) {
         let (scan, size, _) = try StoreWriter.scan(fd: fd)
         CloseTrace.mark("scan")
         let hash = try knownHash.flatMap { $0() } ?? StoreWriter.hash(fd: fd, size: size)
@@ -199,7 +203,7 @@ extension Library {
         do {
             committed = try commitVersionRow(rowID: rowID, app: app, fileID: fileID, rel: rel, scan: scan, size: size, hash: hash,
                                              redaction: blob, refusal: refusal, alwaysNew: alwaysNew, requireConsent: requireConsent,
-                                             basedOn: basedOn)
+                                             basedOn: basedOn, dailyLimit: dailyLimit)
         } catch {
             // Saved or not, not known (see CommitOutcomeUnknown): a temp renamed to its file id
             // stays so named, for recovery to move in if the row is there, else delete. Given back
@@ -239,7 +243,7 @@ extension Library {
     /// and the asset's new facts, or nothing when the content is the current version's.
     private func commitVersionRow(rowID: Int64, app: AppID, fileID: String, rel: String, scan: MediaScan, size: UInt64,
                                   hash: String, redaction blob: Data?, refusal: String?, alwaysNew: Bool,
-                                  requireConsent: Bool, basedOn: String?) throws -> (Asset, Bool, saved: Bool) {
+                                  requireConsent: Bool, basedOn: String?, dailyLimit: DailyLimit?) throws -> (Asset, Bool, saved: Bool) {
         try write { db -> (Asset, Bool, saved: Bool) in
             CloseTrace.mark("queue")
             // This very file's version, committed by an earlier try whose answer never came (the
@@ -270,6 +274,7 @@ extension Library {
             if !alwaysNew && (current[0] as String) == hash && (current[1] as Int64) == Int64(size) {
                 return (try Library.assetRow(db, rowID), false, false)
             }
+            try Library.askDailyLimit(db, dailyLimit, app: app, size: size)
             try Library.ensureApp(db, app)
             try Library.ensureOriginalVersion(db, rowID)
             let next = (try Int.fetchOne(db, sql: "SELECT max(version) FROM versions WHERE asset_rowid = ?", arguments: [rowID]) ?? 0) + 1

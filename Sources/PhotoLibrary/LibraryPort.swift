@@ -113,8 +113,11 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// `basedOn`: the original's path of the version the edit was made from (the one the view
     /// showed); when another version became current meanwhile (another app's save the view has
     /// not seen yet), the commit is refused (`PortError.denied`): its bytes would undo that save.
+    /// `dailyLimit`: asked in the transaction that adds the version, as `AppFileWriter.commitAppFile`
+    /// asks it (`PortError.overDailyLimit`; a save of the current content, adding nothing, is not refused).
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
-                       contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool)
+                       contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?,
+                       dailyLimit: DailyLimit?) throws -> (asset: Asset, changed: Bool)
     /// Whether the version a temp file holds is in the catalog already: an edit whose commit
     /// reached a catalog's server but whose answer did not (the connection cut while it
     /// committed: issue 41). Such an edit is saved, and `commitVersion` moves its file into the store.
@@ -130,9 +133,9 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// A complete temp file becomes the current content of the sidecar `key` (a new version of
     /// it); false when it already had this content (the temp is removed). `PortError.refused` over
     /// `Sidecars.maxSize`, `PortError.denied` when the app may not edit the photo (asked in the
-    /// commit). On a throw the temp stays the caller's.
+    /// commit). `dailyLimit`: as for `commitVersion`. On a throw the temp stays the caller's.
     func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                       contentHash: (() -> String?)?) throws -> Bool
+                       contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> Bool
     /// Removes the sidecar `key` (its versions stay). `PortError.denied` as for `commitSidecar`.
     func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws
 }
@@ -145,7 +148,7 @@ extension LibraryPort {
         .never(reason: "this library keeps no sidecars")
     }
     public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?) throws -> Bool {
+                              contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> Bool {
         throw PortError.denied("this library keeps no sidecars")
     }
     public func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws {

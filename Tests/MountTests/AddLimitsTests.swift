@@ -82,4 +82,72 @@ struct AddLimits {
         #expect(cpWrite(try TestMedia.jpeg(tag: "new") + [UInt8](repeating: 0x5a, count: 700 << 10), to: mp + "/new.jpg") == EDQUOT)
         #expect(try f.assetsJSON().count == 1)
     }
+
+    /// An editor (limited, read-write, with consent to edit) of `count` photos the person
+    /// imported (which it did not add: they do not count), its mount with a daily limit of 1 MiB.
+    func editorMount(photos count: Int) throws -> (MountFixture, String, [String]) {
+        let f = try MountFixture()
+        f.extraEnvironment["PHOTOGATE_DAILY_LIMIT_MB"] = "1"
+        let names = (0..<count).map { "p\($0).jpg" }
+        _ = try f.importPhotos(names)
+        try f.pg("authorize", app, "--status", "limited")
+        try f.pg(["grant", app] + names)
+        try f.pg(["grant", app, "--edit"] + names)
+        return (f, try f.mount(app), names)
+    }
+
+    /// Saves over photos ask the daily limit in the transaction that commits the version, as new
+    /// files do: eight editors saving 300 KiB at once under a 1 MiB limit get 3 versions (asked
+    /// in a transaction of their own before it, each could find room the others took).
+    @Test func savesRacingToTheDailyLimitNeverTakeTheAppPastIt() throws {
+        let (f, mp, names) = try editorMount(photos: 8)
+        defer { try? f.unmount(mp) }
+        let edits = try names.indices.map { i in try TestMedia.jpeg(tag: "edit \(i)") + [UInt8](repeating: UInt8(i), count: 300 << 10) }
+        let results = Mutex<[Int32]>([])
+        DispatchQueue.concurrentPerform(iterations: edits.count) { i in
+            let e = cpWrite(edits[i], to: mp + "/" + names[i])
+            results.withLock { $0.append(e) }
+        }
+        let all = results.withLock { $0 }
+        #expect(all.allSatisfy { $0 == 0 || $0 == EDQUOT }, "\(all)")
+        let taken = all.filter { $0 == 0 }.count
+        let saved = names.indices.filter { readAll(mp + "/" + names[$0]) == edits[$0] }.count
+        #expect(saved == taken, "\(saved) photos show an edit, \(taken) saves said saved")
+        #expect(taken == (1 << 20) / edits[0].count, "\(taken) saves of \(edits[0].count) bytes were taken under a limit of 1 MiB")
+        #expect(refused(mp).contains("a day"), "\(refused(mp))")
+    }
+
+    /// A save of the bytes a photo already has adds nothing: not refused past the limit (a tool
+    /// that writes a file back unchanged must not fail), while a save that adds is.
+    @Test func aSaveThatAddsNothingIsNotRefusedAtTheDailyLimit() throws {
+        let (f, mp, names) = try editorMount(photos: 2)
+        defer { try? f.unmount(mp) }
+        let big = try TestMedia.jpeg(tag: "big edit") + [UInt8](repeating: 0x5a, count: 700 << 10)
+        #expect(cpWrite(big, to: mp + "/p0.jpg") == 0)
+        #expect(cpWrite(big, to: mp + "/p0.jpg") == 0, "writing back the current bytes was refused")
+        let current = try #require(readAll(mp + "/p1.jpg"))
+        #expect(cpWrite(current, to: mp + "/p1.jpg") == 0, "writing back the current bytes was refused")
+        #expect(cpWrite(try TestMedia.jpeg(tag: "another") + [UInt8](repeating: 0x5a, count: 700 << 10), to: mp + "/" + names[1]) == EDQUOT)
+        #expect(readAll(mp + "/p1.jpg") == current ? true : false, "a refused save changed the photo")
+    }
+
+    /// Sidecars written at once are bounded the same way (their versions count as the app's).
+    @Test func sidecarsRacingToTheDailyLimitNeverTakeTheAppPastIt() throws {
+        let (f, mp, names) = try editorMount(photos: 8)
+        defer { try? f.unmount(mp) }
+        let profiles = names.indices.map { i in
+            Array("[Version]\nAppVersion=5.9\n# profile \(i)\n".utf8) + [UInt8](repeating: UInt8(ascii: "a") + UInt8(i), count: 300 << 10)
+        }
+        let results = Mutex<[Int32]>([])
+        DispatchQueue.concurrentPerform(iterations: profiles.count) { i in
+            let e = cpWrite(profiles[i], to: mp + "/" + names[i] + ".pp3")
+            results.withLock { $0.append(e) }
+        }
+        let all = results.withLock { $0 }
+        #expect(all.allSatisfy { $0 == 0 || $0 == EDQUOT }, "\(all)")
+        let taken = all.filter { $0 == 0 }.count
+        let kept = names.indices.filter { readAll(mp + "/" + names[$0] + ".pp3") == profiles[$0] }.count
+        #expect(kept == taken, "\(kept) sidecars are shown, \(taken) saves said saved")
+        #expect(taken == (1 << 20) / profiles[0].count, "\(taken) sidecars of \(profiles[0].count) bytes were taken under a limit of 1 MiB")
+    }
 }

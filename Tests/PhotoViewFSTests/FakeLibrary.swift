@@ -189,7 +189,10 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     var accessBatches: [(app: AppID, tallies: [AccessTally])] = []
     /// What `bytesAdded` answers (what the app added in the period).
     var addedBytes: UInt64 = 0
-    /// Set: every commit of a new file fails before it asks anything (a busy database).
+    /// Added to `addedBytes` where a commit asks the daily limit: what other closes took between
+    /// a close's own checks and its commit's transaction.
+    var addedByTheCommit: UInt64 = 0
+    /// Set: every commit of a new file or a version fails before it asks anything (a busy database).
     var failCommits: Bool {
         get { locked { failingCommits } }
         set { locked { failingCommits = newValue } }
@@ -197,6 +200,8 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     private var failingCommits = false
     /// The names of the files kept durable and marked to be committed later (`markReady`).
     var markedReady: [String] = []
+    /// The rows of the edits kept durable and marked to be committed later (`markVersionReady`).
+    var markedVersionsReady: [Int64] = []
     func bytesAdded(by app: AppID, since: Double) throws -> UInt64 { locked { addedBytes } }
 
     /// Set: recordAccess fails (a locked or failing database).
@@ -309,8 +314,15 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     private(set) var versionBases: [String?] = []
 
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32, contentHash: (() -> String?)?,
-                       alwaysNew: Bool, basedOn: String?) throws -> (asset: Asset, changed: Bool) {
+                       alwaysNew: Bool, basedOn: String?, dailyLimit: DailyLimit?) throws -> (asset: Asset, changed: Bool) {
         guard versionsCommit else { throw PortError.denied("the fake library keeps no versions") }
+        if failCommits { throw FakeBusy() }
+        if let dailyLimit {   // as the library's transaction
+            var st = stat()
+            let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
+            let added = try bytesAdded(by: app, since: dailyLimit.since) + locked { addedByTheCommit }
+            if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
+        }
         return locked {
             versionFiles.append(tempPath)
             versionBases.append(basedOn)
@@ -375,7 +387,9 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
     func markReady(tempPath: String, fd: Int32, app: AppID, name: String, album: String?) throws {
         library.locked { library.markedReady.append(name) }
     }
-    func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {}
+    func markVersionReady(tempPath: String, fd: Int32, app: AppID, rowID: Int64) throws {
+        library.locked { library.markedVersionsReady.append(rowID) }
+    }
     func clearReady(tempPath: String) {}
     func shutDown() {}
 }

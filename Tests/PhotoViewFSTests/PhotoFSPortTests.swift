@@ -261,6 +261,39 @@ import Glibc
         #expect(lib.commits.isEmpty)
     }
 
+    /// A save over a photo asks the daily limit in the transaction that commits its version, as a
+    /// new file does: room other saves took after the mount's own checks is not found again
+    /// (asked only before the commit, eight saves at once could each find room the others took).
+    @Test func aSaveAsksTheDailyLimitInItsCommit() throws {
+        let (lib, fs, _) = try make(.authorized)
+        _ = try lib.addAsset("mine.jpg", owner: Self.app)
+        fs.refresh()
+        lib.versionsCommit = true
+        func save(_ text: String) throws -> Errno? {
+            let ino = try fs.lookup(parent: FixedInode.root, name: "mine.jpg", context: context).attributes.ino
+            let open = try fs.open(ino, flags: O_WRONLY | O_TRUNC, context: context)
+            defer { fs.release(ino, handle: open.handle, flags: 0) }
+            _ = try fs.setattr(ino, SetAttributes(size: 0), handle: open.handle, context: context)
+            _ = try Array(text.utf8).withUnsafeBytes { try fs.write(ino, handle: open.handle, offset: 0, data: $0, context: context) }
+            return errno { try fs.flush(ino, handle: open.handle, context: context) }
+        }
+        #expect(try save("within the limit") == nil)
+        #expect(lib.locked { lib.versionFiles }.count == 1)
+        lib.locked { lib.addedByTheCommit = fs.dailyLimit }
+        #expect(try save("past the limit by the commit") == Errno(EDQUOT))
+        #expect(lib.locked { lib.versionFiles }.count == 1, "a save past the daily limit made a version")
+        // A commit that fails before it could ask (the database busy) keeps the edit to be
+        // committed later, asking no limit then: so the limit is asked at that close.
+        lib.locked { lib.addedByTheCommit = 0 }
+        lib.failCommits = true
+        #expect(try save("kept for later") == nil)
+        let kept = lib.locked { lib.markedVersionsReady }.count   // at its close, and again at its release
+        #expect(kept >= 1)
+        lib.addedBytes = fs.dailyLimit
+        #expect(try save("past the limit, the database busy") == Errno(EDQUOT))
+        #expect(lib.locked { lib.markedVersionsReady }.count == kept, "an edit past the daily limit was kept to be committed")
+    }
+
     /// A file written front to back reaches its commit with its content hash, computed behind
     /// the writes (the library then does not read the whole file again); one written over in
     /// place reaches it without (the library hashes it).

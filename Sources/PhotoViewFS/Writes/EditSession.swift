@@ -220,7 +220,7 @@ extension PhotoFS {
         if f.ready, (try? library.isCommittedVersion(tempPath: f.tempPath)) == true {
             do {
                 _ = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
-                                              alwaysNew: f.shownHash != nil, basedOn: f.basedOn)
+                                              alwaysNew: f.shownHash != nil, basedOn: f.basedOn, dailyLimit: nil)
             } catch {
                 log("the edit of \(f.name) is kept to be committed later: \(error)")
                 return
@@ -252,10 +252,18 @@ extension PhotoFS {
         do {
             // Bytes other than those it was shown make a version even when they are the stored
             // ones: else the outcome would tell the app that a location it guessed is right.
+            // The daily limit is asked in the commit's transaction: saves at once each found room
+            // in a transaction of its own, and all took it.
             result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
-                                               alwaysNew: f.shownHash != nil, basedOn: f.basedOn)
+                                               alwaysNew: f.shownHash != nil, basedOn: f.basedOn, dailyLimit: addLimit())
         } catch {
             switch error as? PortError {
+            case .overDailyLimit(let added, let size)?:
+                let (errno, why) = dailyRefusal(added: added, size: size)
+                log("refused an edit of \(f.name) from \(appID): \(why)")
+                noteRefusal(f.name, "edit refused: \(why); the current version stays")
+                discardLocked(f)
+                throw errno
             case .refused(let why)?:
                 log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
                 if f.dirty { noteRefusal(f.name, "edit refused: \(why); the current version stays") }
@@ -273,7 +281,14 @@ extension PhotoFS {
                 throw failUndurable(f, "could not save the edit of \(f.name)", why)
             default:
                 // The database is unavailable: keep the edit durable and marked; recovery makes it
-                // the new version after a crash, the last release retries.
+                // the new version after a crash, the last release retries. That commit asks no
+                // limit (this close said saved): the daily limit is asked now (as for a new file).
+                if let (errno, why) = addRefusal(f) {
+                    log("refused an edit of \(f.name) from \(appID): \(why)")
+                    noteRefusal(f.name, "edit refused: \(why); the current version stays")
+                    discardLocked(f)
+                    throw errno
+                }
                 do {
                     try writer.markVersionReady(tempPath: f.tempPath, fd: f.fd, app: appID, rowID: rowID)
                     f.ready = true
@@ -337,8 +352,9 @@ extension PhotoFS {
                 changed = false
             } else {
                 CloseTrace.mark("checks")
+                // No daily limit: the bytes were the app's own asset, counted when it was added.
                 changed = try library.commitVersion(rowID: target.rowID, app: appID, tempPath: link, fd: fd, contentHash: nil,
-                                                    alwaysNew: plan != nil, basedOn: target.path).changed
+                                                    alwaysNew: plan != nil, basedOn: target.path, dailyLimit: nil).changed
                 if changed { recorder.note(target.rowID, .edited) }
             }
         } catch {

@@ -42,8 +42,9 @@ extension PhotoFS {
     /// writes: refused. And the bytes an app adds in a day (apparent sizes: its new photos and
     /// the versions it saves) are bounded: PHOTOGATE_DAILY_LIMIT_MB (default 65536, 64 GiB). One
     /// file is bounded by what a mount may have being written (`admitGrowth`). nil: admitted;
-    /// else the reason, for `.photogate/refused`. `daily`: ask the daily limit here (a save over
-    /// a photo); a new file's commit asks it in its own transaction (`addLimit`, `dailyRefusal`).
+    /// else the reason, for `.photogate/refused`. `daily`: ask the daily limit here, in a
+    /// transaction of its own (a close whose commit could not be made, before its file is kept
+    /// for later); a commit asks it in its own transaction (`addLimit`, `dailyRefusal`).
     func addRefusal(_ f: SessionFile, daily: Bool = true) -> (Errno, String)? {
         var st = stat()
         guard fstat(f.fd, &st) == 0 else { return nil }
@@ -185,8 +186,8 @@ extension PhotoFS {
     }
 
     /// The steps a save over a photo or a sidecar takes at its close before its commit: the file
-    /// made durable, the add limits asked (`addRefusal`: `refused` says why, the file is dropped
-    /// and the errno thrown), and whether it holds exactly the bytes the app was shown redacted
+    /// made durable, the limits on what a file is asked (`addRefusal`: `refused` says why, the
+    /// file is dropped and the errno thrown; the daily limit is the commit's to ask), and whether it holds exactly the bytes the app was shown redacted
     /// (`shownHash`): then it is no save, its temp file is removed, and this returns true for the
     /// caller to end the session.
     func saveIsWhatWasShownLocked(_ f: SessionFile, refused: (String) -> Void) throws(Errno) -> Bool {
@@ -196,7 +197,7 @@ extension PhotoFS {
             throw .system(e)
         }
         CloseTrace.mark("fsync")
-        if let (errno, why) = addRefusal(f) {
+        if let (errno, why) = addRefusal(f, daily: false) {
             refused(why)
             discardLocked(f)
             throw errno

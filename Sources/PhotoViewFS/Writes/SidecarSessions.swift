@@ -135,9 +135,16 @@ extension PhotoFS {
         }
         let changed: Bool
         do {
-            changed = try library.commitSidecar(key, app: appID, access: access, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash)
+            changed = try library.commitSidecar(key, app: appID, access: access, tempPath: f.tempPath, fd: f.fd,
+                                                contentHash: f.contentHash, dailyLimit: addLimit())
         } catch {
             switch error as? PortError {
+            case .overDailyLimit(let added, let size)?:
+                let (errno, why) = dailyRefusal(added: added, size: size)
+                log("refused \(f.name) from \(appID): \(why)")
+                noteRefusal(f.name, why)
+                discardLocked(f)
+                throw errno
             case .refused(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
                 noteRefusal(f.name, why)
