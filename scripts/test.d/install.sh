@@ -47,10 +47,11 @@ grep -q "ExecStart=$prefix/bin/photogate mount" "$prefix/lib/systemd/user/photog
 grep -qx "Exec=$prefix/bin/photogate ui --open" "$prefix/share/applications/photogate.desktop" || fail "the desktop entry does not open the installed web app"
 if command -v man >/dev/null; then MANPATH="$prefix/share/man" man -P cat photogate-mount >/dev/null 2>&1 || fail "man photogate-mount"; fi
 # The README the man pages name (issue 38), and pages with their whole NAME line, SYNOPSIS first.
-cmp "$root/README.md" "$prefix/share/doc/photogate/README.md" || fail "the README is not installed where the man pages say"
+# Against the copy installed from (not the tree, which may change while a run goes on).
+cmp "$copy/README.md" "$prefix/share/doc/photogate/README.md" || fail "the README is not installed where the man pages say"
 # docs/ beside it, as in the tree (the README's links stay relative), and every document the man
 # pages' SEE ALSO names is there (issue 40).
-for f in "$root"/docs/*; do
+for f in "$copy"/docs/*; do
     cmp "$f" "$prefix/share/doc/photogate/docs/${f##*/}" || fail "docs/${f##*/} is not installed in share/doc/photogate/docs/"
 done
 named=$(sed -n "s|^\.I \($prefix/share/doc/photogate/.*\)|\1|p" "$prefix/share/man/man1/photogate-grant.1")
