@@ -544,6 +544,25 @@ let camera = AppID("org.example.Camera")!
         #expect(try Verifier(library: t.library).run().problems.isEmpty)
     }
 
+    /// The file's sync runs beside its scan (`syncWhileScanning`): a sync that fails fails the
+    /// commit with the sync's error, even when the scan fails too (a pipe is neither synced nor
+    /// media), and nothing is committed.
+    @Test func aCommitWhoseFileCannotBeSyncedFailsWithTheSyncsError() throws {
+        let t = try TempLibrary()
+        let writer = try StoreWriter(library: t.library, purpose: "test")
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { close(ends[0]); close(ends[1]) }
+        let id = StoreWriter.randomID()
+        do {
+            _ = try writer.commitAppFile(tempPath: writer.tmpDir + "/\(id).part", fd: ends[0], id: id, app: camera, name: "pipe.jpg")
+            Issue.record("a file that could not be synced was committed")
+        } catch {
+            #expect("\(error)".contains("fsync"), "\(error)")
+        }
+        #expect(try t.library.assets().isEmpty)
+    }
+
     /// Once an app file's row is committed, a failure to move it into the store (here its store
     /// folder's name is taken by a file) does not undo the commit: the close succeeds, the file
     /// waits in the temp folder, and a later recovery moves it. Before, the commit threw and the
