@@ -123,14 +123,27 @@ public final class LibraryStorePort: LibraryPort {
         return try port { try library.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE file_id = ?", arguments: [id]) != nil } }
     }
 
+    public func isCommitted(tempPath: String) throws -> Bool {
+        let id = String((tempPath as NSString).lastPathComponent.prefix { $0 != "." })
+        guard Library.isFileID(id) else { return false }
+        return try port {
+            try library.read { db in
+                try Bool.fetchOne(db, sql: """
+                    SELECT 1 FROM assets WHERE id = ? UNION ALL SELECT 1 FROM versions WHERE file_id = ?
+                    UNION ALL SELECT 1 FROM sidecars WHERE file_id = ? LIMIT 1
+                    """, arguments: [id, id, id]) != nil
+            }
+        }
+    }
+
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         try port { try library.read { db in try Library.sidecarDecision(db, app: app, rowID: rowID, access: access) } }
     }
 
     public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> Bool {
+                              contentHash: (() -> String?)?, dailyLimit: DailyLimit?, alwaysNew: Bool) throws -> Bool {
         try port { try library.commitSidecar(key, app: app, access: access, tempPath: tempPath, fd: fd, knownHash: contentHash,
-                                             dailyLimit: dailyLimit) }
+                                             dailyLimit: dailyLimit, alwaysNew: alwaysNew) }
     }
 
     public func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws {

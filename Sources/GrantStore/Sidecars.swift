@@ -106,9 +106,10 @@ extension Library {
     /// version: recovery finds a committed sidecar's temp by its file id and moves it. Every
     /// running view of the photo shows the new sidecar, and every app that sees the photo gets
     /// `updated` in its history. `dailyLimit`: asked in the transaction, as `commitVersion` asks
-    /// it. On a throw the temp stays the caller's.
+    /// it. `alwaysNew`: a version even when the content is the current one's (as `commitVersion`).
+    /// On a throw the temp stays the caller's.
     public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                              knownHash: (() -> String?)? = nil, dailyLimit: DailyLimit? = nil) throws -> Bool {
+                              knownHash: (() -> String?)? = nil, dailyLimit: DailyLimit? = nil, alwaysNew: Bool = false) throws -> Bool {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw StoreWriter.ioError(errno, "stat") }
         let size = UInt64(st.st_size)
@@ -149,7 +150,7 @@ extension Library {
                 let current = try Row.fetchOne(db, sql: """
                     SELECT content_hash, version FROM sidecars WHERE asset_rowid = ? AND form = ? AND ext = ? ORDER BY version DESC LIMIT 1
                     """, arguments: [key.rowID, key.form.rawValue, key.ext])
-                if let current, (current[0] as String?) == hash { return false }
+                if !alwaysNew, let current, (current[0] as String?) == hash { return false }
                 try Library.askDailyLimit(db, dailyLimit, app: app, size: size)
                 let next = ((current?[1] as Int?) ?? 0) + 1
                 try Library.ensureApp(db, app)

@@ -122,6 +122,11 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// reached a catalog's server but whose answer did not (the connection cut while it
     /// committed: issue 41). Such an edit is saved, and `commitVersion` moves its file into the store.
     func isCommittedVersion(tempPath: String) throws -> Bool
+    /// Whether the file a temp holds is in the catalog already, as a new asset (a new file's temp
+    /// is named after its asset's id), a version or a sidecar version (named after their file
+    /// id): a commit whose answer was lost may have gone through. Then what the app added counts
+    /// it already, and the temp may be the only copy of a file the catalog names.
+    func isCommitted(tempPath: String) throws -> Bool
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
 
@@ -133,9 +138,11 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// A complete temp file becomes the current content of the sidecar `key` (a new version of
     /// it); false when it already had this content (the temp is removed). `PortError.refused` over
     /// `Sidecars.maxSize`, `PortError.denied` when the app may not edit the photo (asked in the
-    /// commit). `dailyLimit`: as for `commitVersion`. On a throw the temp stays the caller's.
+    /// commit). `dailyLimit`, `alwaysNew`: as for `commitVersion` (an app shown the sidecar
+    /// redacted must not learn whether its file equals the stored one: not from "unchanged", nor
+    /// from the daily limit asked only when it is not). On a throw the temp stays the caller's.
     func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                       contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> Bool
+                       contentHash: (() -> String?)?, dailyLimit: DailyLimit?, alwaysNew: Bool) throws -> Bool
     /// Removes the sidecar `key` (its versions stay). `PortError.denied` as for `commitSidecar`.
     func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws
 }
@@ -144,11 +151,12 @@ extension LibraryPort {
     public var catalogIsRemote: Bool { false }
     public var failsClosed: Bool { false }
     public func isCommittedVersion(tempPath: String) throws -> Bool { false }
+    public func isCommitted(tempPath: String) throws -> Bool { false }
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         .never(reason: "this library keeps no sidecars")
     }
     public func commitSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel, tempPath: String, fd: Int32,
-                              contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> Bool {
+                              contentHash: (() -> String?)?, dailyLimit: DailyLimit?, alwaysNew: Bool) throws -> Bool {
         throw PortError.denied("this library keeps no sidecars")
     }
     public func removeSidecar(_ key: SidecarKey, app: AppID, access: AccessLevel) throws {

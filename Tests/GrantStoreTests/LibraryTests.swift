@@ -544,6 +544,17 @@ let camera = AppID("org.example.Camera")!
         #expect(try Verifier(library: t.library).run().problems.isEmpty)
     }
 
+    /// `isCommitted` knows a temp whose commit went through, by the id its name carries: a new
+    /// file's (its asset's id); not a temp of no commit, nor a name that is no file id.
+    @Test func aCommittedTempIsKnownByItsName() throws {
+        let t = try TempLibrary()
+        let port = LibraryStorePort(t.library)
+        let asset = try t.appFile(camera, "known.jpg")
+        #expect(try port.isCommitted(tempPath: "/anywhere/\(asset.id).part"))
+        #expect(try !port.isCommitted(tempPath: "/anywhere/\(StoreWriter.randomID()).part"))
+        #expect(try !port.isCommitted(tempPath: "/anywhere/not-an-id.part"))
+    }
+
     /// The file's sync runs beside its scan (`syncWhileScanning`): a sync that fails fails the
     /// commit with the sync's error, even when the scan fails too (a pipe is neither synced nor
     /// media), and nothing is committed.

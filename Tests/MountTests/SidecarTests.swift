@@ -110,6 +110,39 @@ struct Sidecars {
         try verifyClean(f)
     }
 
+    /// An app shown a sidecar with its location removed learns nothing of the stored sidecar
+    /// from a save past its daily limit: writing back the stored bytes (the true location
+    /// guessed) and writing a wrong guess are both refused (EDQUOT). Were "the same content as the
+    /// stored sidecar" answered before the limit is asked, the right guess alone would save.
+    @Test func aStripLocationAppAtItsDailyLimitCannotTestAGuessedLocation() throws {
+        let f = try MountFixture()
+        f.extraEnvironment["PHOTOGATE_DAILY_LIMIT_MB"] = "1"
+        let src = try f.importPhotos(["photo.jpg"], gps: true)
+        let xmp = try xmpSidecar(of: src + "/photo.jpg", to: f.dir + "/photo.jpg.xmp")
+        try #require(try !location(f.dir + "/photo.jpg.xmp").isEmpty, "the sidecar fixture holds no GPS")
+        for app in [editor, stripper] { try f.pg("authorize", app, "--status", "limited") }
+        try f.pg("grant", editor, "photo.jpg")
+        try f.pg("grant", editor, "--edit", "photo.jpg")
+        try f.pg("grant", stripper, "--strip-location", "photo.jpg")
+        try f.pg("grant", stripper, "--edit", "photo.jpg")
+        let mE = try f.mount(editor)
+        defer { try? f.unmount(mE) }
+        #expect(try tool("cp", [f.dir + "/photo.jpg.xmp", mE + "/"]).status == 0)
+        try #require(try sidecarVersions(f, "photo.jpg").count == 1, "the editor's sidecar was not kept")
+        let mS = try f.mount(stripper)
+        defer { try? f.unmount(mS) }
+        #expect(eventually { readAll(mS + "/photo.jpg.xmp").map { $0.count == xmp.count && $0 != xmp } == true },
+                "the strip-location app does not read the sidecar redacted")
+        // The app fills its day's room but for less than a sidecar.
+        let head = try TestMedia.jpeg(tag: "filler")
+        #expect(cpWrite(head + [UInt8](repeating: 0x5a, count: (1 << 20) - head.count - xmp.count / 2), to: mS + "/filler.jpg") == 0)
+        var wrong = xmp
+        if let i = wrong.firstIndex(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "8") }) { wrong[i] += 1 }
+        #expect(cpWrite(xmp, to: mS + "/photo.jpg.xmp") == EDQUOT, "the stored sidecar's bytes were taken past the limit")
+        #expect(cpWrite(wrong, to: mS + "/photo.jpg.xmp") == EDQUOT)
+        #expect(readAll(mE + "/photo.jpg.xmp") == xmp)
+    }
+
     /// Its own photo's sidecar the app writes, rewrites and removes: each a version of it; the
     /// photo's name renamed carries the sidecar along.
     @Test func aSidecarIsVersionedAsAnEditOfItsPhoto() throws {

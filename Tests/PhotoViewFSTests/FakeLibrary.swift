@@ -310,6 +310,11 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     var dissolveFails = false
     /// The temp file of each committed version.
     private(set) var versionFiles: [String] = []
+    /// Set: a version commits, then its answer is lost (the commit throws).
+    var commitsLoseTheirAnswer = false
+    /// The temps whose commit went through (`isCommitted`).
+    private(set) var committedTemps: Set<String> = []
+    func isCommitted(tempPath: String) throws -> Bool { locked { committedTemps.contains(tempPath) } }
     /// The `basedOn` of each commitVersion: the path of the version the edit was made from.
     private(set) var versionBases: [String?] = []
 
@@ -317,6 +322,17 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
                        alwaysNew: Bool, basedOn: String?, dailyLimit: DailyLimit?) throws -> (asset: Asset, changed: Bool) {
         guard versionsCommit else { throw PortError.denied("the fake library keeps no versions") }
         if failCommits { throw FakeBusy() }
+        if locked({ commitsLoseTheirAnswer }) {
+            // Committed, the answer lost (a server's connection cut at COMMIT): it counts now.
+            var st = stat()
+            let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
+            locked {
+                versionFiles.append(tempPath)
+                committedTemps.insert(tempPath)
+                addedBytes += size
+            }
+            throw FakeBusy()
+        }
         if let dailyLimit {   // as the library's transaction
             var st = stat()
             let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0

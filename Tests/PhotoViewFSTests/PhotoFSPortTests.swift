@@ -294,6 +294,60 @@ import Glibc
         #expect(lib.locked { lib.markedVersionsReady }.count == kept, "an edit past the daily limit was kept to be committed")
     }
 
+    /// A close told saved (its file kept, the database busy) is not refused by the daily limit
+    /// when its commit is made later: not a new file at a retry that fails again, nor an edit at
+    /// a retry that commits.
+    @Test func aCloseToldSavedIsNeverRefusedByTheDailyLimitLater() throws {
+        let (lib, fs, _) = try make(.authorized)
+        _ = try lib.addAsset("mine.jpg", owner: Self.app)
+        fs.refresh()
+        lib.versionsCommit = true
+        lib.failCommits = true
+        // A new file kept; past the limit by its release, whose commit fails again.
+        let (entry, created) = try fs.create(parent: FixedInode.root, name: "kept.jpg", mode: 0o644, flags: O_WRONLY | O_CREAT, context: context)
+        _ = try Array("kept pixels".utf8).withUnsafeBytes { try fs.write(entry.attributes.ino, handle: created.handle, offset: 0, data: $0, context: context) }
+        #expect(errno { try fs.flush(entry.attributes.ino, handle: created.handle, context: context) } == nil)
+        #expect(lib.locked { lib.markedReady }.contains("kept.jpg"))
+        lib.addedBytes = fs.dailyLimit
+        fs.release(entry.attributes.ino, handle: created.handle, flags: 0)
+        #expect(try lib.refusals(Self.app).map(\.reason) == [])
+        // An edit kept; past the limit by its release, whose commit goes through.
+        lib.addedBytes = 0
+        let ino = try fs.lookup(parent: FixedInode.root, name: "mine.jpg", context: context).attributes.ino
+        let open = try fs.open(ino, flags: O_WRONLY | O_TRUNC, context: context)
+        _ = try fs.setattr(ino, SetAttributes(size: 0), handle: open.handle, context: context)
+        _ = try Array("an edit told saved".utf8).withUnsafeBytes { try fs.write(ino, handle: open.handle, offset: 0, data: $0, context: context) }
+        #expect(errno { try fs.flush(ino, handle: open.handle, context: context) } == nil)
+        #expect(lib.locked { lib.markedVersionsReady }.count == 1)
+        lib.failCommits = false
+        lib.addedBytes = fs.dailyLimit
+        fs.release(ino, handle: open.handle, flags: 0)
+        #expect(lib.locked { lib.versionFiles }.count == 1, "the edit told saved was not committed")
+        #expect(try lib.refusals(Self.app).map(\.reason) == [])
+    }
+
+    /// An edit whose commit went through but whose answer was lost counts in what the app added:
+    /// the daily limit asked again before the edit is kept would count it twice, and refusing it
+    /// would delete the only copy of a version the catalog names.
+    @Test func anEditWhoseCommitAnswerWasLostIsKeptNotRefused() throws {
+        let (lib, fs, _) = try make(.authorized)
+        _ = try lib.addAsset("mine.jpg", owner: Self.app)
+        fs.refresh()
+        lib.versionsCommit = true
+        lib.locked { lib.commitsLoseTheirAnswer = true }
+        let edit = Array("an edit of 600 KiB".utf8) + [UInt8](repeating: 0x5a, count: 600 << 10)
+        lib.addedBytes = fs.dailyLimit - UInt64(edit.count) - 1   // room for it once, not twice
+        let ino = try fs.lookup(parent: FixedInode.root, name: "mine.jpg", context: context).attributes.ino
+        let open = try fs.open(ino, flags: O_WRONLY | O_TRUNC, context: context)
+        defer { fs.release(ino, handle: open.handle, flags: 0) }
+        _ = try fs.setattr(ino, SetAttributes(size: 0), handle: open.handle, context: context)
+        _ = try edit.withUnsafeBytes { try fs.write(ino, handle: open.handle, offset: 0, data: $0, context: context) }
+        #expect(errno { try fs.flush(ino, handle: open.handle, context: context) } == nil)
+        let temp = try #require(lib.locked { lib.versionFiles }.first)
+        #expect(FileManager.default.fileExists(atPath: temp), "the committed version's file was deleted")
+        #expect(try lib.refusals(Self.app).map(\.reason) == [])
+    }
+
     /// A file written front to back reaches its commit with its content hash, computed behind
     /// the writes (the library then does not read the whole file again); one written over in
     /// place reaches it without (the library hashes it).

@@ -182,8 +182,11 @@ extension PhotoFS {
                 // That commit asks no limit (this close said saved): the daily limit, which the
                 // failed transaction did not get to ask, is asked now, in a transaction of its own
                 // (not to be answered either, the file is kept: as when the limit was always
-                // asked before the commit).
-                if let (errno, why) = addRefusal(f) { throw refuseLocked(f, errno, why) }
+                // asked before the commit). Not for a file told saved already (kept at an earlier
+                // close), nor for one whose commit may have gone through with its answer lost:
+                // counted then, it would count twice, and its temp may be a committed row's file.
+                if !f.ready, (try? library.isCommitted(tempPath: f.tempPath)) == false,
+                   let (errno, why) = addRefusal(f) { throw refuseLocked(f, errno, why) }
                 do {
                     try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: name, album: f.album)
                     f.ready = true

@@ -255,7 +255,7 @@ extension PhotoFS {
             // The daily limit is asked in the commit's transaction: saves at once each found room
             // in a transaction of its own, and all took it.
             result = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
-                                               alwaysNew: f.shownHash != nil, basedOn: f.basedOn, dailyLimit: addLimit())
+                                               alwaysNew: f.shownHash != nil, basedOn: f.basedOn, dailyLimit: f.ready ? nil : addLimit())
         } catch {
             switch error as? PortError {
             case .overDailyLimit(let added, let size)?:
@@ -282,8 +282,9 @@ extension PhotoFS {
             default:
                 // The database is unavailable: keep the edit durable and marked; recovery makes it
                 // the new version after a crash, the last release retries. That commit asks no
-                // limit (this close said saved): the daily limit is asked now (as for a new file).
-                if let (errno, why) = addRefusal(f) {
+                // limit (this close said saved): the daily limit is asked now (as for a new file:
+                // not for an edit told saved already, nor one whose commit may have gone through).
+                if !f.ready, (try? library.isCommitted(tempPath: f.tempPath)) == false, let (errno, why) = addRefusal(f) {
                     log("refused an edit of \(f.name) from \(appID): \(why)")
                     noteRefusal(f.name, "edit refused: \(why); the current version stays")
                     discardLocked(f)

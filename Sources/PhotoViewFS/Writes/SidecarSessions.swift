@@ -136,7 +136,7 @@ extension PhotoFS {
         let changed: Bool
         do {
             changed = try library.commitSidecar(key, app: appID, access: access, tempPath: f.tempPath, fd: f.fd,
-                                                contentHash: f.contentHash, dailyLimit: addLimit())
+                                                contentHash: f.contentHash, dailyLimit: addLimit(), alwaysNew: f.shownHash != nil)
         } catch {
             switch error as? PortError {
             case .overDailyLimit(let added, let size)?:
