@@ -140,7 +140,18 @@ struct Sidecars {
         if let i = wrong.firstIndex(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "8") }) { wrong[i] += 1 }
         #expect(cpWrite(xmp, to: mS + "/photo.jpg.xmp") == EDQUOT, "the stored sidecar's bytes were taken past the limit")
         #expect(cpWrite(wrong, to: mS + "/photo.jpg.xmp") == EDQUOT)
-        #expect(readAll(mE + "/photo.jpg.xmp") == xmp)
+        // The same through a temp name renamed over it (rsync's and editors' way of saving).
+        func renamedOver(_ bytes: [UInt8]) -> Int32 {
+            let temp = mS + "/.photo.jpg.xmp.a1B2c3"
+            guard cpWrite(bytes, to: temp) == 0 else { return -1 }
+            return rename(temp, mS + "/photo.jpg.xmp") == 0 ? 0 : errno
+        }
+        #expect(renamedOver(xmp) == EDQUOT, "the stored sidecar's bytes, renamed over it, were taken past the limit")
+        #expect(renamedOver(wrong) == EDQUOT)
+        // What the app reads, renamed back over it, is no save: the stored sidecar keeps its location.
+        let redacted = try #require(readAll(mS + "/photo.jpg.xmp"))
+        #expect(renamedOver(redacted) == 0)
+        #expect(readAll(mE + "/photo.jpg.xmp") == xmp, "the stored sidecar changed")
     }
 
     /// Its own photo's sidecar the app writes, rewrites and removes: each a version of it; the

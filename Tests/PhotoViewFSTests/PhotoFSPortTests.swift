@@ -326,6 +326,22 @@ import Glibc
         #expect(try lib.refusals(Self.app).map(\.reason) == [])
     }
 
+    /// A file told saved (kept, the database busy) and then resized is no longer the file told
+    /// saved: its commit asks the limits again, as after a write.
+    @Test func aFileToldSavedThenResizedAsksTheLimitsAgain() throws {
+        let (lib, fs, _) = try make(.authorized)
+        lib.failCommits = true
+        let (entry, created) = try fs.create(parent: FixedInode.root, name: "grown.jpg", mode: 0o644, flags: O_WRONLY | O_CREAT, context: context)
+        _ = try Array("kept pixels".utf8).withUnsafeBytes { try fs.write(entry.attributes.ino, handle: created.handle, offset: 0, data: $0, context: context) }
+        #expect(errno { try fs.flush(entry.attributes.ino, handle: created.handle, context: context) } == nil)
+        #expect(lib.locked { lib.markedReady }.contains("grown.jpg"))
+        _ = try fs.setattr(entry.attributes.ino, SetAttributes(size: 4096), handle: created.handle, context: context)
+        lib.failCommits = false
+        lib.addedBytes = fs.dailyLimit
+        fs.release(entry.attributes.ino, handle: created.handle, flags: 0)
+        #expect(lib.commits.map(\.name) == [], "a file resized after it was told saved was committed past the daily limit")
+    }
+
     /// An edit whose commit went through but whose answer was lost counts in what the app added:
     /// the daily limit asked again before the edit is kept would count it twice, and refusing it
     /// would delete the only copy of a version the catalog names.

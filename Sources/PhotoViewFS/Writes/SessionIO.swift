@@ -49,6 +49,12 @@ extension PhotoFS {
             }
             guard f.isWriting, f.fd >= 0 else { throw .noEntry }
             if let size = changes.size {
+                // Changed after a close told saved: no longer that file (as a write makes it),
+                // so its commit asks the limits again.
+                if f.ready {
+                    writer.clearReady(tempPath: f.tempPath)
+                    f.ready = false
+                }
                 if size > f.counted { try admitGrowth(f, to: size) }
                 if ftruncate(f.fd, off_t(size)) != 0 { f.hash?.invalidate(); throw .system(errno) }
                 f.hash?.noteTruncate(to: size)

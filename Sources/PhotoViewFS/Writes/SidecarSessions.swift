@@ -393,9 +393,20 @@ extension PhotoFS {
         }
         guard let sourceIno, let f = session(sourceIno), f.isSidecar else { throw .accessDenied }
         try maySidecar(target)
+        // What this app reads of the sidecar, when its location is removed: a file of those bytes
+        // is no save (the stored sidecar keeps its location), and any other is a new version even
+        // when it equals the stored bytes, as an open for writing makes it (`shownHash`): the
+        // answer must not tell the app that a location it guessed is right.
+        let shown: String? = try { () throws(Errno) -> String? in
+            guard let n = model.withLock({ $0.sidecars[target] }), let plan = try sidecarPlan(n, user: nil) else { return nil }
+            let src = try openSidecarFile(n)
+            defer { FDBudget.mount.close(src) }
+            return try readShown(src, plan: plan).hash
+        }()
         let done: Bool = try f.run { () throws(Errno) -> Bool in
             guard f.isWriting, !f.hidden else { throw .noEntry }
             f.sidecarKey = target
+            f.shownHash = shown
             if folder == nil {
                 sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
             } else if let folder {
