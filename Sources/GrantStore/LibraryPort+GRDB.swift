@@ -117,12 +117,6 @@ public final class LibraryStorePort: LibraryPort {
                                              requireConsent: true, basedOn: basedOn, dailyLimit: dailyLimit) }
     }
 
-    public func isCommittedVersion(tempPath: String) throws -> Bool {
-        let id = String((tempPath as NSString).lastPathComponent.prefix { $0 != "." })
-        guard Library.isFileID(id) else { return false }
-        return try port { try library.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM versions WHERE file_id = ?", arguments: [id]) != nil } }
-    }
-
     public func isCommitted(tempPath: String) throws -> Bool {
         let id = String((tempPath as NSString).lastPathComponent.prefix { $0 != "." })
         guard Library.isFileID(id) else { return false }

@@ -114,18 +114,17 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
     /// showed); when another version became current meanwhile (another app's save the view has
     /// not seen yet), the commit is refused (`PortError.denied`): its bytes would undo that save.
     /// `dailyLimit`: asked in the transaction that adds the version, as `AppFileWriter.commitAppFile`
-    /// asks it (`PortError.overDailyLimit`; a save of the current content, adding nothing, is not refused).
+    /// asks it (`PortError.overDailyLimit`; a save of the current content, adding nothing unless
+    /// `alwaysNew`, is not refused).
     func commitVersion(rowID: Int64, app: AppID, tempPath: String, fd: Int32,
                        contentHash: (() -> String?)?, alwaysNew: Bool, basedOn: String?,
                        dailyLimit: DailyLimit?) throws -> (asset: Asset, changed: Bool)
-    /// Whether the version a temp file holds is in the catalog already: an edit whose commit
-    /// reached a catalog's server but whose answer did not (the connection cut while it
-    /// committed: issue 41). Such an edit is saved, and `commitVersion` moves its file into the store.
-    func isCommittedVersion(tempPath: String) throws -> Bool
     /// Whether the file a temp holds is in the catalog already, as a new asset (a new file's temp
     /// is named after its asset's id), a version or a sidecar version (named after their file
-    /// id): a commit whose answer was lost may have gone through. Then what the app added counts
-    /// it already, and the temp may be the only copy of a file the catalog names.
+    /// id): a commit that reached a catalog's server but whose answer did not (the connection cut
+    /// while it committed: issue 41). Such a file is saved (an edit's `commitVersion` then moves
+    /// it into the store), what the app added counts it already, and the temp may be the only
+    /// copy of a file the catalog names.
     func isCommitted(tempPath: String) throws -> Bool
     /// A folder of temp files for a mount's writes (held until the process exits).
     func appFileWriter(purpose: String) throws -> any AppFileWriter
@@ -150,7 +149,6 @@ public protocol LibraryPort: AnyObject, LibraryLocations {
 extension LibraryPort {
     public var catalogIsRemote: Bool { false }
     public var failsClosed: Bool { false }
-    public func isCommittedVersion(tempPath: String) throws -> Bool { false }
     public func isCommitted(tempPath: String) throws -> Bool { false }
     public func sidecarDecision(app: AppID, rowID: Int64, access: AccessLevel) throws -> EditDecision {
         .never(reason: "this library keeps no sidecars")

@@ -24,6 +24,16 @@ struct AddLimits {
 
     func refused(_ mp: String) -> String { String(decoding: readAll(mp + "/.photogate/refused") ?? [], as: UTF8.self) }
 
+    /// Each file written (`cpWrite`) to its path, all at once: their close's errnos, in order.
+    func writeAtOnce(_ files: [[UInt8]], to paths: [String]) -> [Int32] {
+        let results = Mutex<[Int32]>(Array(repeating: 0, count: files.count))
+        DispatchQueue.concurrentPerform(iterations: files.count) { i in
+            let e = cpWrite(files[i], to: paths[i])
+            results.withLock { $0[i] = e }
+        }
+        return results.withLock { $0 }
+    }
+
     @Test func aFileThatIsMostlyHolesIsRefused() throws {
         let f = try MountFixture()
         try f.pg("authorize", app, "--access", "add-only", "--status", "authorized")
@@ -59,13 +69,9 @@ struct AddLimits {
         let (f, mp) = try addOnlyMount(dailyLimitMB: 1)
         defer { try? f.unmount(mp) }
         let files = try (0..<8).map { i in try TestMedia.jpeg(tag: "racer \(i)") + [UInt8](repeating: UInt8(i), count: 300 << 10) }
-        let results = Mutex<[Int32]>([])
-        DispatchQueue.concurrentPerform(iterations: files.count) { i in
-            let e = cpWrite(files[i], to: mp + "/racer\(i).jpg")
-            results.withLock { $0.append(e) }
-        }
-        let taken = results.withLock { $0 }.filter { $0 == 0 }.count
-        #expect(results.withLock { $0 }.allSatisfy { $0 == 0 || $0 == EDQUOT }, "\(results.withLock { $0 })")
+        let all = writeAtOnce(files, to: files.indices.map { mp + "/racer\($0).jpg" })
+        let taken = all.filter { $0 == 0 }.count
+        #expect(all.allSatisfy { $0 == 0 || $0 == EDQUOT }, "\(all)")
         let assets = try f.assetsJSON()
         #expect(assets.count == taken)
         #expect(taken == (1 << 20) / files[0].count, "\(taken) files of \(files[0].count) bytes were taken under a limit of 1 MiB")
@@ -103,12 +109,7 @@ struct AddLimits {
         let (f, mp, names) = try editorMount(photos: 8)
         defer { try? f.unmount(mp) }
         let edits = try names.indices.map { i in try TestMedia.jpeg(tag: "edit \(i)") + [UInt8](repeating: UInt8(i), count: 300 << 10) }
-        let results = Mutex<[Int32]>([])
-        DispatchQueue.concurrentPerform(iterations: edits.count) { i in
-            let e = cpWrite(edits[i], to: mp + "/" + names[i])
-            results.withLock { $0.append(e) }
-        }
-        let all = results.withLock { $0 }
+        let all = writeAtOnce(edits, to: names.map { mp + "/" + $0 })
         #expect(all.allSatisfy { $0 == 0 || $0 == EDQUOT }, "\(all)")
         let taken = all.filter { $0 == 0 }.count
         let saved = names.indices.filter { readAll(mp + "/" + names[$0]) == edits[$0] }.count
@@ -138,12 +139,7 @@ struct AddLimits {
         let profiles = names.indices.map { i in
             Array("[Version]\nAppVersion=5.9\n# profile \(i)\n".utf8) + [UInt8](repeating: UInt8(ascii: "a") + UInt8(i), count: 300 << 10)
         }
-        let results = Mutex<[Int32]>([])
-        DispatchQueue.concurrentPerform(iterations: profiles.count) { i in
-            let e = cpWrite(profiles[i], to: mp + "/" + names[i] + ".pp3")
-            results.withLock { $0.append(e) }
-        }
-        let all = results.withLock { $0 }
+        let all = writeAtOnce(profiles, to: names.map { mp + "/" + $0 + ".pp3" })
         #expect(all.allSatisfy { $0 == 0 || $0 == EDQUOT }, "\(all)")
         let taken = all.filter { $0 == 0 }.count
         let kept = names.indices.filter { readAll(mp + "/" + names[$0] + ".pp3") == profiles[$0] }.count

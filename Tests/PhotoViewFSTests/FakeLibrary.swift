@@ -315,6 +315,15 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
     /// The temps whose commit went through (`isCommitted`).
     private(set) var committedTemps: Set<String> = []
     func isCommitted(tempPath: String) throws -> Bool { locked { committedTemps.contains(tempPath) } }
+
+    /// The daily limit, as the library's commit asks it in its transaction (nil: not asked).
+    func askDailyLimit(_ limit: DailyLimit?, app: AppID, fd: Int32) throws {
+        guard let limit else { return }
+        var st = stat()
+        let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
+        let added = try bytesAdded(by: app, since: limit.since) + locked { addedByTheCommit }
+        if added + size > limit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
+    }
     /// The `basedOn` of each commitVersion: the path of the version the edit was made from.
     private(set) var versionBases: [String?] = []
 
@@ -333,12 +342,7 @@ final class FakeLibrary: LibraryPort, @unchecked Sendable {
             }
             throw FakeBusy()
         }
-        if let dailyLimit {   // as the library's transaction
-            var st = stat()
-            let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
-            let added = try bytesAdded(by: app, since: dailyLimit.since) + locked { addedByTheCommit }
-            if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
-        }
+        try askDailyLimit(dailyLimit, app: app, fd: fd)
         return locked {
             versionFiles.append(tempPath)
             versionBases.append(basedOn)
@@ -386,12 +390,7 @@ final class FakeWriter: AppFileWriter, @unchecked Sendable {
                        reuse: ReuseRule, contentHash: (() -> String?)?, dailyLimit: DailyLimit?) throws -> AppFileCommit {
         // As the library's transaction: one that fails (busy) asks nothing; else the daily limit.
         if library.failCommits { throw FakeBusy() }
-        if let dailyLimit {
-            var st = stat()
-            let size = fstat(fd, &st) == 0 ? UInt64(max(0, st.st_size)) : 0
-            let added = try library.bytesAdded(by: app, since: dailyLimit.since)
-            if added + size > dailyLimit.bytes { throw PortError.overDailyLimit(added: added, size: size) }
-        }
+        try library.askDailyLimit(dailyLimit, app: app, fd: fd)
         let hash = contentHash.flatMap { $0() }
         let c = try library.commit(tempPath: tempPath, app: app, name: name, album: album)
         library.locked { library.commitHashes.append((name, hash)) }

@@ -145,7 +145,7 @@ extension PhotoFS {
         // A file kept at an earlier close to be committed later (the database was unavailable)
         // was told saved: not refused now by a limit that close could not ask. The daily limit
         // is asked in the commit's transaction (`dailyLimit` below).
-        if !f.ready, let (errno, why) = addRefusal(f, daily: false) { throw refuseLocked(f, errno, why) }
+        if !f.ready, let (errno, why) = addRefusal(f) { throw refuseLocked(f, errno, why) }
         CloseTrace.mark("checks")
         // A file written in an upload folder keeps its name there, and takes one at the top that
         // nothing there has (a photo the app sees, a folder: `flattenedName`).
@@ -179,14 +179,8 @@ extension PhotoFS {
             default:
                 // The database is busy or failing: keep the file durable and marked, so that no
                 // close that returned 0 loses it; the last release or the next mount commits it.
-                // That commit asks no limit (this close said saved): the daily limit, which the
-                // failed transaction did not get to ask, is asked now, in a transaction of its own
-                // (not to be answered either, the file is kept: as when the limit was always
-                // asked before the commit). Not for a file told saved already (kept at an earlier
-                // close), nor for one whose commit may have gone through with its answer lost:
-                // counted then, it would count twice, and its temp may be a committed row's file.
-                if !f.ready, (try? library.isCommitted(tempPath: f.tempPath)) == false,
-                   let (errno, why) = addRefusal(f) { throw refuseLocked(f, errno, why) }
+                // That commit asks no limit: it is asked now (`dailyRefusalBeforeKeeping`).
+                if let (errno, why) = dailyRefusalBeforeKeeping(f) { throw refuseLocked(f, errno, why) }
                 do {
                     try writer.markReady(tempPath: f.tempPath, fd: f.fd, app: appID, name: name, album: f.album)
                     f.ready = true
@@ -224,11 +218,19 @@ extension PhotoFS {
         }
     }
 
-    /// A new file refused at its close by a limit: logged, told in `.photogate/refused`, dropped;
-    /// the errno for the close.
+    /// A new file or a sidecar refused at its close by a limit: logged, told in
+    /// `.photogate/refused`, dropped; the errno for the close.
     func refuseLocked(_ f: SessionFile, _ errno: Errno, _ why: String) -> Errno {
         log("refused \(f.name) from \(appID): \(why)")
         noteRefusal(f.name, why)
+        discardLocked(f)
+        return errno
+    }
+
+    /// An edit refused at its close by a limit: the same, the current version staying.
+    func refuseEditLocked(_ f: SessionFile, _ errno: Errno, _ why: String) -> Errno {
+        log("refused an edit of \(f.name) from \(appID): \(why)")
+        noteRefusal(f.name, "edit refused: \(why); the current version stays")
         discardLocked(f)
         return errno
     }

@@ -217,7 +217,7 @@ extension PhotoFS {
         // while it committed: issue 41), it may be in the catalog already: then it is saved, the
         // view may show it by now (under another inode), and its file has yet to move into the
         // store. Refused now, its temp, the only copy of the version the catalog names, would go.
-        if f.ready, (try? library.isCommittedVersion(tempPath: f.tempPath)) == true {
+        if f.ready, (try? library.isCommitted(tempPath: f.tempPath)) == true {
             do {
                 _ = try library.commitVersion(rowID: rowID, app: appID, tempPath: f.tempPath, fd: f.fd, contentHash: f.contentHash,
                                               alwaysNew: f.shownHash != nil, basedOn: f.basedOn, dailyLimit: nil)
@@ -260,10 +260,7 @@ extension PhotoFS {
             switch error as? PortError {
             case .overDailyLimit(let added, let size)?:
                 let (errno, why) = dailyRefusal(added: added, size: size)
-                log("refused an edit of \(f.name) from \(appID): \(why)")
-                noteRefusal(f.name, "edit refused: \(why); the current version stays")
-                discardLocked(f)
-                throw errno
+                throw refuseEditLocked(f, errno, why)
             case .refused(let why)?:
                 log("refused an edit of \(f.name) from \(appID): \(why); the current version stays")
                 if f.dirty { noteRefusal(f.name, "edit refused: \(why); the current version stays") }
@@ -282,14 +279,8 @@ extension PhotoFS {
             default:
                 // The database is unavailable: keep the edit durable and marked; recovery makes it
                 // the new version after a crash, the last release retries. That commit asks no
-                // limit (this close said saved): the daily limit is asked now (as for a new file:
-                // not for an edit told saved already, nor one whose commit may have gone through).
-                if !f.ready, (try? library.isCommitted(tempPath: f.tempPath)) == false, let (errno, why) = addRefusal(f) {
-                    log("refused an edit of \(f.name) from \(appID): \(why)")
-                    noteRefusal(f.name, "edit refused: \(why); the current version stays")
-                    discardLocked(f)
-                    throw errno
-                }
+                // limit: it is asked now (`dailyRefusalBeforeKeeping`).
+                if let (errno, why) = dailyRefusalBeforeKeeping(f) { throw refuseEditLocked(f, errno, why) }
                 do {
                     try writer.markVersionReady(tempPath: f.tempPath, fd: f.fd, app: appID, rowID: rowID)
                     f.ready = true

@@ -39,23 +39,33 @@ extension PhotoFS {
     /// What one app may add (issue 34: an app wrote a video followed by a 4,000 MiB hole made
     /// with ftruncate, again and again: 4 GB assets taking no disk, 16 s of hashing each, and 4 GB
     /// in every backup). A file whose bytes are mostly holes is not media a camera or an editor
-    /// writes: refused. And the bytes an app adds in a day (apparent sizes: its new photos and
-    /// the versions it saves) are bounded: PHOTOGATE_DAILY_LIMIT_MB (default 65536, 64 GiB). One
-    /// file is bounded by what a mount may have being written (`admitGrowth`). nil: admitted;
-    /// else the reason, for `.photogate/refused`. `daily`: ask the daily limit here, in a
-    /// transaction of its own (a close whose commit could not be made, before its file is kept
-    /// for later); a commit asks it in its own transaction (`addLimit`, `dailyRefusal`).
-    func addRefusal(_ f: SessionFile, daily: Bool = true) -> (Errno, String)? {
+    /// writes: refused. One file is bounded by what a mount may have being written
+    /// (`admitGrowth`); the bytes an app adds in a day by `addLimit`, which a commit asks in its
+    /// own transaction. nil: admitted; else the reason, for `.photogate/refused`.
+    func addRefusal(_ f: SessionFile) -> (Errno, String)? {
         var st = stat()
         guard fstat(f.fd, &st) == 0 else { return nil }
         let size = UInt64(max(0, st.st_size)), allocated = UInt64(max(0, st.st_blocks)) * 512
         if size > 1 << 20, allocated < size / 2 {
             return (.invalid, "mostly holes: \(allocated >> 20) MiB of its \(size >> 20) MiB are written (a sparse file is not a photo or video)")
         }
-        guard daily else { return nil }
-        guard let added = try? library.bytesAdded(by: appID, since: addLimit().since) else { return nil }
-        if added + size > dailyLimit { return dailyRefusal(added: added, size: size) }
         return nil
+    }
+
+    /// The daily limit of a file whose commit failed before it could ask (the database busy or
+    /// failing), asked in a transaction of its own before the file is kept to be committed later:
+    /// that later commit asks no limit, since this close says saved. Not asked (nil) for a file
+    /// told saved already (kept at an earlier close), nor for one whose commit may have gone
+    /// through with its answer lost (`LibraryPort.isCommitted`; or that cannot be asked): counted
+    /// then, it would count twice, and its temp may be the only file of a committed row. Nor
+    /// when the catalog cannot answer: a busy catalog never costs an app its photo.
+    func dailyRefusalBeforeKeeping(_ f: SessionFile) -> (Errno, String)? {
+        guard !f.ready, (try? library.isCommitted(tempPath: f.tempPath)) == false else { return nil }
+        var st = stat()
+        guard fstat(f.fd, &st) == 0 else { return nil }
+        let size = UInt64(max(0, st.st_size))
+        guard let added = try? library.bytesAdded(by: appID, since: addLimit().since) else { return nil }
+        return added + size > dailyLimit ? dailyRefusal(added: added, size: size) : nil
     }
 
     /// The daily limit as of now: what the app may have added in the last 24 hours.
@@ -187,9 +197,9 @@ extension PhotoFS {
 
     /// The steps a save over a photo or a sidecar takes at its close before its commit: the file
     /// made durable, the limits on what a file is asked (`addRefusal`: `refused` says why, the
-    /// file is dropped and the errno thrown; the daily limit is the commit's to ask), and whether it holds exactly the bytes the app was shown redacted
-    /// (`shownHash`): then it is no save, its temp file is removed, and this returns true for the
-    /// caller to end the session.
+    /// file is dropped and the errno thrown; the daily limit is the commit's to ask), and whether
+    /// it holds exactly the bytes the app was shown redacted (`shownHash`): then it is no save,
+    /// its temp file is removed, and this returns true for the caller to end the session.
     func saveIsWhatWasShownLocked(_ f: SessionFile, refused: (String) -> Void) throws(Errno) -> Bool {
         guard Glibc.fsync(f.fd) == 0 else {
             let e = errno
@@ -197,7 +207,7 @@ extension PhotoFS {
             throw .system(e)
         }
         CloseTrace.mark("fsync")
-        if let (errno, why) = addRefusal(f, daily: false) {
+        if let (errno, why) = addRefusal(f) {
             refused(why)
             discardLocked(f)
             throw errno

@@ -141,10 +141,7 @@ extension PhotoFS {
             switch error as? PortError {
             case .overDailyLimit(let added, let size)?:
                 let (errno, why) = dailyRefusal(added: added, size: size)
-                log("refused \(f.name) from \(appID): \(why)")
-                noteRefusal(f.name, why)
-                discardLocked(f)
-                throw errno
+                throw refuseLocked(f, errno, why)
             case .refused(let why)?:
                 log("refused \(f.name) from \(appID): \(why)")
                 noteRefusal(f.name, why)
