@@ -125,6 +125,18 @@ extension PhotoFS {
             log("\(f.name) from \(appID) waits for its photo")
             return
         }
+        // What this app reads of the sidecar, when its location is removed, for a file that did
+        // not start as a copy of it (a temp renamed over it): a file of those bytes is no save,
+        // and any other a new version even when it equals the stored bytes (`alwaysNew` below),
+        // as for an open for writing: the answer must not tell the app a location it guessed.
+        // (A sidecar it may not read, its location not removable with confidence: not written either.)
+        if f.shownHash == nil {
+            do throws(Errno) { f.shownHash = try shownSidecarHash(key) } catch {
+                noteRefusal(f.name, "this app may not read the sidecar it would replace")
+                discardLocked(f)
+                throw error
+            }
+        }
         // The redacted bytes it was shown, written back: no edit (the sidecar keeps its location).
         if try saveIsWhatWasShownLocked(f, refused: { why in
             log("refused \(f.name) from \(appID): \(why)")
@@ -299,6 +311,15 @@ extension PhotoFS {
         return OpenReply(handle: newHandle(SidecarHandle(key: n.key, ino: n.ino, fd: fd, plan: plan, user: user)), noFlush: true)
     }
 
+    /// The content hash of what this app reads of the sidecar `key` when that is not its stored
+    /// bytes (its location removed); nil when it reads them as stored, or has no such sidecar.
+    func shownSidecarHash(_ key: SidecarKey) throws(Errno) -> String? {
+        guard let n = model.withLock({ $0.sidecars[key] }), let plan = try sidecarPlan(n, user: nil) else { return nil }
+        let src = try openSidecarFile(n)
+        defer { FDBudget.mount.close(src) }
+        return try readShown(src, plan: plan).hash
+    }
+
     /// open(2) for writing of a visible sidecar: a copy-on-write temp file of what the app reads
     /// of it, which its last close makes the sidecar's next version (as an edit of a photo).
     func openSidecarEdit(_ n: SidecarNode, flags: Int32, context: RequestContext) throws(Errno) -> OpenReply {
@@ -390,20 +411,9 @@ extension PhotoFS {
         }
         guard let sourceIno, let f = session(sourceIno), f.isSidecar else { throw .accessDenied }
         try maySidecar(target)
-        // What this app reads of the sidecar, when its location is removed: a file of those bytes
-        // is no save (the stored sidecar keeps its location), and any other is a new version even
-        // when it equals the stored bytes, as an open for writing makes it (`shownHash`): the
-        // answer must not tell the app that a location it guessed is right.
-        let shown: String? = try { () throws(Errno) -> String? in
-            guard let n = model.withLock({ $0.sidecars[target] }), let plan = try sidecarPlan(n, user: nil) else { return nil }
-            let src = try openSidecarFile(n)
-            defer { FDBudget.mount.close(src) }
-            return try readShown(src, plan: plan).hash
-        }()
         let done: Bool = try f.run { () throws(Errno) -> Bool in
             guard f.isWriting, !f.hidden else { throw .noEntry }
             f.sidecarKey = target
-            f.shownHash = shown
             if folder == nil {
                 sessionNames.withLock { n in if n[f.name] == f.ino { n[f.name] = nil } }
             } else if let folder {
